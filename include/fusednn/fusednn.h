@@ -1,0 +1,419 @@
+/**
+ * @file fusednn.h
+ * @brief The fusednn C API: load a small PyTorch-trained network and run it.
+ *
+ * Everything public is prefixed `fdnn_` / `FDNN_`. Objects are opaque handles created by
+ * `fdnn_X_create*` and released by `fdnn_X_destroy`, which accepts NULL. Every fallible call
+ * returns an ::fdnn_status; on failure, fdnn_last_error_message() gives a message for the calling
+ * thread that names the file, tensor, layer or argument at fault, and output parameters are left
+ * untouched.
+ *
+ * The typical lifecycle:
+ * @code
+ *   fdnn_model* model = NULL;
+ *   if (fdnn_model_create_from_file("mlp.safetensors", NULL, &model) != FDNN_STATUS_OK) {
+ *     fprintf(stderr, "%s\n", fdnn_last_error_message());
+ *   }
+ *   fdnn_model_run(model, batch, input, input_count, output, output_capacity);
+ *   fdnn_model_destroy(model);
+ * @endcode
+ *
+ * Threading: see fdnn_model_run() and ::fdnn_context. In short, a model whose weights are all
+ * loaded may be run from any number of threads at once; loading weights must not overlap any
+ * other call on the same model.
+ *
+ * This header is C99 and C++ clean. No exception, STL type or varargs crosses it.
+ */
+#ifndef FUSEDNN_FUSEDNN_H
+#define FUSEDNN_FUSEDNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** @name Version
+ *  The ABI major version is FDNN_VERSION_MAJOR; it is the shared library's SOVERSION. A library
+ *  with the same major version and a minor version at least the header's runs a program built
+ *  against this header.
+ *  @{ */
+#define FDNN_VERSION_MAJOR 0 /**< Incremented on an incompatible ABI change. */
+#define FDNN_VERSION_MINOR 1 /**< Incremented when functions or struct fields are added. */
+#define FDNN_VERSION_PATCH 0 /**< Incremented on fixes that change no interface. */
+/** The version as one number: major * 10000 + minor * 100 + patch. */
+#define FDNN_VERSION_NUMBER \
+  (FDNN_VERSION_MAJOR * 10000 + FDNN_VERSION_MINOR * 100 + FDNN_VERSION_PATCH)
+/** @} */
+
+/** The most dimensions a per-sample shape may have. */
+#define FDNN_MAX_RANK 8
+
+#if defined(_WIN32)
+#if defined(FUSEDNN_BUILDING_LIBRARY)
+#define FDNN_API __declspec(dllexport)
+#else
+#define FDNN_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__)
+#define FDNN_API __attribute__((visibility("default")))
+#else
+#define FDNN_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @brief Result of every fallible call. Values are pinned: they never change between versions.
+ */
+typedef enum fdnn_status {
+  FDNN_STATUS_OK = 0,                /**< Success. */
+  FDNN_STATUS_INVALID_ARGUMENT = 1,  /**< A NULL pointer, a bad value or an out-of-range batch. */
+  FDNN_STATUS_IO_ERROR = 2,          /**< A file or directory is missing or cannot be read. */
+  FDNN_STATUS_PARSE_ERROR = 3,       /**< A file is malformed (JSON syntax, safetensors layout). */
+  FDNN_STATUS_INVALID_MODEL = 4,     /**< The model spec is wrong: unknown layer, bad dims, shapes. */
+  FDNN_STATUS_WEIGHT_MISMATCH = 5,   /**< A weight is missing, extra, mis-shaped or mis-typed. */
+  FDNN_STATUS_INVALID_STATE = 6,     /**< The call is not allowed now (run before weights load). */
+  FDNN_STATUS_BUFFER_TOO_SMALL = 7,  /**< An output buffer cannot hold the result. */
+  FDNN_STATUS_OUT_OF_MEMORY = 8,     /**< Host or device memory could not be allocated. */
+  FDNN_STATUS_UNSUPPORTED = 9,       /**< The feature is not available in this build or device. */
+  FDNN_STATUS_NON_FINITE_WEIGHT = 10, /**< fdnn_model_validate() found a NaN or Inf weight. */
+  FDNN_STATUS_DEVICE_ERROR = 11,     /**< The GPU runtime reported an error. */
+  FDNN_STATUS_INTERNAL_ERROR = 12    /**< A bug in fusednn; please report the message. */
+} fdnn_status;
+
+/** @brief Element types of tensors passed in by the caller. Values are pinned. */
+typedef enum fdnn_dtype {
+  FDNN_DTYPE_FLOAT32 = 0, /**< IEEE 754 binary32. */
+  FDNN_DTYPE_FLOAT16 = 1, /**< IEEE 754 binary16. */
+  FDNN_DTYPE_BFLOAT16 = 2 /**< bfloat16 (the upper half of a binary32). */
+} fdnn_dtype;
+
+/** @brief Where a model runs. Values are pinned. */
+typedef enum fdnn_device {
+  FDNN_DEVICE_CPU = 0,  /**< The portable CPU backend (exact fp32). */
+  FDNN_DEVICE_CUDA = 1, /**< An NVIDIA GPU; FDNN_STATUS_UNSUPPORTED when none can be used. */
+  FDNN_DEVICE_AUTO = 2  /**< The GPU when one can be used, else the CPU. */
+} fdnn_device;
+
+/**
+ * @brief A network: its graph, its weights, and the backend it runs on.
+ *
+ * Create with fdnn_model_create_from_file() or fdnn_model_create_from_spec(); free with
+ * fdnn_model_destroy().
+ */
+typedef struct fdnn_model fdnn_model;
+
+/**
+ * @brief An execution context: the scratch memory (and, on a GPU, the stream and captured
+ * graphs) that one run in flight needs.
+ *
+ * A context is used by one thread at a time; create one per thread for the lowest latency
+ * (as with TensorRT's execution contexts), or let fdnn_model_run() take one from the model's
+ * internal pool. A context keeps its model's weights alive: the model may be destroyed first.
+ * Create with fdnn_context_create(); free with fdnn_context_destroy().
+ */
+typedef struct fdnn_context fdnn_context;
+
+/**
+ * @brief Options for creating a model. Initialise with fdnn_model_options_init() and then
+ * change the fields you need; new fields are only ever appended.
+ */
+typedef struct fdnn_model_options {
+  /** sizeof(fdnn_model_options) as the caller was compiled; set by fdnn_model_options_init(). */
+  size_t struct_size;
+  /** Largest batch a run may use (1 or more). Scratch memory is sized for it. Default 1024. */
+  int64_t max_batch;
+  /** Where to run. Default ::FDNN_DEVICE_CPU in this version. */
+  fdnn_device device;
+  /** GPU ordinal when device is CUDA or AUTO. Default 0. */
+  int32_t device_id;
+  /**
+   * Threads one CPU run may use: 0 picks the number of hardware threads (used only when the
+   * batch is large enough to pay for them), 1 runs on the calling thread alone. Default 0.
+   */
+  int32_t cpu_threads;
+} fdnn_model_options;
+
+/** @brief A per-sample shape (the batch dimension is not included). */
+typedef struct fdnn_shape {
+  int32_t rank;                  /**< Number of valid entries in dims (0 to FDNN_MAX_RANK). */
+  int64_t dims[FDNN_MAX_RANK];   /**< Extents, outermost first (C order). */
+} fdnn_shape;
+
+/** @brief Memory a model uses, from fdnn_model_memory_info(). */
+typedef struct fdnn_memory_info {
+  size_t struct_size;          /**< Set by the caller to sizeof(fdnn_memory_info). */
+  int64_t parameter_count;     /**< Scalars in all weights as the spec declares them. */
+  size_t weight_bytes;         /**< Bytes the backend holds for the (folded) weights. */
+  size_t context_bytes;        /**< Scratch bytes each execution context allocates. */
+} fdnn_memory_info;
+
+/** @brief One layer of a model, from fdnn_model_layer_info(). */
+typedef struct fdnn_layer_info {
+  size_t struct_size;        /**< Set by the caller to sizeof(fdnn_layer_info). */
+  const char* name;          /**< The layer's name; owned by the model, valid until destroy. */
+  const char* type;          /**< The layer type as in the spec ("Linear"); owned by the model. */
+  fdnn_shape output_shape;   /**< Per-sample shape of the layer's output. */
+  int64_t parameter_count;   /**< Scalars in this layer's weights. */
+} fdnn_layer_info;
+
+/* ---------------------------------------------------------------------------------------------
+ * Library
+ * ------------------------------------------------------------------------------------------- */
+
+/**
+ * @brief The library's version as major * 10000 + minor * 100 + patch.
+ *
+ * Compare with FDNN_VERSION_NUMBER to find a library older than the header.
+ * Thread-safe.
+ */
+FDNN_API uint32_t fdnn_version(void);
+
+/** @brief The library's version as "major.minor.patch"; a static string. Thread-safe. */
+FDNN_API const char* fdnn_version_string(void);
+
+/**
+ * @brief The name of a status code ("FDNN_STATUS_OK"); "FDNN_STATUS_UNKNOWN" for other values.
+ * @param[in] status Any value.
+ * @return A static string. Thread-safe.
+ */
+FDNN_API const char* fdnn_status_string(fdnn_status status);
+
+/**
+ * @brief The message of the last failed call made by this thread.
+ *
+ * Thread-local: a failure on one thread never changes another thread's message. A successful
+ * call does not clear it.
+ * @return A string owned by the library, valid until this thread's next failing fdnn call;
+ *         "" when this thread has had no failure.
+ */
+FDNN_API const char* fdnn_last_error_message(void);
+
+/**
+ * @brief Whether the library was built with the CUDA backend and can see a usable GPU.
+ * @param[out] count Number of usable GPUs (0 in a CPU-only build). Must not be NULL.
+ * @return ::FDNN_STATUS_OK, or ::FDNN_STATUS_INVALID_ARGUMENT for a NULL count.
+ */
+FDNN_API fdnn_status fdnn_cuda_device_count(int32_t* count);
+
+/* ---------------------------------------------------------------------------------------------
+ * Models
+ * ------------------------------------------------------------------------------------------- */
+
+/**
+ * @brief Fill options with their defaults, struct_size included.
+ * @param[out] options Options to initialise; NULL is ignored.
+ */
+FDNN_API void fdnn_model_options_init(fdnn_model_options* options);
+
+/**
+ * @brief Create a model from a file.
+ *
+ * The file is either a JSON model spec (docs/model-format.md), whose weights are then loaded
+ * with fdnn_model_load_weights() or fdnn_model_set_weight(), or a bundle: a safetensors file whose
+ * metadata carries the spec, in which case the weights are loaded as well.
+ *
+ * @param[in] path Path of the spec or bundle. Must not be NULL.
+ * @param[in] options Options, or NULL for the defaults.
+ * @param[out] model Receives the new model; free it with fdnn_model_destroy(). Must not be NULL.
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_IO_ERROR,
+ *         ::FDNN_STATUS_PARSE_ERROR, ::FDNN_STATUS_INVALID_MODEL, ::FDNN_STATUS_WEIGHT_MISMATCH,
+ *         ::FDNN_STATUS_UNSUPPORTED (device not available), ::FDNN_STATUS_OUT_OF_MEMORY.
+ * Thread-safe (creates independent objects).
+ */
+FDNN_API fdnn_status fdnn_model_create_from_file(const char* path,
+                                                 const fdnn_model_options* options,
+                                                 fdnn_model** model);
+
+/**
+ * @brief Create a model from a JSON spec held in memory.
+ * @param[in] spec_json The spec's UTF-8 text; need not be NUL-terminated. Must not be NULL.
+ * @param[in] spec_length Length of spec_json in bytes.
+ * @param[in] options Options, or NULL for the defaults.
+ * @param[out] model Receives the new model; free it with fdnn_model_destroy(). Must not be NULL.
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_PARSE_ERROR,
+ *         ::FDNN_STATUS_INVALID_MODEL, ::FDNN_STATUS_UNSUPPORTED, ::FDNN_STATUS_OUT_OF_MEMORY.
+ * Thread-safe (creates independent objects).
+ */
+FDNN_API fdnn_status fdnn_model_create_from_spec(const char* spec_json, size_t spec_length,
+                                                 const fdnn_model_options* options,
+                                                 fdnn_model** model);
+
+/**
+ * @brief Destroy a model. Contexts created from it stay usable until they are destroyed.
+ * @param[in] model The model, or NULL (ignored). Must not be in use by another thread.
+ */
+FDNN_API void fdnn_model_destroy(fdnn_model* model);
+
+/**
+ * @brief Load weights from a safetensors file or from a directory of `<name>.bin` / `<name>.txt`.
+ *
+ * Every tensor is checked against the spec: a tensor the spec does not name, a wrong shape or an
+ * unsupported element type is an error naming the tensor (and both shapes); nothing is loaded
+ * then. Tensors the file lacks may come from later calls. safetensors F32, F16 and BF16 are
+ * converted to float32; `.bin` files are raw little-endian float32; `.txt` files hold one number
+ * per line as written by numpy.savetxt.
+ *
+ * @param[in,out] model The model. Must not be NULL.
+ * @param[in] path A `.safetensors` file or a directory. Must not be NULL.
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_IO_ERROR,
+ *         ::FDNN_STATUS_PARSE_ERROR, ::FDNN_STATUS_WEIGHT_MISMATCH,
+ *         ::FDNN_STATUS_INVALID_STATE (the model has already run: its weights are frozen).
+ * Not thread-safe: no other call on this model may overlap it.
+ */
+FDNN_API fdnn_status fdnn_model_load_weights(fdnn_model* model, const char* path);
+
+/**
+ * @brief Set one weight tensor from the caller's memory (copied; the caller keeps ownership).
+ * @param[in,out] model The model. Must not be NULL.
+ * @param[in] name The tensor's state_dict name ("fc1.weight"). Must not be NULL.
+ * @param[in] dtype Element type of data.
+ * @param[in] data The elements in C order. Must not be NULL.
+ * @param[in] shape The tensor's extents; must equal the spec's. Must not be NULL when rank > 0.
+ * @param[in] rank Number of entries in shape (0 to FDNN_MAX_RANK).
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_WEIGHT_MISMATCH,
+ *         ::FDNN_STATUS_INVALID_STATE (weights are frozen).
+ * Not thread-safe: no other call on this model may overlap it.
+ */
+FDNN_API fdnn_status fdnn_model_set_weight(fdnn_model* model, const char* name, fdnn_dtype dtype,
+                                           const void* data, const int64_t* shape, int32_t rank);
+
+/**
+ * @brief Check the weights: all present, all finite.
+ *
+ * NaN and Inf are accepted when loading (a user may want to inspect such a model) and reported
+ * here.
+ * @param[in] model The model. Must not be NULL.
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_WEIGHT_MISMATCH naming the missing tensors;
+ *         ::FDNN_STATUS_NON_FINITE_WEIGHT naming each tensor with NaN or Inf and its first bad
+ *         index; ::FDNN_STATUS_INVALID_ARGUMENT.
+ * Thread-safe once weights are loaded.
+ */
+FDNN_API fdnn_status fdnn_model_validate(const fdnn_model* model);
+
+/**
+ * @brief The per-sample input shape (without the batch dimension).
+ * @param[in] model The model. Must not be NULL.
+ * @param[out] shape Receives the shape. Must not be NULL.
+ * @return ::FDNN_STATUS_OK or ::FDNN_STATUS_INVALID_ARGUMENT. Thread-safe.
+ */
+FDNN_API fdnn_status fdnn_model_input_shape(const fdnn_model* model, fdnn_shape* shape);
+
+/**
+ * @brief The per-sample output shape (without the batch dimension).
+ * @param[in] model The model. Must not be NULL.
+ * @param[out] shape Receives the shape. Must not be NULL.
+ * @return ::FDNN_STATUS_OK or ::FDNN_STATUS_INVALID_ARGUMENT. Thread-safe.
+ */
+FDNN_API fdnn_status fdnn_model_output_shape(const fdnn_model* model, fdnn_shape* shape);
+
+/**
+ * @brief The largest batch a run accepts (fdnn_model_options::max_batch).
+ * @param[in] model The model. Must not be NULL.
+ * @param[out] max_batch Receives the value. Must not be NULL.
+ * @return ::FDNN_STATUS_OK or ::FDNN_STATUS_INVALID_ARGUMENT. Thread-safe.
+ */
+FDNN_API fdnn_status fdnn_model_max_batch(const fdnn_model* model, int64_t* max_batch);
+
+/**
+ * @brief The device the model runs on (never ::FDNN_DEVICE_AUTO: the resolved choice).
+ * @param[in] model The model. Must not be NULL.
+ * @param[out] device Receives the device. Must not be NULL.
+ * @return ::FDNN_STATUS_OK or ::FDNN_STATUS_INVALID_ARGUMENT. Thread-safe.
+ */
+FDNN_API fdnn_status fdnn_model_device(const fdnn_model* model, fdnn_device* device);
+
+/**
+ * @brief Parameter count and the memory the model and each context use.
+ *
+ * context_bytes is known before any run, so callers can budget memory up front.
+ * @param[in] model The model. Must not be NULL.
+ * @param[in,out] info Receives the figures; the caller sets info->struct_size first.
+ * @return ::FDNN_STATUS_OK or ::FDNN_STATUS_INVALID_ARGUMENT. Thread-safe.
+ */
+FDNN_API fdnn_status fdnn_model_memory_info(const fdnn_model* model, fdnn_memory_info* info);
+
+/**
+ * @brief Number of layers in the spec.
+ * @param[in] model The model. Must not be NULL.
+ * @param[out] count Receives the count. Must not be NULL.
+ * @return ::FDNN_STATUS_OK or ::FDNN_STATUS_INVALID_ARGUMENT. Thread-safe.
+ */
+FDNN_API fdnn_status fdnn_model_layer_count(const fdnn_model* model, int32_t* count);
+
+/**
+ * @brief Describe one layer (as written in the spec, before any folding).
+ * @param[in] model The model. Must not be NULL.
+ * @param[in] index 0 to fdnn_model_layer_count() - 1.
+ * @param[in,out] info Receives the description; the caller sets info->struct_size first.
+ * @return ::FDNN_STATUS_OK or ::FDNN_STATUS_INVALID_ARGUMENT. Thread-safe.
+ */
+FDNN_API fdnn_status fdnn_model_layer_info(const fdnn_model* model, int32_t index,
+                                           fdnn_layer_info* info);
+
+/**
+ * @brief Run the model on host buffers.
+ *
+ * Thread-safe once the weights are loaded: any number of threads may call it on one model at
+ * once. Each call borrows an execution context from the model's pool (creating one when all are
+ * busy), so concurrent callers never share scratch memory. The first run freezes the weights.
+ *
+ * @param[in] model The model. Must not be NULL.
+ * @param[in] batch Number of samples, 1 to the model's max_batch.
+ * @param[in] input batch x input-shape float32 values in C order. Must not be NULL.
+ * @param[in] input_count Number of floats in input; must equal batch x input elements.
+ * @param[out] output Receives batch x output-shape float32 values. Must not be NULL.
+ * @param[in] output_capacity Number of floats output can hold; a smaller buffer than the
+ *            result is refused with ::FDNN_STATUS_BUFFER_TOO_SMALL and nothing is written.
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_BUFFER_TOO_SMALL,
+ *         ::FDNN_STATUS_INVALID_STATE (weights missing), ::FDNN_STATUS_OUT_OF_MEMORY,
+ *         ::FDNN_STATUS_DEVICE_ERROR.
+ */
+FDNN_API fdnn_status fdnn_model_run(fdnn_model* model, int64_t batch, const float* input,
+                                    size_t input_count, float* output, size_t output_capacity);
+
+/* ---------------------------------------------------------------------------------------------
+ * Execution contexts
+ * ------------------------------------------------------------------------------------------- */
+
+/**
+ * @brief Create an execution context for a model whose weights are all loaded.
+ *
+ * Allocates all scratch memory for the model's max_batch now, so runs allocate nothing. Freezes
+ * the model's weights.
+ * @param[in] model The model. Must not be NULL.
+ * @param[out] context Receives the context; free it with fdnn_context_destroy(). Must not be NULL.
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_INVALID_STATE
+ *         (weights missing), ::FDNN_STATUS_OUT_OF_MEMORY, ::FDNN_STATUS_DEVICE_ERROR.
+ * Thread-safe once the weights are loaded.
+ */
+FDNN_API fdnn_status fdnn_context_create(fdnn_model* model, fdnn_context** context);
+
+/**
+ * @brief Destroy a context.
+ * @param[in] context The context, or NULL (ignored). Must not be running.
+ */
+FDNN_API void fdnn_context_destroy(fdnn_context* context);
+
+/**
+ * @brief Run on host buffers with this context; same arguments and statuses as fdnn_model_run().
+ *
+ * Not thread-safe for one context: use one context per thread. Different contexts of the same
+ * model may run at once.
+ * @param[in,out] context The context. Must not be NULL.
+ * @param[in] batch Number of samples, 1 to the model's max_batch.
+ * @param[in] input batch x input-shape float32 values in C order. Must not be NULL.
+ * @param[in] input_count Number of floats in input; must equal batch x input elements.
+ * @param[out] output Receives batch x output-shape float32 values. Must not be NULL.
+ * @param[in] output_capacity Number of floats output can hold.
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_BUFFER_TOO_SMALL,
+ *         ::FDNN_STATUS_DEVICE_ERROR.
+ */
+FDNN_API fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, const float* input,
+                                      size_t input_count, float* output, size_t output_capacity);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FUSEDNN_FUSEDNN_H */

@@ -1,0 +1,25 @@
+// Opens whatever a user hands fdnn_model_create_from_file: a JSON spec, or a bundle (a
+// safetensors file whose metadata key "fusednn.spec" holds the spec, so one file is a model).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "graph/weight_store.hpp"
+
+namespace fusednn {
+
+// The metadata key under which a bundle stores its spec.
+constexpr const char* kBundleSpecKey = "fusednn.spec";
+
+struct ModelFile {
+  Graph graph;
+  std::optional<std::vector<NamedTensor>> bundled_weights;  // set for a bundle
+};
+
+// Sniffs the content (JSON starts with '{'; safetensors with an 8-byte header length).
+ModelFile open_model_file(const std::string& path);
+
+}  // namespace fusednn
