@@ -1,0 +1,1 @@
+#include "backends/cpu/channel_affine.hpp"

@@ -1,0 +1,1 @@
+#include "backends/cpu/conv2d.hpp"

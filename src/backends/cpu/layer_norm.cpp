@@ -1,0 +1,1 @@
+#include "backends/cpu/layer_norm.hpp"

@@ -1,0 +1,1 @@
+#include "graph/layer.hpp"

@@ -1,0 +1,1 @@
+#include "graph/model_file.hpp"

@@ -1,0 +1,1 @@
+#include "graph/safetensors_file.hpp"

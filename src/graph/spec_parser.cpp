@@ -1,0 +1,1 @@
+#include "graph/spec_parser.hpp"

@@ -1,0 +1,1 @@
+#include "graph/weight_directory.hpp"
