@@ -1,0 +1,243 @@
+// The extern "C" surface: argument checks, handle plumbing and the exception firewall only; the
+// work is in src/runtime.
+#include <cstring>
+#include <string>
+
+#include "api/firewall.hpp"
+#include "api/handles.hpp"
+#include "fusednn/fusednn.h"
+#include "graph/model_file.hpp"
+#include "graph/spec_parser.hpp"
+
+using fusednn::fail;
+using fusednn::guarded;
+using fusednn::require_non_null;
+
+namespace {
+
+void to_c_shape(const fusednn::Shape& shape, fdnn_shape* out) {
+  fdnn_shape result{};
+  result.rank = static_cast<int32_t>(shape.size());
+  for (size_t i = 0; i < shape.size() && i < FDNN_MAX_RANK; ++i) result.dims[i] = shape[i];
+  *out = result;
+}
+
+// Reads a caller's struct_size-versioned output struct: the caller's size must cover `needed`.
+template <typename T>
+void require_struct_size(const T* info, size_t needed, const char* what) {
+  if (info->struct_size < needed) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, what, "->struct_size is ", info->struct_size,
+         "; set it to sizeof(", what, ")");
+  }
+}
+
+fdnn_model* new_model(fusednn::Graph graph, const fdnn_model_options* options) {
+  return new fdnn_model{fusednn::Model(std::move(graph), fusednn::resolve_options(options))};
+}
+
+}  // namespace
+
+extern "C" {
+
+uint32_t fdnn_version(void) { return FDNN_VERSION_NUMBER; }
+
+const char* fdnn_version_string(void) {
+#define FDNN_STRINGIFY2(x) #x
+#define FDNN_STRINGIFY(x) FDNN_STRINGIFY2(x)
+  return FDNN_STRINGIFY(FDNN_VERSION_MAJOR) "." FDNN_STRINGIFY(FDNN_VERSION_MINOR) "." FDNN_STRINGIFY(
+      FDNN_VERSION_PATCH);
+}
+
+const char* fdnn_status_string(fdnn_status status) {
+  switch (status) {
+    case FDNN_STATUS_OK: return "FDNN_STATUS_OK";
+    case FDNN_STATUS_INVALID_ARGUMENT: return "FDNN_STATUS_INVALID_ARGUMENT";
+    case FDNN_STATUS_IO_ERROR: return "FDNN_STATUS_IO_ERROR";
+    case FDNN_STATUS_PARSE_ERROR: return "FDNN_STATUS_PARSE_ERROR";
+    case FDNN_STATUS_INVALID_MODEL: return "FDNN_STATUS_INVALID_MODEL";
+    case FDNN_STATUS_WEIGHT_MISMATCH: return "FDNN_STATUS_WEIGHT_MISMATCH";
+    case FDNN_STATUS_INVALID_STATE: return "FDNN_STATUS_INVALID_STATE";
+    case FDNN_STATUS_BUFFER_TOO_SMALL: return "FDNN_STATUS_BUFFER_TOO_SMALL";
+    case FDNN_STATUS_OUT_OF_MEMORY: return "FDNN_STATUS_OUT_OF_MEMORY";
+    case FDNN_STATUS_UNSUPPORTED: return "FDNN_STATUS_UNSUPPORTED";
+    case FDNN_STATUS_NON_FINITE_WEIGHT: return "FDNN_STATUS_NON_FINITE_WEIGHT";
+    case FDNN_STATUS_DEVICE_ERROR: return "FDNN_STATUS_DEVICE_ERROR";
+    case FDNN_STATUS_INTERNAL_ERROR: return "FDNN_STATUS_INTERNAL_ERROR";
+  }
+  return "FDNN_STATUS_UNKNOWN";
+}
+
+const char* fdnn_last_error_message(void) { return fusednn::last_error_message(); }
+
+fdnn_status fdnn_cuda_device_count(int32_t* count) {
+  return guarded(__func__, [&] { *require_non_null(count, "count") = 0; });
+}
+
+void fdnn_model_options_init(fdnn_model_options* options) {
+  if (options == nullptr) return;
+  *options = fdnn_model_options{};
+  options->struct_size = sizeof(fdnn_model_options);
+  options->max_batch = 1024;
+  options->device = FDNN_DEVICE_CPU;
+  options->device_id = 0;
+  options->cpu_threads = 0;
+}
+
+fdnn_status fdnn_model_create_from_file(const char* path, const fdnn_model_options* options,
+                                        fdnn_model** model) {
+  return guarded(__func__, [&] {
+    require_non_null(path, "path");
+    require_non_null(model, "model");
+    fusednn::ModelFile file = fusednn::open_model_file(path);
+    std::unique_ptr<fdnn_model> created(new_model(std::move(file.graph), options));
+    if (file.bundled_weights) created->model.accept_weights(std::move(*file.bundled_weights));
+    *model = created.release();
+  });
+}
+
+fdnn_status fdnn_model_create_from_spec(const char* spec_json, size_t spec_length,
+                                        const fdnn_model_options* options, fdnn_model** model) {
+  return guarded(__func__, [&] {
+    require_non_null(spec_json, "spec_json");
+    require_non_null(model, "model");
+    *model = new_model(fusednn::parse_model_spec(std::string(spec_json, spec_length), "<memory>"),
+                       options);
+  });
+}
+
+void fdnn_model_destroy(fdnn_model* model) { delete model; }
+
+fdnn_status fdnn_model_load_weights(fdnn_model* model, const char* path) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    require_non_null(path, "path");
+    model->model.load_weights(path);
+  });
+}
+
+fdnn_status fdnn_model_set_weight(fdnn_model* model, const char* name, fdnn_dtype dtype,
+                                  const void* data, const int64_t* shape, int32_t rank) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    require_non_null(name, "name");
+    require_non_null(data, "data");
+    if (rank < 0 || rank > FDNN_MAX_RANK) {
+      fail(FDNN_STATUS_INVALID_ARGUMENT, "rank of tensor '", name, "' is ", rank,
+           "; it must be 0 to ", FDNN_MAX_RANK);
+    }
+    if (rank > 0) require_non_null(shape, "shape");
+    fusednn::Shape dims(shape, shape + rank);
+    for (int64_t extent : dims) {
+      if (extent < 0) {
+        fail(FDNN_STATUS_INVALID_ARGUMENT, "shape ", fusednn::to_string(dims), " of tensor '",
+             name, "' has a negative extent");
+      }
+    }
+    model->model.set_weight(name, dtype, data, dims);
+  });
+}
+
+fdnn_status fdnn_model_validate(const fdnn_model* model) {
+  return guarded(__func__, [&] { require_non_null(model, "model")->model.validate(); });
+}
+
+fdnn_status fdnn_model_input_shape(const fdnn_model* model, fdnn_shape* shape) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    to_c_shape(model->model.graph().input_shape, require_non_null(shape, "shape"));
+  });
+}
+
+fdnn_status fdnn_model_output_shape(const fdnn_model* model, fdnn_shape* shape) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    to_c_shape(model->model.graph().output_shape(), require_non_null(shape, "shape"));
+  });
+}
+
+fdnn_status fdnn_model_max_batch(const fdnn_model* model, int64_t* max_batch) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    *require_non_null(max_batch, "max_batch") = model->model.options().max_batch;
+  });
+}
+
+fdnn_status fdnn_model_device(const fdnn_model* model, fdnn_device* device) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    *require_non_null(device, "device") = model->model.options().device;
+  });
+}
+
+fdnn_status fdnn_model_memory_info(const fdnn_model* model, fdnn_memory_info* info) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    require_non_null(info, "info");
+    require_struct_size(info, offsetof(fdnn_memory_info, context_bytes) + sizeof(size_t),
+                        "fdnn_memory_info");
+    fdnn_memory_info result{};
+    result.struct_size = info->struct_size;
+    result.parameter_count = model->model.graph().parameter_count();
+    result.weight_bytes = model->model.weight_bytes();
+    result.context_bytes = model->model.context_bytes();
+    *info = result;
+  });
+}
+
+fdnn_status fdnn_model_layer_count(const fdnn_model* model, int32_t* count) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    *require_non_null(count, "count") = static_cast<int32_t>(model->model.graph().layers.size());
+  });
+}
+
+fdnn_status fdnn_model_layer_info(const fdnn_model* model, int32_t index, fdnn_layer_info* info) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    require_non_null(info, "info");
+    require_struct_size(info, offsetof(fdnn_layer_info, parameter_count) + sizeof(int64_t),
+                        "fdnn_layer_info");
+    const auto& layers = model->model.graph().layers;
+    if (index < 0 || static_cast<size_t>(index) >= layers.size()) {
+      fail(FDNN_STATUS_INVALID_ARGUMENT, "index is ", index, "; the model has ", layers.size(),
+           " layers");
+    }
+    const fusednn::Layer& layer = layers[index];
+    fdnn_layer_info result{};
+    result.struct_size = info->struct_size;
+    result.name = layer.name.c_str();
+    result.type = layer.type_name.c_str();
+    to_c_shape(layer.output_shape, &result.output_shape);
+    for (const fusednn::WeightSlot& slot : layer.weights) {
+      result.parameter_count += fusednn::element_count(slot.shape);
+    }
+    *info = result;
+  });
+}
+
+fdnn_status fdnn_model_run(fdnn_model* model, int64_t batch, const float* input,
+                           size_t input_count, float* output, size_t output_capacity) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model")->model.run(batch, input, input_count, output, output_capacity);
+  });
+}
+
+fdnn_status fdnn_context_create(fdnn_model* model, fdnn_context** context) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    require_non_null(context, "context");
+    *context = new fdnn_context{fusednn::Context(model->model.prepare())};
+  });
+}
+
+void fdnn_context_destroy(fdnn_context* context) { delete context; }
+
+fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, const float* input,
+                             size_t input_count, float* output, size_t output_capacity) {
+  return guarded(__func__, [&] {
+    require_non_null(context, "context")
+        ->context.run(batch, input, input_count, output, output_capacity);
+  });
+}
+
+}  // extern "C"

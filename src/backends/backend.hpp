@@ -1,0 +1,31 @@
+// What the runtime asks of a backend: hold a plan's weights where it runs, and hand out
+// execution contexts that own all scratch memory one run in flight needs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "fusednn/fusednn.h"
+
+namespace fusednn {
+
+class ExecutionContext {
+ public:
+  virtual ~ExecutionContext() = default;
+  // Arguments are checked by the runtime: 1 <= batch <= max_batch, buffers large enough.
+  // One call at a time per context.
+  virtual void run_host(int64_t batch, const float* input, float* output) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual fdnn_device device() const = 0;
+  virtual size_t weight_bytes() const = 0;
+  // Bytes each context allocates, known before any context exists.
+  virtual size_t context_bytes() const = 0;
+  virtual std::unique_ptr<ExecutionContext> create_context() const = 0;
+};
+
+}  // namespace fusednn

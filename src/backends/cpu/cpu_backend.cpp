@@ -1,0 +1,230 @@
+#include "backends/cpu/cpu_backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/channel_affine.hpp"
+#include "backends/cpu/concat.hpp"
+#include "backends/cpu/conv2d.hpp"
+#include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/layer_norm.hpp"
+#include "backends/cpu/linear.hpp"
+#include "backends/cpu/pool2d.hpp"
+#include "backends/cpu/softmax.hpp"
+
+namespace fusednn {
+namespace {
+
+cpu::Conv2dGeometry conv_geometry(const WindowGeometry& w) {
+  return cpu::Conv2dGeometry{w.in_channels, w.in_height,   w.in_width,    w.out_channels,
+                             w.out_height,  w.out_width,   w.kernel[0],   w.kernel[1],
+                             w.stride[0],   w.stride[1],   w.padding[0],  w.padding[1],
+                             w.dilation[0], w.dilation[1], w.groups};
+}
+
+cpu::Pool2dGeometry pool_geometry(const WindowGeometry& w) {
+  return cpu::Pool2dGeometry{w.in_channels, w.in_height,  w.in_width,   w.out_height,
+                             w.out_width,   w.kernel[0],  w.kernel[1],  w.stride[0],
+                             w.stride[1],   w.padding[0], w.padding[1], w.count_include_pad};
+}
+
+// Multiply-adds per sample, to decide whether a batch is worth splitting across threads.
+double flops_per_sample(const Plan& plan) {
+  double flops = 0;
+  for (const Step& step : plan.steps) {
+    const WindowGeometry& w = step.window;
+    switch (step.kind) {
+      case StepKind::Linear:
+        flops += 2.0 * step.rows_per_sample * step.in_features * step.out_features;
+        break;
+      case StepKind::Conv2d:
+        flops += 2.0 * w.out_channels * w.out_height * w.out_width * (w.in_channels / w.groups) *
+                 w.kernel[0] * w.kernel[1];
+        break;
+      default:
+        flops += double(plan.values[step.output].elements) * 4;
+        break;
+    }
+  }
+  return flops;
+}
+
+class CpuBackend;
+
+class CpuContext final : public ExecutionContext {
+ public:
+  explicit CpuContext(const CpuBackend& backend);
+  void run_host(int64_t batch, const float* input, float* output) override;
+
+ private:
+  void run_slice(int64_t first, int64_t count, const float* input, float* output, float* scratch);
+
+  const CpuBackend& backend_;
+  std::vector<float> workspace_;
+  std::vector<float> scratch_;  // conv scratch, one region per thread
+};
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, int cpu_threads)
+      : plan_(std::move(plan)), max_batch_(max_batch) {
+    threads_ = cpu_threads > 0 ? cpu_threads
+                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    for (const Step& step : plan_->steps) {
+      if (step.kind == StepKind::Conv2d) {
+        const auto floats = static_cast<int64_t>(cpu::conv2d_scratch_floats(conv_geometry(step.window)));
+        scratch_floats_ = std::max(scratch_floats_, floats);
+      }
+    }
+    flops_per_sample_ = flops_per_sample(*plan_);
+  }
+
+  fdnn_device device() const override { return FDNN_DEVICE_CPU; }
+  size_t weight_bytes() const override { return plan_->constant_bytes(); }
+  size_t context_bytes() const override {
+    return sizeof(float) *
+           static_cast<size_t>(plan_->workspace_floats_per_sample * max_batch_ + scratch_floats_ * threads_);
+  }
+  std::unique_ptr<ExecutionContext> create_context() const override {
+    return std::make_unique<CpuContext>(*this);
+  }
+
+  // Threads worth using for a batch: each extra thread must have about a millisecond's
+  // worth of arithmetic to hide the cost of starting it.
+  int threads_for(int64_t batch) const {
+    constexpr double kFlopsPerThread = 4e6;
+    const double useful = flops_per_sample_ * double(batch) / kFlopsPerThread;
+    const int64_t wanted = std::clamp<int64_t>(static_cast<int64_t>(useful), 1, threads_);
+    return static_cast<int>(std::min(wanted, batch));
+  }
+
+  const Plan& plan() const { return *plan_; }
+  int64_t max_batch() const { return max_batch_; }
+  int threads() const { return threads_; }
+  int64_t scratch_floats() const { return scratch_floats_; }
+
+ private:
+  std::shared_ptr<const Plan> plan_;
+  int64_t max_batch_;
+  int threads_ = 1;
+  int64_t scratch_floats_ = 0;
+  double flops_per_sample_ = 0;
+};
+
+CpuContext::CpuContext(const CpuBackend& backend)
+    : backend_(backend),
+      workspace_(static_cast<size_t>(backend.plan().workspace_floats_per_sample * backend.max_batch())),
+      scratch_(static_cast<size_t>(backend.scratch_floats() * backend.threads())) {}
+
+void CpuContext::run_host(int64_t batch, const float* input, float* output) {
+  const int threads = backend_.threads_for(batch);
+  float* scratch = scratch_.data();
+  const int64_t scratch_stride = backend_.scratch_floats();
+  if (threads == 1) {
+    run_slice(0, batch, input, output, scratch);
+    return;
+  }
+  std::vector<std::thread> workers;
+  workers.reserve(threads - 1);
+  const int64_t per_thread = (batch + threads - 1) / threads;
+  for (int t = 1; t < threads; ++t) {
+    const int64_t first = t * per_thread;
+    const int64_t count = std::min(per_thread, batch - first);
+    if (count <= 0) break;
+    workers.emplace_back([=] { run_slice(first, count, input, output, scratch + t * scratch_stride); });
+  }
+  run_slice(0, std::min(per_thread, batch), input, output, scratch);
+  for (std::thread& worker : workers) worker.join();
+}
+
+void CpuContext::run_slice(int64_t first, int64_t count, const float* input, float* output,
+                           float* scratch) {
+  const Plan& plan = backend_.plan();
+  const int64_t max_batch = backend_.max_batch();
+  auto data = [&](int value_id) -> float* {
+    const Value& value = plan.values[value_id];
+    switch (value.storage) {
+      case Storage::ModelInput:
+        // Only read, never written: the const is restored by every kernel signature.
+        return const_cast<float*>(input) + first * value.elements;
+      case Storage::ModelOutput:
+        return output + first * value.elements;
+      case Storage::Workspace:
+        break;
+    }
+    return workspace_.data() + value.workspace_offset * max_batch + first * value.elements;
+  };
+  auto constant = [&](int index) -> const float* {
+    return index < 0 ? nullptr : plan.constants[index].data();
+  };
+
+  for (const Step& step : plan.steps) {
+    float* y = data(step.output);
+    const float* x = data(step.inputs.front());
+    const int64_t elements = count * plan.values[step.output].elements;
+    switch (step.kind) {
+      case StepKind::Linear:
+        cpu::linear_forward(x, constant(step.weight), constant(step.bias), y,
+                            count * step.rows_per_sample, step.in_features, step.out_features,
+                            step.epilogue);
+        break;
+      case StepKind::Conv2d:
+        cpu::conv2d_forward(x, constant(step.weight), constant(step.bias), y, count,
+                            conv_geometry(step.window), step.epilogue, scratch);
+        break;
+      case StepKind::MaxPool2d:
+        cpu::max_pool2d_forward(x, y, count, pool_geometry(step.window));
+        break;
+      case StepKind::AvgPool2d:
+        cpu::avg_pool2d_forward(x, y, count, pool_geometry(step.window));
+        break;
+      case StepKind::Elementwise:
+        cpu::elementwise_forward(x, y, elements, step.epilogue);
+        break;
+      case StepKind::ChannelAffine:
+        cpu::channel_affine_forward(x, constant(step.weight), constant(step.bias), y, count,
+                                    step.in_features, step.out_features, step.epilogue);
+        break;
+      case StepKind::LayerNorm:
+        cpu::layer_norm_forward(x, constant(step.weight), constant(step.bias), y,
+                                count * step.rows_per_sample, step.in_features, step.eps,
+                                step.epilogue);
+        break;
+      case StepKind::Softmax:
+        cpu::softmax_forward(x, y, count * step.rows_per_sample, step.in_features);
+        break;
+      case StepKind::Add: {
+        // n-ary Add as a chain of in-place binary adds; the epilogue goes on the last one.
+        const size_t n = step.inputs.size();
+        for (size_t k = 1; k < n; ++k) {
+          const Epilogue none;
+          cpu::add_forward(k == 1 ? x : y, data(step.inputs[k]), y, elements,
+                           k + 1 == n ? step.epilogue : none);
+        }
+        break;
+      }
+      case StepKind::Concat: {
+        std::vector<const float*> parts;
+        parts.reserve(step.inputs.size());
+        for (int value : step.inputs) parts.push_back(data(value));
+        cpu::concat_forward(parts.data(), step.concat_inner.data(), static_cast<int>(parts.size()),
+                            y, count * step.rows_per_sample);
+        break;
+      }
+      case StepKind::Copy:
+        std::memcpy(y, x, sizeof(float) * static_cast<size_t>(elements));
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Plan> plan, int64_t max_batch,
+                                          int cpu_threads) {
+  return std::make_unique<CpuBackend>(std::move(plan), max_batch, cpu_threads);
+}
+
+}  // namespace fusednn

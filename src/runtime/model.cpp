@@ -1,0 +1,201 @@
+#include "runtime/model.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "backends/cpu/cpu_backend.hpp"
+#include "common/error.hpp"
+#include "common/float_conversion.hpp"
+#include "graph/safetensors_file.hpp"
+#include "graph/weight_directory.hpp"
+#include "planner/planner.hpp"
+
+namespace fusednn {
+
+ResolvedOptions resolve_options(const fdnn_model_options* options) {
+  ResolvedOptions resolved;
+  if (options == nullptr) return resolved;
+  // A caller built against an older header passes a shorter struct: read only what it has.
+  fdnn_model_options given;
+  fdnn_model_options_init(&given);
+  if (options->struct_size < offsetof(fdnn_model_options, max_batch)) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, "options.struct_size is ", options->struct_size,
+         "; call fdnn_model_options_init() before setting fields");
+  }
+  std::memcpy(&given, options, std::min(options->struct_size, sizeof given));
+  if (given.max_batch < 1) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, "options.max_batch is ", given.max_batch,
+         "; it must be at least 1");
+  }
+  if (given.cpu_threads < 0) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, "options.cpu_threads is ", given.cpu_threads,
+         "; use 0 for one per hardware thread or a positive count");
+  }
+  if (given.device_id < 0) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, "options.device_id is ", given.device_id);
+  }
+  switch (given.device) {
+    case FDNN_DEVICE_CPU:
+    case FDNN_DEVICE_AUTO:  // no GPU backend in this build: AUTO means the CPU
+      resolved.device = FDNN_DEVICE_CPU;
+      break;
+    case FDNN_DEVICE_CUDA:
+      fail(FDNN_STATUS_UNSUPPORTED, "options.device is FDNN_DEVICE_CUDA but this libfusednn was "
+           "built without the CUDA backend; use FDNN_DEVICE_CPU or FDNN_DEVICE_AUTO");
+    default:
+      fail(FDNN_STATUS_INVALID_ARGUMENT, "options.device has unknown value ",
+           static_cast<int>(given.device));
+  }
+  resolved.max_batch = given.max_batch;
+  resolved.device_id = given.device_id;
+  resolved.cpu_threads = given.cpu_threads;
+  return resolved;
+}
+
+void check_run_arguments(const PreparedModel& prepared, int64_t batch, const float* input,
+                         size_t input_count, const float* output, size_t output_capacity) {
+  if (input == nullptr) fail(FDNN_STATUS_INVALID_ARGUMENT, "input is NULL");
+  if (output == nullptr) fail(FDNN_STATUS_INVALID_ARGUMENT, "output is NULL");
+  if (batch < 1 || batch > prepared.max_batch) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, "batch is ", batch, "; it must be 1 to max_batch (",
+         prepared.max_batch, ", set in fdnn_model_options)");
+  }
+  const Plan& plan = *prepared.plan;
+  const auto needed_input = static_cast<size_t>(batch * element_count(plan.input_shape));
+  if (input_count != needed_input) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, "input_count is ", input_count, " but batch ", batch,
+         " x input shape ", to_string(plan.input_shape), " needs ", needed_input, " floats");
+  }
+  const auto needed_output = static_cast<size_t>(batch * element_count(plan.output_shape));
+  if (output_capacity < needed_output) {
+    fail(FDNN_STATUS_BUFFER_TOO_SMALL, "output_capacity is ", output_capacity, " but batch ",
+         batch, " x output shape ", to_string(plan.output_shape), " needs ", needed_output,
+         " floats");
+  }
+}
+
+Context::Context(std::shared_ptr<const PreparedModel> prepared)
+    : prepared_(std::move(prepared)), execution_(prepared_->backend->create_context()) {}
+
+void Context::run(int64_t batch, const float* input, size_t input_count, float* output,
+                  size_t output_capacity) {
+  check_run_arguments(*prepared_, batch, input, input_count, output, output_capacity);
+  execution_->run_host(batch, input, output);
+}
+
+Model::Model(Graph graph, const ResolvedOptions& options)
+    : graph_(std::move(graph)), options_(options), weights_(graph_) {}
+
+void Model::require_mutable() const {
+  if (prepared_) {
+    fail(FDNN_STATUS_INVALID_STATE, "the weights of model '", graph_.name,
+         "' are frozen: it has run or has a context; create a new model to change them");
+  }
+}
+
+void Model::load_weights(const std::string& path) {
+  require_mutable();
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    accept_weights(read_weight_directory(path, weights_));
+  } else {
+    accept_weights(read_safetensors(path).tensors);
+  }
+}
+
+void Model::accept_weights(std::vector<NamedTensor> tensors) {
+  require_mutable();
+  weights_.accept(std::move(tensors));
+}
+
+void Model::set_weight(const std::string& name, fdnn_dtype dtype, const void* data,
+                       const Shape& shape) {
+  require_mutable();
+  NamedTensor tensor;
+  tensor.name = name;
+  tensor.shape = shape;
+  tensor.source = "fdnn_model_set_weight";
+  const auto count = static_cast<size_t>(element_count(shape));
+  tensor.values.resize(count);
+  switch (dtype) {
+    case FDNN_DTYPE_FLOAT32:
+      tensor.dtype = "F32";
+      std::memcpy(tensor.values.data(), data, count * sizeof(float));
+      break;
+    case FDNN_DTYPE_FLOAT16:
+    case FDNN_DTYPE_BFLOAT16: {
+      tensor.dtype = dtype == FDNN_DTYPE_FLOAT16 ? "F16" : "BF16";
+      const auto* bits = static_cast<const uint16_t*>(data);
+      for (size_t i = 0; i < count; ++i) {
+        tensor.values[i] = dtype == FDNN_DTYPE_FLOAT16 ? half_to_float(bits[i])
+                                                       : bfloat16_to_float(bits[i]);
+      }
+      break;
+    }
+    default:
+      fail(FDNN_STATUS_INVALID_ARGUMENT, "dtype ", static_cast<int>(dtype), " of tensor '", name,
+           "' is not an fdnn_dtype");
+  }
+  weights_.accept({std::move(tensor)});
+}
+
+void Model::validate() const {
+  weights_.require_complete();
+  weights_.require_finite();
+}
+
+std::shared_ptr<const PreparedModel> Model::make_prepared(const WeightStore& weights) const {
+  auto prepared = std::make_shared<PreparedModel>();
+  prepared->plan = std::make_shared<const Plan>(build_plan(graph_, weights));
+  prepared->max_batch = options_.max_batch;
+  prepared->backend = make_cpu_backend(prepared->plan, options_.max_batch, options_.cpu_threads);
+  return prepared;
+}
+
+size_t Model::weight_bytes() const { return make_prepared(weights_)->backend->weight_bytes(); }
+
+size_t Model::context_bytes() const { return make_prepared(weights_)->backend->context_bytes(); }
+
+std::shared_ptr<const PreparedModel> Model::prepare() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!prepared_) {
+    try {
+      weights_.require_complete();
+    } catch (const Error& error) {
+      fail(FDNN_STATUS_INVALID_STATE, "model '", graph_.name,
+           "' cannot run before its weights are loaded: ", error.what());
+    }
+    prepared_ = make_prepared(weights_);
+  }
+  return prepared_;
+}
+
+void Model::run(int64_t batch, const float* input, size_t input_count, float* output,
+                size_t output_capacity) {
+  std::unique_ptr<Context> context;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!idle_contexts_.empty()) {
+      context = std::move(idle_contexts_.back());
+      idle_contexts_.pop_back();
+    }
+  }
+  if (!context) context = std::make_unique<Context>(prepare());
+  // The context goes back to the pool whether or not the run succeeds.
+  struct ReturnToPool {
+    Model& model;
+    std::unique_ptr<Context>& context;
+    ~ReturnToPool() {
+      try {
+        std::lock_guard<std::mutex> lock(model.mutex_);
+        model.idle_contexts_.push_back(std::move(context));
+      } catch (...) {
+        // Out of memory growing the pool: the context is simply freed.
+      }
+    }
+  } give_back{*this, context};
+  context->run(batch, input, input_count, output, output_capacity);
+}
+
+}  // namespace fusednn

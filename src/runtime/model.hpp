@@ -1,0 +1,83 @@
+// A model as the C API sees it: graph and weights until the first run, then a frozen plan on a
+// backend, shared by every execution context (contexts keep it alive after the model is gone).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "graph/graph.hpp"
+#include "graph/weight_store.hpp"
+#include "planner/plan.hpp"
+
+namespace fusednn {
+
+// Options with defaults applied and the device resolved.
+struct ResolvedOptions {
+  int64_t max_batch = 1024;
+  fdnn_device device = FDNN_DEVICE_CPU;
+  int32_t device_id = 0;
+  int32_t cpu_threads = 0;
+};
+
+// Reads the caller's struct up to its struct_size, checks every field, resolves AUTO.
+ResolvedOptions resolve_options(const fdnn_model_options* options);
+
+// What runs: the plan and the backend holding its weights. Immutable, so shared freely.
+struct PreparedModel {
+  std::shared_ptr<const Plan> plan;
+  std::unique_ptr<Backend> backend;
+  int64_t max_batch = 0;
+};
+
+// Checks a run's arguments against the plan; throws INVALID_ARGUMENT or BUFFER_TOO_SMALL.
+void check_run_arguments(const PreparedModel& prepared, int64_t batch, const float* input,
+                         size_t input_count, const float* output, size_t output_capacity);
+
+class Context {
+ public:
+  explicit Context(std::shared_ptr<const PreparedModel> prepared);
+  void run(int64_t batch, const float* input, size_t input_count, float* output,
+           size_t output_capacity);
+
+ private:
+  std::shared_ptr<const PreparedModel> prepared_;
+  std::unique_ptr<ExecutionContext> execution_;
+};
+
+class Model {
+ public:
+  Model(Graph graph, const ResolvedOptions& options);
+
+  // A .safetensors file or a directory of .bin / .txt files.
+  void load_weights(const std::string& path);
+  void accept_weights(std::vector<NamedTensor> tensors);
+  void set_weight(const std::string& name, fdnn_dtype dtype, const void* data, const Shape& shape);
+  void validate() const;
+
+  const Graph& graph() const { return graph_; }
+  const ResolvedOptions& options() const { return options_; }
+  size_t weight_bytes() const;
+  size_t context_bytes() const;
+
+  // Freezes the weights on first use and returns the shared plan and backend.
+  std::shared_ptr<const PreparedModel> prepare();
+  // Thread-safe: borrows a context from the pool (creating one when all are busy).
+  void run(int64_t batch, const float* input, size_t input_count, float* output,
+           size_t output_capacity);
+
+ private:
+  void require_mutable() const;
+  std::shared_ptr<const PreparedModel> make_prepared(const WeightStore& weights) const;
+
+  Graph graph_;
+  ResolvedOptions options_;
+  WeightStore weights_;
+  std::mutex mutex_;  // guards prepared_ and idle_contexts_
+  std::shared_ptr<const PreparedModel> prepared_;
+  std::vector<std::unique_ptr<Context>> idle_contexts_;
+};
+
+}  // namespace fusednn
