@@ -1,0 +1,247 @@
+/**
+ * @file fusednn.hpp
+ * @brief Header-only C++17 RAII wrapper over the fusednn C API.
+ *
+ * Every failing call throws fusednn::Error carrying the ::fdnn_status and the library's message.
+ * Objects are move-only and release their handle in the destructor. The thread-safety rules are
+ * those of the C API (fusednn.h).
+ */
+#ifndef FUSEDNN_FUSEDNN_HPP
+#define FUSEDNN_FUSEDNN_HPP
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fusednn/fusednn.h"
+
+/** @brief The C++ wrapper's namespace. */
+namespace fusednn {
+
+/** @brief A failed fusednn call: the status and the message the library gave. */
+class Error : public std::runtime_error {
+ public:
+  /**
+   * @param[in] status The failing call's status.
+   * @param[in] message The library's message for it.
+   */
+  Error(fdnn_status status, const std::string& message)
+      : std::runtime_error(std::string(fdnn_status_string(status)) + ": " + message),
+        status_(status) {}
+  /** @return The status the failing call returned. */
+  fdnn_status status() const noexcept { return status_; }
+
+ private:
+  fdnn_status status_;
+};
+
+/**
+ * @brief Throws fusednn::Error with this thread's last message when status is not OK.
+ * @param[in] status A status returned by a fusednn C call.
+ */
+inline void check(fdnn_status status) {
+  if (status != FDNN_STATUS_OK) throw Error(status, fdnn_last_error_message());
+}
+
+/** @brief A per-sample shape as a vector of extents (batch not included). */
+using Shape = std::vector<int64_t>;
+
+/** @brief Options for Model; a thin builder over ::fdnn_model_options. */
+class ModelOptions {
+ public:
+  /** Defaults from fdnn_model_options_init(). */
+  ModelOptions() { fdnn_model_options_init(&options_); }
+  /** @param[in] max_batch Largest batch a run may use. @return *this. */
+  ModelOptions& max_batch(int64_t max_batch) {
+    options_.max_batch = max_batch;
+    return *this;
+  }
+  /** @param[in] device Where to run. @param[in] device_id GPU ordinal. @return *this. */
+  ModelOptions& device(fdnn_device device, int32_t device_id = 0) {
+    options_.device = device;
+    options_.device_id = device_id;
+    return *this;
+  }
+  /** @param[in] threads Threads one CPU run may use (0 = hardware threads). @return *this. */
+  ModelOptions& cpu_threads(int32_t threads) {
+    options_.cpu_threads = threads;
+    return *this;
+  }
+  /** @return The C struct, for fdnn_model_create_*(). */
+  const fdnn_model_options* get() const { return &options_; }
+
+ private:
+  fdnn_model_options options_;
+};
+
+/** @brief An execution context: one thread's scratch memory for runs (see ::fdnn_context). */
+class Context {
+ public:
+  /** @brief Wraps a handle from fdnn_context_create() and takes ownership of it. */
+  explicit Context(fdnn_context* handle) : handle_(handle) {}
+
+  /**
+   * @brief Runs on host buffers (fdnn_context_run()).
+   * @param[in] batch Number of samples.
+   * @param[in] input batch x input-shape floats.
+   * @return batch x output-shape floats.
+   */
+  std::vector<float> run(int64_t batch, const std::vector<float>& input) {
+    std::vector<float> output(output_floats_per_sample_ * static_cast<size_t>(batch > 0 ? batch : 0));
+    run(batch, input.data(), input.size(), output.data(), output.size());
+    return output;
+  }
+
+  /** @brief Runs into a caller's buffer; arguments as fdnn_context_run(). */
+  void run(int64_t batch, const float* input, size_t input_count, float* output,
+           size_t output_capacity) {
+    check(fdnn_context_run(handle_.get(), batch, input, input_count, output, output_capacity));
+  }
+
+  /** @return The C handle, still owned by this object. */
+  fdnn_context* get() const { return handle_.get(); }
+
+ private:
+  friend class Model;
+  struct Destroy {
+    void operator()(fdnn_context* context) const { fdnn_context_destroy(context); }
+  };
+  std::unique_ptr<fdnn_context, Destroy> handle_;
+  size_t output_floats_per_sample_ = 0;
+};
+
+/** @brief A model (see ::fdnn_model). */
+class Model {
+ public:
+  /**
+   * @brief Creates a model from a JSON spec or a bundle (fdnn_model_create_from_file()).
+   * @param[in] path The file.
+   * @param[in] options Options; defaults when omitted.
+   */
+  static Model from_file(const std::string& path, const ModelOptions& options = ModelOptions()) {
+    fdnn_model* handle = nullptr;
+    check(fdnn_model_create_from_file(path.c_str(), options.get(), &handle));
+    return Model(handle);
+  }
+
+  /**
+   * @brief Creates a model from a spec in memory (fdnn_model_create_from_spec()).
+   * @param[in] spec_json The spec text.
+   * @param[in] options Options; defaults when omitted.
+   */
+  static Model from_spec(const std::string& spec_json,
+                         const ModelOptions& options = ModelOptions()) {
+    fdnn_model* handle = nullptr;
+    check(fdnn_model_create_from_spec(spec_json.data(), spec_json.size(), options.get(), &handle));
+    return Model(handle);
+  }
+
+  /** @brief Loads weights from a file or directory (fdnn_model_load_weights()). */
+  void load_weights(const std::string& path) {
+    check(fdnn_model_load_weights(handle_.get(), path.c_str()));
+  }
+
+  /** @brief Sets one float32 tensor from caller memory (fdnn_model_set_weight()). */
+  void set_weight(const std::string& name, const std::vector<float>& values, const Shape& shape) {
+    check(fdnn_model_set_weight(handle_.get(), name.c_str(), FDNN_DTYPE_FLOAT32, values.data(),
+                                shape.data(), static_cast<int32_t>(shape.size())));
+  }
+
+  /** @brief Checks all weights are present and finite (fdnn_model_validate()). */
+  void validate() const { check(fdnn_model_validate(handle_.get())); }
+
+  /** @return The per-sample input shape. */
+  Shape input_shape() const { return query_shape(&fdnn_model_input_shape); }
+  /** @return The per-sample output shape. */
+  Shape output_shape() const { return query_shape(&fdnn_model_output_shape); }
+
+  /** @return The largest batch a run accepts. */
+  int64_t max_batch() const {
+    int64_t value = 0;
+    check(fdnn_model_max_batch(handle_.get(), &value));
+    return value;
+  }
+
+  /** @return The device the model runs on. */
+  fdnn_device device() const {
+    fdnn_device value = FDNN_DEVICE_CPU;
+    check(fdnn_model_device(handle_.get(), &value));
+    return value;
+  }
+
+  /** @return Parameter count and memory figures. */
+  fdnn_memory_info memory_info() const {
+    fdnn_memory_info info{};
+    info.struct_size = sizeof info;
+    check(fdnn_model_memory_info(handle_.get(), &info));
+    return info;
+  }
+
+  /** @return One entry per layer of the spec. */
+  std::vector<fdnn_layer_info> layers() const {
+    int32_t count = 0;
+    check(fdnn_model_layer_count(handle_.get(), &count));
+    std::vector<fdnn_layer_info> result(static_cast<size_t>(count));
+    for (int32_t i = 0; i < count; ++i) {
+      result[i].struct_size = sizeof(fdnn_layer_info);
+      check(fdnn_model_layer_info(handle_.get(), i, &result[i]));
+    }
+    return result;
+  }
+
+  /**
+   * @brief Runs on host buffers; thread-safe (fdnn_model_run()).
+   * @param[in] batch Number of samples.
+   * @param[in] input batch x input-shape floats.
+   * @return batch x output-shape floats.
+   */
+  std::vector<float> run(int64_t batch, const std::vector<float>& input) {
+    std::vector<float> output(output_floats_per_sample() * static_cast<size_t>(batch > 0 ? batch : 0));
+    run(batch, input.data(), input.size(), output.data(), output.size());
+    return output;
+  }
+
+  /** @brief Runs into a caller's buffer; arguments as fdnn_model_run(). */
+  void run(int64_t batch, const float* input, size_t input_count, float* output,
+           size_t output_capacity) {
+    check(fdnn_model_run(handle_.get(), batch, input, input_count, output, output_capacity));
+  }
+
+  /** @return A new execution context for one thread (fdnn_context_create()). */
+  Context create_context() {
+    fdnn_context* handle = nullptr;
+    check(fdnn_context_create(handle_.get(), &handle));
+    Context context(handle);
+    context.output_floats_per_sample_ = output_floats_per_sample();
+    return context;
+  }
+
+  /** @return The C handle, still owned by this object. */
+  fdnn_model* get() const { return handle_.get(); }
+
+ private:
+  explicit Model(fdnn_model* handle) : handle_(handle) {}
+
+  Shape query_shape(fdnn_status (*query)(const fdnn_model*, fdnn_shape*)) const {
+    fdnn_shape shape{};
+    check(query(handle_.get(), &shape));
+    return Shape(shape.dims, shape.dims + shape.rank);
+  }
+
+  size_t output_floats_per_sample() const {
+    size_t count = 1;
+    for (int64_t extent : output_shape()) count *= static_cast<size_t>(extent);
+    return count;
+  }
+
+  struct Destroy {
+    void operator()(fdnn_model* model) const { fdnn_model_destroy(model); }
+  };
+  std::unique_ptr<fdnn_model, Destroy> handle_;
+};
+
+}  // namespace fusednn
+
+#endif  // FUSEDNN_FUSEDNN_HPP
