@@ -46,6 +46,10 @@
 /** The most dimensions a per-sample shape may have. */
 #define FDNN_MAX_RANK 8
 
+/**
+ * @def FDNN_API
+ * @brief Marks a function the shared library exports (all others are hidden).
+ */
 #if defined(_WIN32)
 #if defined(FUSEDNN_BUILDING_LIBRARY)
 #define FDNN_API __declspec(dllexport)
@@ -166,10 +170,14 @@ typedef struct fdnn_layer_info {
  *
  * Compare with FDNN_VERSION_NUMBER to find a library older than the header.
  * Thread-safe.
+ * @return The version number of the loaded library.
  */
 FDNN_API uint32_t fdnn_version(void);
 
-/** @brief The library's version as "major.minor.patch"; a static string. Thread-safe. */
+/**
+ * @brief The library's version as text. Thread-safe.
+ * @return "major.minor.patch", a static string.
+ */
 FDNN_API const char* fdnn_version_string(void);
 
 /**

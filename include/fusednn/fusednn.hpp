@@ -79,7 +79,10 @@ class ModelOptions {
 /** @brief An execution context: one thread's scratch memory for runs (see ::fdnn_context). */
 class Context {
  public:
-  /** @brief Wraps a handle from fdnn_context_create() and takes ownership of it. */
+  /**
+   * @brief Wraps a handle from fdnn_context_create() and takes ownership of it.
+   * @param[in] handle The context to own.
+   */
   explicit Context(fdnn_context* handle) : handle_(handle) {}
 
   /**
@@ -94,7 +97,14 @@ class Context {
     return output;
   }
 
-  /** @brief Runs into a caller's buffer; arguments as fdnn_context_run(). */
+  /**
+   * @brief Runs into a caller's buffer (fdnn_context_run()).
+   * @param[in] batch Number of samples.
+   * @param[in] input batch x input-shape floats.
+   * @param[in] input_count Number of floats in input.
+   * @param[out] output Receives batch x output-shape floats.
+   * @param[in] output_capacity Number of floats output can hold.
+   */
   void run(int64_t batch, const float* input, size_t input_count, float* output,
            size_t output_capacity) {
     check(fdnn_context_run(handle_.get(), batch, input, input_count, output, output_capacity));
@@ -119,6 +129,7 @@ class Model {
    * @brief Creates a model from a JSON spec or a bundle (fdnn_model_create_from_file()).
    * @param[in] path The file.
    * @param[in] options Options; defaults when omitted.
+   * @return The model.
    */
   static Model from_file(const std::string& path, const ModelOptions& options = ModelOptions()) {
     fdnn_model* handle = nullptr;
@@ -130,6 +141,7 @@ class Model {
    * @brief Creates a model from a spec in memory (fdnn_model_create_from_spec()).
    * @param[in] spec_json The spec text.
    * @param[in] options Options; defaults when omitted.
+   * @return The model.
    */
   static Model from_spec(const std::string& spec_json,
                          const ModelOptions& options = ModelOptions()) {
@@ -138,12 +150,20 @@ class Model {
     return Model(handle);
   }
 
-  /** @brief Loads weights from a file or directory (fdnn_model_load_weights()). */
+  /**
+   * @brief Loads weights from a file or directory (fdnn_model_load_weights()).
+   * @param[in] path A .safetensors file or a directory of .bin / .txt files.
+   */
   void load_weights(const std::string& path) {
     check(fdnn_model_load_weights(handle_.get(), path.c_str()));
   }
 
-  /** @brief Sets one float32 tensor from caller memory (fdnn_model_set_weight()). */
+  /**
+   * @brief Sets one float32 tensor from caller memory (fdnn_model_set_weight()).
+   * @param[in] name The tensor's state_dict name.
+   * @param[in] values Its elements in C order.
+   * @param[in] shape Its extents.
+   */
   void set_weight(const std::string& name, const std::vector<float>& values, const Shape& shape) {
     check(fdnn_model_set_weight(handle_.get(), name.c_str(), FDNN_DTYPE_FLOAT32, values.data(),
                                 shape.data(), static_cast<int32_t>(shape.size())));
@@ -203,7 +223,14 @@ class Model {
     return output;
   }
 
-  /** @brief Runs into a caller's buffer; arguments as fdnn_model_run(). */
+  /**
+   * @brief Runs into a caller's buffer; thread-safe (fdnn_model_run()).
+   * @param[in] batch Number of samples.
+   * @param[in] input batch x input-shape floats.
+   * @param[in] input_count Number of floats in input.
+   * @param[out] output Receives batch x output-shape floats.
+   * @param[in] output_capacity Number of floats output can hold.
+   */
   void run(int64_t batch, const float* input, size_t input_count, float* output,
            size_t output_capacity) {
     check(fdnn_model_run(handle_.get(), batch, input, input_count, output, output_capacity));

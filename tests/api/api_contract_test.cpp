@@ -1,0 +1,286 @@
+// The C API contract: versions, statuses, lifecycle, queries, frozen weights, contexts, threads.
+#include <atomic>
+#include <thread>
+
+#include "api_test_support.hpp"
+
+using namespace fusednn_test;
+
+TEST(ApiContract, VersionMatchesHeader) {
+  EXPECT_EQ(fdnn_version(), static_cast<uint32_t>(FDNN_VERSION_NUMBER));
+  const std::string expected = std::to_string(FDNN_VERSION_MAJOR) + "." +
+                               std::to_string(FDNN_VERSION_MINOR) + "." +
+                               std::to_string(FDNN_VERSION_PATCH);
+  EXPECT_EQ(std::string(fdnn_version_string()), expected);
+}
+
+TEST(ApiContract, StatusValuesArePinnedAndNamed) {
+  EXPECT_EQ(FDNN_STATUS_OK, 0);
+  EXPECT_EQ(FDNN_STATUS_INVALID_ARGUMENT, 1);
+  EXPECT_EQ(FDNN_STATUS_INTERNAL_ERROR, 12);
+  for (int value = 0; value <= 12; ++value) {
+    const std::string name = fdnn_status_string(static_cast<fdnn_status>(value));
+    EXPECT_EQ(name.rfind("FDNN_STATUS_", 0), 0u) << value;
+    EXPECT_NE(name, "FDNN_STATUS_UNKNOWN") << value;
+  }
+  EXPECT_STREQ(fdnn_status_string(FDNN_STATUS_WEIGHT_MISMATCH), "FDNN_STATUS_WEIGHT_MISMATCH");
+  EXPECT_STREQ(fdnn_status_string(static_cast<fdnn_status>(999)), "FDNN_STATUS_UNKNOWN");
+}
+
+TEST(ApiContract, OptionsInitSetsSizeAndDefaults) {
+  fdnn_model_options options;
+  std::memset(&options, 0xab, sizeof options);
+  fdnn_model_options_init(&options);
+  EXPECT_EQ(options.struct_size, sizeof(fdnn_model_options));
+  EXPECT_EQ(options.max_batch, 1024);
+  EXPECT_EQ(options.device, FDNN_DEVICE_CPU);
+  EXPECT_EQ(options.cpu_threads, 0);
+  fdnn_model_options_init(nullptr);  // ignored, no crash
+}
+
+TEST(ApiContract, TinyLinearRunsWithHandComputedResult) {
+  fdnn_model* model = make_tiny_model();
+  set_tiny_weights(model);
+  // y0 = W x0 + b with x0 = [1, 0, -1]: [1 - 3 + 0.5, 4 - 6 - 1] = [-1.5, -3]
+  // y1 with x1 = [2, 1, 0]: [2 + 2 + 0.5, 8 + 5 - 1] = [4.5, 12]
+  const float input[] = {1, 0, -1, 2, 1, 0};
+  float output[4] = {NAN, NAN, NAN, NAN};
+  ASSERT_EQ(fdnn_model_run(model, 2, input, 6, output, 4), FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  EXPECT_FLOAT_EQ(output[0], -1.5f);
+  EXPECT_FLOAT_EQ(output[1], -3.0f);
+  EXPECT_FLOAT_EQ(output[2], 4.5f);
+  EXPECT_FLOAT_EQ(output[3], 12.0f);
+  fdnn_model_destroy(model);
+}
+
+TEST(ApiContract, QueriesDescribeTheModel) {
+  fdnn_model* model = make_tiny_model(16);
+  fdnn_shape shape;
+  ASSERT_EQ(fdnn_model_input_shape(model, &shape), FDNN_STATUS_OK);
+  ASSERT_EQ(shape.rank, 1);
+  EXPECT_EQ(shape.dims[0], 3);
+  ASSERT_EQ(fdnn_model_output_shape(model, &shape), FDNN_STATUS_OK);
+  ASSERT_EQ(shape.rank, 1);
+  EXPECT_EQ(shape.dims[0], 2);
+  int64_t max_batch = 0;
+  ASSERT_EQ(fdnn_model_max_batch(model, &max_batch), FDNN_STATUS_OK);
+  EXPECT_EQ(max_batch, 16);
+  fdnn_device device = FDNN_DEVICE_AUTO;
+  ASSERT_EQ(fdnn_model_device(model, &device), FDNN_STATUS_OK);
+  EXPECT_EQ(device, FDNN_DEVICE_CPU);
+
+  // Memory is known before the weights are loaded and before any context exists.
+  fdnn_memory_info memory{};
+  memory.struct_size = sizeof memory;
+  ASSERT_EQ(fdnn_model_memory_info(model, &memory), FDNN_STATUS_OK) << fdnn_last_error_message();
+  EXPECT_EQ(memory.parameter_count, 8);
+  EXPECT_EQ(memory.weight_bytes, 8 * sizeof(float));
+
+  int32_t count = 0;
+  ASSERT_EQ(fdnn_model_layer_count(model, &count), FDNN_STATUS_OK);
+  ASSERT_EQ(count, 1);
+  fdnn_layer_info layer{};
+  layer.struct_size = sizeof layer;
+  ASSERT_EQ(fdnn_model_layer_info(model, 0, &layer), FDNN_STATUS_OK);
+  EXPECT_STREQ(layer.name, "fc");
+  EXPECT_STREQ(layer.type, "Linear");
+  EXPECT_EQ(layer.parameter_count, 8);
+  EXPECT_EQ(layer.output_shape.rank, 1);
+  EXPECT_EQ(layer.output_shape.dims[0], 2);
+  fdnn_model_destroy(model);
+}
+
+TEST(ApiContract, ContextMemoryGrowsWithMaxBatch) {
+  fdnn_model* small = make_seed_mlp(1, 4);
+  fdnn_model* large = make_seed_mlp(1, 400);
+  fdnn_memory_info a{}, b{};
+  a.struct_size = b.struct_size = sizeof(fdnn_memory_info);
+  ASSERT_EQ(fdnn_model_memory_info(small, &a), FDNN_STATUS_OK);
+  ASSERT_EQ(fdnn_model_memory_info(large, &b), FDNN_STATUS_OK);
+  // The seed MLP keeps at most 128 + 64 floats per sample of intermediates between its layers.
+  EXPECT_GT(b.context_bytes, a.context_bytes);
+  EXPECT_GE(b.context_bytes, 400u * 64 * sizeof(float));
+  EXPECT_EQ(a.parameter_count, 100 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10);
+  fdnn_model_destroy(small);
+  fdnn_model_destroy(large);
+}
+
+TEST(ApiContract, WeightsFreezeAtFirstRun) {
+  fdnn_model* model = make_tiny_model();
+  set_tiny_weights(model);
+  const float input[] = {1, 2, 3};
+  float output[2];
+  ASSERT_EQ(fdnn_model_run(model, 1, input, 3, output, 2), FDNN_STATUS_OK);
+  const float bias[] = {0, 0};
+  const int64_t shape[] = {2};
+  EXPECT_EQ(fdnn_model_set_weight(model, "fc.bias", FDNN_DTYPE_FLOAT32, bias, shape, 1),
+            FDNN_STATUS_INVALID_STATE);
+  EXPECT_NE(std::string(fdnn_last_error_message()).find("frozen"), std::string::npos);
+  fdnn_model_destroy(model);
+}
+
+TEST(ApiContract, ContextOutlivesItsModel) {
+  fdnn_model* model = make_tiny_model();
+  set_tiny_weights(model);
+  fdnn_context* context = nullptr;
+  ASSERT_EQ(fdnn_context_create(model, &context), FDNN_STATUS_OK) << fdnn_last_error_message();
+  fdnn_model_destroy(model);
+  const float input[] = {1, 0, -1};
+  float output[2];
+  ASSERT_EQ(fdnn_context_run(context, 1, input, 3, output, 2), FDNN_STATUS_OK);
+  EXPECT_FLOAT_EQ(output[0], -1.5f);
+  EXPECT_FLOAT_EQ(output[1], -3.0f);
+  fdnn_context_destroy(context);
+}
+
+TEST(ApiContract, FailedCallLeavesOutputUntouched) {
+  fdnn_model* sentinel = reinterpret_cast<fdnn_model*>(0x1234);
+  fdnn_model* model = sentinel;
+  const std::string bad = "{ not json";
+  EXPECT_EQ(fdnn_model_create_from_spec(bad.data(), bad.size(), nullptr, &model),
+            FDNN_STATUS_PARSE_ERROR);
+  EXPECT_EQ(model, sentinel);
+  fdnn_model* tiny = make_tiny_model();
+  fdnn_shape shape;
+  shape.rank = 77;
+  int32_t count = -5;
+  EXPECT_EQ(fdnn_model_layer_info(tiny, 3, nullptr), FDNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(fdnn_model_layer_count(nullptr, &count), FDNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(count, -5);
+  EXPECT_EQ(shape.rank, 77);
+  fdnn_model_destroy(tiny);
+}
+
+TEST(ApiContract, OptionsAreChecked) {
+  const std::string spec = tiny_linear_spec();
+  fdnn_model* model = nullptr;
+  fdnn_model_options options;
+
+  fdnn_model_options_init(&options);
+  options.max_batch = 0;
+  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+            FDNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fdnn_last_error_message()).find("max_batch"), std::string::npos);
+
+  fdnn_model_options_init(&options);
+  options.struct_size = 0;
+  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+            FDNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fdnn_last_error_message()).find("struct_size"), std::string::npos);
+
+  fdnn_model_options_init(&options);
+  options.cpu_threads = -1;
+  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+            FDNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fdnn_last_error_message()).find("cpu_threads"), std::string::npos);
+
+  fdnn_model_options_init(&options);
+  options.device = static_cast<fdnn_device>(42);
+  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+            FDNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fdnn_last_error_message()).find("device"), std::string::npos);
+  EXPECT_EQ(model, nullptr);
+
+  int32_t gpus = -1;
+  ASSERT_EQ(fdnn_cuda_device_count(&gpus), FDNN_STATUS_OK);
+  fdnn_model_options_init(&options);
+  options.device = FDNN_DEVICE_AUTO;
+  ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+            FDNN_STATUS_OK);
+  fdnn_device device;
+  ASSERT_EQ(fdnn_model_device(model, &device), FDNN_STATUS_OK);
+  EXPECT_EQ(device, gpus > 0 ? FDNN_DEVICE_CUDA : FDNN_DEVICE_CPU);
+  fdnn_model_destroy(model);
+}
+
+TEST(ApiContract, ErrorMessagesAreThreadLocal) {
+  fdnn_model* model = nullptr;
+  EXPECT_EQ(fdnn_model_create_from_file("/no/such/model.json", nullptr, &model),
+            FDNN_STATUS_IO_ERROR);
+  const std::string mine = fdnn_last_error_message();
+  std::string theirs;
+  std::thread other([&] {
+    theirs = fdnn_last_error_message();  // this thread has had no failure
+    fdnn_model_max_batch(nullptr, nullptr);
+  });
+  other.join();
+  EXPECT_EQ(theirs, "");
+  EXPECT_EQ(std::string(fdnn_last_error_message()), mine);
+  EXPECT_NE(mine.find("/no/such/model.json"), std::string::npos);
+}
+
+// 8 threads x 1000 runs on one model through fdnn_model_run and through one context per thread:
+// every result equals the single-thread result for the same input, bit for bit.
+class ConcurrentRuns : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ConcurrentRuns, EveryResultEqualsTheSingleThreadResult) {
+  const bool per_thread_context = GetParam();
+  fdnn_model* model = make_seed_mlp(7, 16, 1);
+  constexpr int kThreads = 8, kRuns = 1000, kInputs = 5;
+  std::mt19937 random(11);
+  std::vector<std::vector<float>> inputs, expected;
+  std::vector<int64_t> batches;
+  for (int i = 0; i < kInputs; ++i) {
+    const int64_t batch = 1 + 3 * i;
+    batches.push_back(batch);
+    inputs.push_back(random_floats(static_cast<size_t>(batch * 100), random));
+    expected.emplace_back(static_cast<size_t>(batch * 10));
+    ASSERT_EQ(fdnn_model_run(model, batch, inputs[i].data(), inputs[i].size(), expected[i].data(),
+                             expected[i].size()),
+              FDNN_STATUS_OK)
+        << fdnn_last_error_message();
+  }
+  std::atomic<int> mismatches{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      fdnn_context* context = nullptr;
+      if (per_thread_context && fdnn_context_create(model, &context) != FDNN_STATUS_OK) {
+        ++failures;
+        return;
+      }
+      std::vector<float> output;
+      for (int run = 0; run < kRuns; ++run) {
+        const int i = (run + t) % kInputs;
+        output.assign(expected[i].size(), NAN);
+        const fdnn_status status =
+            per_thread_context
+                ? fdnn_context_run(context, batches[i], inputs[i].data(), inputs[i].size(),
+                                   output.data(), output.size())
+                : fdnn_model_run(model, batches[i], inputs[i].data(), inputs[i].size(),
+                                 output.data(), output.size());
+        if (status != FDNN_STATUS_OK) ++failures;
+        if (std::memcmp(output.data(), expected[i].data(), output.size() * sizeof(float)) != 0) {
+          ++mismatches;
+        }
+      }
+      fdnn_context_destroy(context);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+  fdnn_model_destroy(model);
+}
+
+INSTANTIATE_TEST_SUITE_P(PoolAndContexts, ConcurrentRuns, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "PerThreadContext" : "ModelPool"; });
+
+TEST(ApiContract, CpuThreadsDoNotChangeResults) {
+  // The same weights run with 1 and 4 threads per call: identical results for a large batch.
+  fdnn_model* single = make_seed_mlp(3, 2048, 1);
+  fdnn_model* multi = make_seed_mlp(3, 2048, 4);
+  std::mt19937 random(5);
+  for (int64_t batch : {1, 3, 257, 2048}) {
+    const std::vector<float> input = random_floats(static_cast<size_t>(batch * 100), random);
+    std::vector<float> a(static_cast<size_t>(batch * 10), NAN), b(a.size(), NAN);
+    ASSERT_EQ(fdnn_model_run(single, batch, input.data(), input.size(), a.data(), a.size()),
+              FDNN_STATUS_OK);
+    ASSERT_EQ(fdnn_model_run(multi, batch, input.data(), input.size(), b.data(), b.size()),
+              FDNN_STATUS_OK);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "batch " << batch;
+  }
+  fdnn_model_destroy(single);
+  fdnn_model_destroy(multi);
+}

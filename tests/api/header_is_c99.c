@@ -1,0 +1,8 @@
+/* Compiled as strict C99 with -Werror: the public header must stay C-clean. */
+#include "fusednn/fusednn.h"
+
+int main(void) {
+  fdnn_model_options options;
+  fdnn_model_options_init(&options);
+  return fdnn_version() == FDNN_VERSION_NUMBER && options.struct_size == sizeof options ? 0 : 1;
+}
