@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Every test suite: C++ (GoogleTest under CTest, including the public-header Doxygen build, the
+# C99 header check and the export-list check), the same suite under ASan/UBSan, and the Python
+# binding's tests. GPU tests skip with a message where no GPU is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools/install_dependencies.sh --tests
+
+status=0
+run() {
+  echo
+  echo "=== $* ==="
+  "$@" || { echo "FAILED: $*"; status=1; }
+}
+
+run cmake --workflow --preset dev
+run cmake --workflow --preset asan
+
+export FUSEDNN_LIBRARY="$PWD/build/dev/src/api/libfusednn.so"
+run python3 -m pip install -q ./bindings/python
+run python3 -m pytest -q tests/python
+
+echo
+if ((status)); then echo "SOME TEST SUITES FAILED"; else echo "ALL TEST SUITES PASSED"; fi
+exit $status
