@@ -136,6 +136,11 @@ typedef struct fdnn_model_options {
    * batch is large enough to pay for them), 1 runs on the calling thread alone. Default 0.
    */
   int32_t cpu_threads;
+  /**
+   * GPU only: 1 captures each run into a CUDA graph per context and batch size and replays it
+   * afterwards (the lowest launch overhead); 0 launches the kernels directly. Default 1.
+   */
+  int32_t cuda_graphs;
 } fdnn_model_options;
 
 /** @brief A per-sample shape (the batch dimension is not included). */
@@ -419,6 +424,29 @@ FDNN_API void fdnn_context_destroy(fdnn_context* context);
  */
 FDNN_API fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, const float* input,
                                       size_t input_count, float* output, size_t output_capacity);
+
+/**
+ * @brief Run on device buffers on the caller's CUDA stream (zero-copy).
+ *
+ * The model must run on ::FDNN_DEVICE_CUDA. Nothing is copied or allocated and the host does not
+ * wait: the work is queued on `cuda_stream` and the results are ready when the stream reaches
+ * that point. Not thread-safe for one context.
+ *
+ * @param[in,out] context The context. Must not be NULL.
+ * @param[in] batch Number of samples, 1 to the model's max_batch.
+ * @param[in] device_input batch x input-shape float32 values in device memory. Must not be NULL.
+ * @param[in] input_count Number of floats in device_input; must equal batch x input elements.
+ * @param[out] device_output Receives batch x output-shape float32 values in device memory.
+ * @param[in] output_capacity Number of floats device_output can hold.
+ * @param[in] cuda_stream A `cudaStream_t` of the model's device, or NULL for the context's own
+ *            stream (then the call waits for the results).
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_BUFFER_TOO_SMALL,
+ *         ::FDNN_STATUS_UNSUPPORTED (the model runs on the CPU), ::FDNN_STATUS_DEVICE_ERROR.
+ */
+FDNN_API fdnn_status fdnn_context_run_device(fdnn_context* context, int64_t batch,
+                                             const float* device_input, size_t input_count,
+                                             float* device_output, size_t output_capacity,
+                                             void* cuda_stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

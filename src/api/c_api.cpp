@@ -81,6 +81,7 @@ void fdnn_model_options_init(fdnn_model_options* options) {
   options->device = FDNN_DEVICE_CPU;
   options->device_id = 0;
   options->cpu_threads = 0;
+  options->cuda_graphs = 1;
 }
 
 fdnn_status fdnn_model_create_from_file(const char* path, const fdnn_model_options* options,
@@ -237,6 +238,16 @@ fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, const float* 
   return guarded(__func__, [&] {
     require_non_null(context, "context")
         ->context.run(batch, input, input_count, output, output_capacity);
+  });
+}
+
+fdnn_status fdnn_context_run_device(fdnn_context* context, int64_t batch, const float* device_input,
+                                    size_t input_count, float* device_output,
+                                    size_t output_capacity, void* cuda_stream) {
+  return guarded(__func__, [&] {
+    require_non_null(context, "context")
+        ->context.run_device(batch, device_input, input_count, device_output, output_capacity,
+                             cuda_stream);
   });
 }
 

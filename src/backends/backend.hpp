@@ -16,6 +16,9 @@ class ExecutionContext {
   // Arguments are checked by the runtime: 1 <= batch <= max_batch, buffers large enough.
   // One call at a time per context.
   virtual void run_host(int64_t batch, const float* input, float* output) = 0;
+  // Device buffers on the caller's stream (a cudaStream_t; null means the context's own stream,
+  // waited for). Backends whose memory is the host's throw FDNN_STATUS_UNSUPPORTED.
+  virtual void run_device(int64_t batch, const float* input, float* output, void* stream);
 };
 
 class Backend {

@@ -50,6 +50,11 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
   resolved.max_batch = given.max_batch;
   resolved.device_id = given.device_id;
   resolved.cpu_threads = given.cpu_threads;
+  if (given.cuda_graphs != 0 && given.cuda_graphs != 1) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, "options.cuda_graphs is ", given.cuda_graphs,
+         "; use 1 (capture CUDA graphs) or 0 (launch directly)");
+  }
+  resolved.cuda_graphs = given.cuda_graphs == 1;
   return resolved;
 }
 
@@ -82,6 +87,12 @@ void Context::run(int64_t batch, const float* input, size_t input_count, float* 
                   size_t output_capacity) {
   check_run_arguments(*prepared_, batch, input, input_count, output, output_capacity);
   execution_->run_host(batch, input, output);
+}
+
+void Context::run_device(int64_t batch, const float* input, size_t input_count, float* output,
+                         size_t output_capacity, void* stream) {
+  check_run_arguments(*prepared_, batch, input, input_count, output, output_capacity);
+  execution_->run_device(batch, input, output, stream);
 }
 
 Model::Model(Graph graph, const ResolvedOptions& options)

@@ -20,6 +20,7 @@ struct ResolvedOptions {
   fdnn_device device = FDNN_DEVICE_CPU;
   int32_t device_id = 0;
   int32_t cpu_threads = 0;
+  bool cuda_graphs = true;
 };
 
 // Reads the caller's struct up to its struct_size, checks every field, resolves AUTO.
@@ -41,6 +42,8 @@ class Context {
   explicit Context(std::shared_ptr<const PreparedModel> prepared);
   void run(int64_t batch, const float* input, size_t input_count, float* output,
            size_t output_capacity);
+  void run_device(int64_t batch, const float* input, size_t input_count, float* output,
+                  size_t output_capacity, void* stream);
 
  private:
   std::shared_ptr<const PreparedModel> prepared_;

@@ -234,6 +234,24 @@ std::vector<BadInputCase> cases() {
       return fdnn_context_create(m, &c);
     }, false);
   }, FDNN_STATUS_INVALID_STATE, {"fc.weight"});
+  add("DevicePointersOnACpuModel", [](const TempDir&) {
+    return with_tiny([](fdnn_model* m) {
+      fdnn_context* c = nullptr;
+      if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+      float out[2];
+      const fdnn_status status = fdnn_context_run_device(c, 1, kInput, 3, out, 2, nullptr);
+      fdnn_context_destroy(c);
+      return status;
+    });
+  }, FDNN_STATUS_UNSUPPORTED, {"FDNN_DEVICE_CUDA", "CPU"});
+  add("CudaGraphsOptionOutOfRange", [](const TempDir&) {
+    fdnn_model_options options;
+    fdnn_model_options_init(&options);
+    options.cuda_graphs = 2;
+    fdnn_model* m = nullptr;
+    const std::string spec = tiny_linear_spec();
+    return fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &m);
+  }, FDNN_STATUS_INVALID_ARGUMENT, {"cuda_graphs"});
   return all;
 }
 
@@ -315,6 +333,9 @@ TEST(BadInput, NullHandleOrPointerForEveryEntryPoint) {
       {"context_run/context", [&](fdnn_model*, fdnn_context*) { return fdnn_context_run(nullptr, 1, kInput, 3, out, 2); }, "context"},
       {"context_run/input", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run(c, 1, nullptr, 3, out, 2); }, "input"},
       {"context_run/output", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run(c, 1, kInput, 3, nullptr, 2); }, "output"},
+      {"context_run_device/context", [&](fdnn_model*, fdnn_context*) { return fdnn_context_run_device(nullptr, 1, kInput, 3, out, 2, nullptr); }, "context"},
+      {"context_run_device/input", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_device(c, 1, nullptr, 3, out, 2, nullptr); }, "input"},
+      {"context_run_device/output", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_device(c, 1, kInput, 3, nullptr, 2, nullptr); }, "output"},
   };
   for (const NullCase& c : table) {
     EXPECT_EQ(c.call(model, context), FDNN_STATUS_INVALID_ARGUMENT) << c.name;
