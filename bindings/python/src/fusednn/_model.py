@@ -1,0 +1,474 @@
+"""Model and Context: Python objects over fdnn_model and fdnn_context."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, List, Mapping, Optional, Tuple, Type, Union
+
+import numpy as np
+
+from . import _native
+from ._native import ContextHandle, LayerInfoStruct, MemoryInfoStruct, ModelHandle, Shape
+
+__all__ = ["Context", "LayerInfo", "MemoryInfo", "Model", "cuda_device_count"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_DEVICE_BY_NAME = {"cpu": _native.DEVICE_CPU, "cuda": _native.DEVICE_CUDA,
+                   "auto": _native.DEVICE_AUTO}
+_DEVICE_NAMES = {value: name for name, value in _DEVICE_BY_NAME.items()}
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    """Memory a model uses (``fdnn_memory_info``).
+
+    Attributes:
+        parameter_count: Scalars in all weights as the spec declares them.
+        weight_bytes: Bytes the backend holds for the (folded) weights.
+        context_bytes: Scratch bytes each execution context allocates (for max_batch).
+    """
+
+    parameter_count: int
+    weight_bytes: int
+    context_bytes: int
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    """One layer as written in the spec, before any folding (``fdnn_layer_info``).
+
+    Attributes:
+        name: The layer's name.
+        type: The layer type as in the spec ("Linear").
+        output_shape: Per-sample shape of the layer's output.
+        parameter_count: Scalars in this layer's weights.
+    """
+
+    name: str
+    type: str
+    output_shape: Tuple[int, ...]
+    parameter_count: int
+
+
+def cuda_device_count() -> int:
+    """Number of GPUs fusednn can use (0 for a CPU-only build or a machine without one)."""
+    count = ctypes.c_int32(0)
+    _native.call("fdnn_cuda_device_count")(ctypes.byref(count))
+    return int(count.value)
+
+
+def _path_bytes(path: PathLike) -> bytes:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"expected a path (str or os.PathLike), got {type(path).__name__}")
+    return os.fsencode(path)
+
+
+def _options(max_batch: Optional[int], device: str, device_id: int,
+             cpu_threads: Optional[int]) -> _native.ModelOptions:
+    options = _native.ModelOptions()
+    _native.call("fdnn_model_options_init")(ctypes.byref(options))
+    if max_batch is not None:
+        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+            raise ValueError(f"max_batch must be a positive int, got {max_batch!r}")
+        options.max_batch = max_batch
+    if device not in _DEVICE_BY_NAME:
+        raise ValueError(f"device must be one of {sorted(_DEVICE_BY_NAME)}, got {device!r}")
+    options.device = _DEVICE_BY_NAME[device]
+    if isinstance(device_id, bool) or not isinstance(device_id, int) or device_id < 0:
+        raise ValueError(f"device_id must be a non-negative int, got {device_id!r}")
+    options.device_id = device_id
+    if cpu_threads is not None:
+        if isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int) or cpu_threads < 0:
+            raise ValueError("cpu_threads must be a non-negative int (0: one per hardware "
+                             f"thread), got {cpu_threads!r}")
+        options.cpu_threads = cpu_threads
+    return options
+
+
+def _check_input(x: Any, input_shape: Tuple[int, ...], max_batch: int,
+                 where: str) -> Tuple[int, bool]:
+    """Validate a run's input before any native call; returns (batch, is_single_sample)."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{where}: expected a numpy.ndarray, got {type(x).__name__}; convert "
+                        "with np.asarray(x, dtype=np.float32)")
+    if x.dtype != np.float32:
+        raise TypeError(f"{where}: input dtype is {x.dtype}, fusednn takes float32; convert "
+                        "with x.astype(np.float32)")
+    if not x.flags.c_contiguous:
+        raise ValueError(f"{where}: input is not C-contiguous (a transposed or strided view?); "
+                         "pass np.ascontiguousarray(x)")
+    if not x.flags.aligned:
+        raise ValueError(f"{where}: input is not aligned to float32; pass a copy (x.copy())")
+    if x.shape == input_shape:
+        return 1, True
+    if x.ndim != len(input_shape) + 1 or x.shape[1:] != input_shape:
+        raise ValueError(f"{where}: input shape {x.shape} is neither (batch, *{input_shape}) nor "
+                         f"a single sample {input_shape}")
+    batch = x.shape[0]
+    if batch < 1:
+        raise ValueError(f"{where}: the batch is empty; pass at least one sample")
+    if batch > max_batch:
+        raise ValueError(f"{where}: batch {batch} exceeds the model's max_batch {max_batch}; "
+                         "split the input or create the model with a larger max_batch")
+    return batch, False
+
+
+def _run(function: Callable[..., int], handle: Any, x: np.ndarray, input_shape: Tuple[int, ...],
+         output_shape: Tuple[int, ...], max_batch: int, where: str) -> np.ndarray:
+    batch, single = _check_input(x, input_shape, max_batch, where)
+    output = np.empty((batch,) + output_shape, dtype=np.float32)
+    function(handle, batch, x, x.size, output, output.size)
+    return output[0] if single else output
+
+
+class Model:
+    """A network with its weights, ready to run on the CPU or a GPU (``fdnn_model``).
+
+    Create one with :meth:`from_file` (a bundle, or a JSON spec whose weights follow) or
+    :meth:`from_spec`. Use it as a context manager, or call :meth:`close`; a model that is only
+    garbage-collected is closed then.
+
+    Thread-safety (from the C API): once its weights are loaded, :meth:`run` may be called from
+    many threads at once (ctypes releases the GIL during the call). Loading weights and
+    :meth:`close` must not overlap any other call on the same model.
+    """
+
+    _handle: Optional[Any] = None  # set last in __init__, so __del__ is safe if it fails
+
+    def __init__(self, handle: Any) -> None:
+        """Wrap a native handle; use :meth:`from_file` or :meth:`from_spec` instead."""
+        library = _native.library()
+        self._destroy = library.cdll.fdnn_model_destroy
+        self._run_function = library.cdll.fdnn_model_run
+        try:
+            self._input_shape = self._query_shape(handle, "fdnn_model_input_shape")
+            self._output_shape = self._query_shape(handle, "fdnn_model_output_shape")
+            max_batch = ctypes.c_int64(0)
+            library.cdll.fdnn_model_max_batch(handle, ctypes.byref(max_batch))
+            device = ctypes.c_int(0)
+            library.cdll.fdnn_model_device(handle, ctypes.byref(device))
+        except BaseException:
+            self._destroy(handle)
+            raise
+        self._max_batch = int(max_batch.value)
+        self._device = _DEVICE_NAMES.get(device.value, f"device {device.value}")
+        self._handle = handle
+
+    @staticmethod
+    def _query_shape(handle: Any, function: str) -> Tuple[int, ...]:
+        shape = Shape()
+        _native.call(function)(handle, ctypes.byref(shape))
+        return shape.to_tuple()
+
+    # --- creation ------------------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls: Type["Model"], path: PathLike, *, max_batch: Optional[int] = None,
+                  device: str = "cpu", device_id: int = 0,
+                  cpu_threads: Optional[int] = None) -> "Model":
+        """Create a model from a bundle (spec and weights) or a JSON spec file.
+
+        Args:
+            path: A ``.safetensors`` bundle, or a JSON spec whose weights are then given with
+                :meth:`load_weights` / :meth:`set_weight`.
+            max_batch: Largest batch a run may use; scratch memory is sized for it. None keeps the
+                library's default (1024).
+            device: "cpu", "cuda", or "auto" (the GPU when one can be used, else the CPU).
+            device_id: GPU ordinal for "cuda" and "auto".
+            cpu_threads: Threads one CPU run may use; 0 picks one per hardware thread, 1 runs on
+                the calling thread. None keeps the library's default (0).
+
+        Raises:
+            FileError, ParseError, InvalidModelError, WeightMismatchError, UnsupportedError (the
+            device cannot be used), OutOfMemoryError; ValueError for a bad option.
+        """
+        options = _options(max_batch, device, device_id, cpu_threads)
+        handle = ModelHandle()
+        _native.call("fdnn_model_create_from_file")(_path_bytes(path), ctypes.byref(options),
+                                                    ctypes.byref(handle))
+        return cls(handle)
+
+    @classmethod
+    def from_spec(cls: Type["Model"], spec: Union[str, bytes, Mapping[str, Any]], *,
+                  max_batch: Optional[int] = None, device: str = "cpu", device_id: int = 0,
+                  cpu_threads: Optional[int] = None) -> "Model":
+        """Create a model from a spec held in memory; its weights come next.
+
+        Args:
+            spec: The spec as JSON text (str or UTF-8 bytes) or as a dict.
+            max_batch, device, device_id, cpu_threads: As for :meth:`from_file`.
+
+        Raises:
+            ParseError, InvalidModelError, UnsupportedError, OutOfMemoryError; TypeError for a
+            spec of another type; ValueError for a bad option.
+        """
+        if isinstance(spec, Mapping):
+            text = json.dumps(spec).encode("utf-8")
+        elif isinstance(spec, str):
+            text = spec.encode("utf-8")
+        elif isinstance(spec, bytes):
+            text = spec
+        else:
+            raise TypeError(f"spec must be JSON text or a dict, got {type(spec).__name__}")
+        options = _options(max_batch, device, device_id, cpu_threads)
+        handle = ModelHandle()
+        _native.call("fdnn_model_create_from_spec")(text, len(text), ctypes.byref(options),
+                                                    ctypes.byref(handle))
+        return cls(handle)
+
+    # --- weights -------------------------------------------------------------------------------
+
+    def load_weights(self, path: PathLike) -> None:
+        """Load weights from a ``.safetensors`` file or a folder of ``<name>.bin`` / ``.txt``.
+
+        Nothing is loaded when any tensor is wrong. Tensors the file lacks may come from later
+        calls.
+
+        Raises:
+            FileError, ParseError, WeightMismatchError, InvalidStateError (the model has run:
+            its weights are frozen).
+        """
+        _native.call("fdnn_model_load_weights")(self._live_handle(), _path_bytes(path))
+
+    def set_weight(self, name: str, value: np.ndarray) -> None:
+        """Set one weight tensor from an array (copied).
+
+        Args:
+            name: The tensor's state_dict name ("fc1.weight").
+            value: Its values, shaped as the spec expects. float32, float16 and bfloat16
+                (``ml_dtypes``) are passed as they are; other real floating types are converted
+                to float32.
+
+        Raises:
+            WeightMismatchError (unknown name, wrong shape), InvalidStateError (weights frozen);
+            TypeError for a non-float array; ValueError for too many dimensions.
+        """
+        handle = self._live_handle()
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        array = np.asarray(value)
+        if array.dtype == np.float32:
+            dtype = _native.DTYPE_FLOAT32
+        elif array.dtype == np.float16:
+            dtype = _native.DTYPE_FLOAT16
+        elif array.dtype.name == "bfloat16":
+            dtype = _native.DTYPE_BFLOAT16
+        elif np.issubdtype(array.dtype, np.floating):
+            array, dtype = array.astype(np.float32), _native.DTYPE_FLOAT32
+        else:
+            raise TypeError(f"weight '{name}' has dtype {array.dtype}; fusednn takes float32, "
+                            "float16 or bfloat16")
+        if array.ndim > _native.MAX_RANK:
+            raise ValueError(f"weight '{name}' has {array.ndim} dimensions; at most "
+                             f"{_native.MAX_RANK} are supported")
+        array = np.ascontiguousarray(array)
+        shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+        _native.call("fdnn_model_set_weight")(
+            handle, name.encode("utf-8"), dtype, array.ctypes.data_as(ctypes.c_void_p),
+            shape, array.ndim)
+
+    def validate(self) -> None:
+        """Check that every weight is present and finite.
+
+        Raises:
+            WeightMismatchError naming missing tensors; NonFiniteWeightError naming each tensor
+            with NaN or Inf and its first bad index.
+        """
+        _native.call("fdnn_model_validate")(self._live_handle())
+
+    # --- description ---------------------------------------------------------------------------
+
+    @property
+    def input_shape(self) -> Tuple[int, ...]:
+        """Per-sample input shape (without the batch)."""
+        return self._input_shape
+
+    @property
+    def output_shape(self) -> Tuple[int, ...]:
+        """Per-sample output shape (without the batch)."""
+        return self._output_shape
+
+    @property
+    def max_batch(self) -> int:
+        """The largest batch :meth:`run` accepts."""
+        return self._max_batch
+
+    @property
+    def device(self) -> str:
+        """Where the model runs: "cpu" or "cuda" ("auto" is resolved at creation)."""
+        return self._device
+
+    @property
+    def memory_info(self) -> MemoryInfo:
+        """Parameter count, weight bytes and per-context scratch bytes."""
+        info = MemoryInfoStruct()
+        info.struct_size = ctypes.sizeof(MemoryInfoStruct)
+        _native.call("fdnn_model_memory_info")(self._live_handle(), ctypes.byref(info))
+        return MemoryInfo(int(info.parameter_count), int(info.weight_bytes),
+                          int(info.context_bytes))
+
+    @property
+    def layers(self) -> List[LayerInfo]:
+        """The layers as written in the spec, in order."""
+        handle = self._live_handle()
+        count = ctypes.c_int32(0)
+        _native.call("fdnn_model_layer_count")(handle, ctypes.byref(count))
+        layer_info = _native.call("fdnn_model_layer_info")
+        layers = []
+        for index in range(count.value):
+            info = LayerInfoStruct()
+            info.struct_size = ctypes.sizeof(LayerInfoStruct)
+            layer_info(handle, index, ctypes.byref(info))
+            layers.append(LayerInfo(_native._decode(info.name), _native._decode(info.type),
+                                    info.output_shape.to_tuple(), int(info.parameter_count)))
+        return layers
+
+    # --- running -------------------------------------------------------------------------------
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        """Run the model on a batch and return a new float32 array.
+
+        Args:
+            x: float32, C-contiguous, of shape ``(batch, *input_shape)`` with
+                ``1 <= batch <= max_batch``, or a single sample of shape ``input_shape``.
+
+        Returns:
+            ``(batch, *output_shape)``, or ``output_shape`` for a single sample.
+
+        Raises:
+            TypeError / ValueError for a wrong input, before any native call; InvalidStateError
+            (weights missing), OutOfMemoryError, DeviceError from the library.
+        """
+        return _run(self._run_function, self._live_handle(), x, self._input_shape,
+                    self._output_shape, self._max_batch, "Model.run")
+
+    def create_context(self) -> "Context":
+        """A new execution context for this model; see :class:`Context`."""
+        return Context(self)
+
+    # --- lifetime ------------------------------------------------------------------------------
+
+    def _live_handle(self) -> Any:
+        if self._handle is None:
+            raise ValueError("the model is closed")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._handle is None
+
+    def close(self) -> None:
+        """Release the native model. Idempotent. Contexts created from it stay usable."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self._destroy(handle)
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing sensible left to do
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"on {self._device}"
+        return (f"<fusednn.Model {getattr(self, '_input_shape', '?')} -> "
+                f"{getattr(self, '_output_shape', '?')} {state}, "
+                f"max_batch={getattr(self, '_max_batch', '?')}>")
+
+
+class Context:
+    """An execution context: the scratch memory (and, on a GPU, the stream) of one run in flight.
+
+    :meth:`Model.run` borrows a context from the model's pool on every call; a Context of your
+    own avoids that and allocates nothing per run. One context serves one thread at a time;
+    create one per thread. It keeps the model's weights alive, so the Model may be closed first.
+    Creating it freezes the model's weights.
+    """
+
+    _handle: Optional[Any] = None
+
+    def __init__(self, model: Model) -> None:
+        """Create a context for a model whose weights are all loaded.
+
+        Raises:
+            InvalidStateError (weights missing), OutOfMemoryError, DeviceError; ValueError for a
+            closed model.
+        """
+        library = _native.library()
+        self._destroy = library.cdll.fdnn_context_destroy
+        self._run_function = library.cdll.fdnn_context_run
+        self._input_shape = model.input_shape
+        self._output_shape = model.output_shape
+        self._max_batch = model.max_batch
+        self._device = model.device
+        handle = ContextHandle()
+        library.cdll.fdnn_context_create(model._live_handle(), ctypes.byref(handle))
+        self._handle = handle
+
+    @property
+    def input_shape(self) -> Tuple[int, ...]:
+        """Per-sample input shape of the model."""
+        return self._input_shape
+
+    @property
+    def output_shape(self) -> Tuple[int, ...]:
+        """Per-sample output shape of the model."""
+        return self._output_shape
+
+    @property
+    def max_batch(self) -> int:
+        """The largest batch :meth:`run` accepts."""
+        return self._max_batch
+
+    @property
+    def device(self) -> str:
+        """Where the model runs: "cpu" or "cuda"."""
+        return self._device
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        """Run on a batch with this context; same contract as :meth:`Model.run`.
+
+        Not thread-safe for one context: use one context per thread.
+        """
+        if self._handle is None:
+            raise ValueError("the context is closed")
+        return _run(self._run_function, self._handle, x, self._input_shape, self._output_shape,
+                    self._max_batch, "Context.run")
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._handle is None
+
+    def close(self) -> None:
+        """Release the context. Idempotent."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self._destroy(handle)
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"on {self._device}"
+        return f"<fusednn.Context {self._input_shape} -> {self._output_shape} {state}>"
