@@ -1,0 +1,70 @@
+using System;
+
+namespace FusedNN
+{
+    /// <summary>
+    /// Options for creating a <see cref="Model"/>, starting from the library's defaults
+    /// (max batch 1024, the CPU, GPU 0, as many CPU threads as pay off, CUDA graphs on).
+    /// </summary>
+    /// <example>
+    /// <code>
+    /// var options = new ModelOptions { MaxBatch = 64, CpuThreads = 1 };
+    /// using (var model = Model.FromFile("mlp.safetensors", options)) { ... }
+    /// </code>
+    /// </example>
+    public sealed class ModelOptions
+    {
+        private NativeModelOptions native;
+
+        /// <summary>Options holding the library's defaults.</summary>
+        public ModelOptions()
+        {
+            NativeMethods.fdnn_model_options_init(ref native);
+        }
+
+        /// <summary>Largest batch a run may use (1 or more). Scratch memory is sized for it.</summary>
+        /// <remarks>A value below 1 is refused by the library when the model is created.</remarks>
+        public long MaxBatch
+        {
+            get => native.MaxBatch;
+            set => native.MaxBatch = value;
+        }
+
+        /// <summary>Where to run.</summary>
+        public Device Device
+        {
+            get => native.Device;
+            set => native.Device = value;
+        }
+
+        /// <summary>GPU ordinal when <see cref="Device"/> is <see cref="FusedNN.Device.Cuda"/> or <see cref="FusedNN.Device.Auto"/>.</summary>
+        public int DeviceId
+        {
+            get => native.DeviceId;
+            set => native.DeviceId = value;
+        }
+
+        /// <summary>
+        /// Threads one CPU run may use: 0 picks the number of hardware threads (used only when the
+        /// batch is large enough to pay for them), 1 runs on the calling thread alone.
+        /// </summary>
+        public int CpuThreads
+        {
+            get => native.CpuThreads;
+            set => native.CpuThreads = value;
+        }
+
+        /// <summary>
+        /// GPU only: whether each run is captured into a CUDA graph (per context and batch size)
+        /// and replayed afterwards, the lowest launch overhead; otherwise kernels launch directly.
+        /// </summary>
+        public bool CudaGraphs
+        {
+            get => native.CudaGraphs != 0;
+            set => native.CudaGraphs = value ? 1 : 0;
+        }
+
+        /// <summary>A copy of the C struct for a native call.</summary>
+        internal NativeModelOptions ToNative() => native;
+    }
+}
