@@ -4,6 +4,7 @@
 //
 // Environment: FUSEDNN_SOURCE_DIR, the repository root (for the header and tests/fixtures);
 // FUSEDNN_TEST_SEED to repeat a run's random data; CC for the C compiler of the layout probe.
+// An optional first argument runs only the tests whose name contains it.
 
 using System;
 using System.Collections.Generic;

@@ -9,7 +9,7 @@ namespace FusedNN.Tests
     internal static partial class Program
     {
         private const int Threads = 4;
-        private const int Rounds = 25;
+        private const int Rounds = 200;
 
         /// <summary>Starts one thread per body, joins them all, and rethrows the first failure.</summary>
         private static void RunThreads(int count, Action<int> body)

@@ -1,7 +1,8 @@
 //! Finds libfusednn and tells cargo how to link it.
 //!
-//! Order: `FUSEDNN_LIB_DIR` (the folder holding the library), `FUSEDNN_DIR` (a folder holding
-//! the library or an install prefix with `lib/` / `lib64/`), then `pkg-config --libs fusednn`.
+//! The first of these that is set is used, and must hold the library: `FUSEDNN_LIB_DIR` (the
+//! folder holding the library), `FUSEDNN_DIR` (a folder holding the library or an install prefix
+//! with `lib/` / `lib64/`); with neither set, `pkg-config --libs fusednn`.
 //! pkg-config is run as a subprocess: this crate has no build dependencies.
 
 use std::env;
@@ -24,7 +25,12 @@ struct Found {
 }
 
 fn main() {
-    for variable in ["FUSEDNN_DIR", "FUSEDNN_LIB_DIR", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR"] {
+    for variable in [
+        "FUSEDNN_DIR",
+        "FUSEDNN_LIB_DIR",
+        "PKG_CONFIG_PATH",
+        "PKG_CONFIG_LIBDIR",
+    ] {
         println!("cargo:rerun-if-env-changed={variable}");
     }
     println!("cargo:rerun-if-changed=build.rs");
@@ -34,13 +40,21 @@ fn main() {
         return;
     }
 
+    // The first variable that is set decides: a wrong explicit path must not silently fall back
+    // to another copy of the library.
     let mut tried: Vec<String> = Vec::new();
-    let found = from_lib_dir(&mut tried)
-        .or_else(|| from_prefix(&mut tried))
-        .or_else(|| from_pkg_config(&mut tried));
+    let found = if env::var_os("FUSEDNN_LIB_DIR").is_some() {
+        from_lib_dir(&mut tried)
+    } else if env::var_os("FUSEDNN_DIR").is_some() {
+        from_prefix(&mut tried)
+    } else {
+        from_pkg_config(&mut tried)
+    };
 
     let Some(found) = found else {
-        panic!("{}", not_found_message(&tried));
+        // A plain message (no panic backtrace): cargo shows a failed build script's stderr.
+        eprintln!("{}", not_found_message(&tried));
+        std::process::exit(1);
     };
 
     for dir in &found.search_dirs {
@@ -59,11 +73,18 @@ fn main() {
 
 /// The library file in `dir`, if any of the expected names is there.
 fn library_in(dir: &Path) -> Option<PathBuf> {
-    LIBRARY_FILE_NAMES.iter().map(|name| dir.join(name)).find(|path| path.is_file())
+    LIBRARY_FILE_NAMES
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|path| path.is_file())
 }
 
 fn linked_from(dir: PathBuf, source: String) -> Found {
-    Found { search_dirs: vec![dir], libraries: vec!["fusednn".to_string()], source }
+    Found {
+        search_dirs: vec![dir],
+        libraries: vec!["fusednn".to_string()],
+        source,
+    }
 }
 
 fn from_lib_dir(tried: &mut Vec<String>) -> Option<Found> {
@@ -71,7 +92,11 @@ fn from_lib_dir(tried: &mut Vec<String>) -> Option<Found> {
     if library_in(&dir).is_some() {
         return Some(linked_from(dir, "FUSEDNN_LIB_DIR".to_string()));
     }
-    tried.push(format!("FUSEDNN_LIB_DIR={} holds no {}", dir.display(), LIBRARY_FILE_NAMES.join(" / ")));
+    tried.push(format!(
+        "FUSEDNN_LIB_DIR={} holds no {}",
+        dir.display(),
+        LIBRARY_FILE_NAMES.join(" / ")
+    ));
     None
 }
 
@@ -95,13 +120,18 @@ fn from_pkg_config(tried: &mut Vec<String>) -> Option<Found> {
     let output = match Command::new(&program).args(["--libs", "fusednn"]).output() {
         Ok(output) => output,
         Err(error) => {
-            tried.push(format!("`{program} --libs fusednn` could not be started: {error}"));
+            tried.push(format!(
+                "`{program} --libs fusednn` could not be started: {error}"
+            ));
             return None;
         }
     };
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        tried.push(format!("`{program} --libs fusednn` failed: {}", stderr.trim()));
+        tried.push(format!(
+            "`{program} --libs fusednn` failed: {}",
+            stderr.trim()
+        ));
         return None;
     }
     let flags = String::from_utf8_lossy(&output.stdout).into_owned();

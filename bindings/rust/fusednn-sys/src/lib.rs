@@ -6,14 +6,14 @@
 //!
 //! # Linking
 //!
-//! The build script looks for the library, in this order:
+//! The build script takes the first of these that is set, which must then hold the library:
 //!
 //! 1. `FUSEDNN_LIB_DIR`: a folder holding `libfusednn.so` (or `.dylib`, `.a`, `fusednn.lib`);
 //! 2. `FUSEDNN_DIR`: a folder holding the library itself, or `lib/` / `lib64/` holding it
 //!    (an install prefix);
-//! 3. `pkg-config --libs fusednn` (honours `PKG_CONFIG_PATH`).
+//! 3. with neither set, `pkg-config --libs fusednn` (honours `PKG_CONFIG_PATH`).
 //!
-//! When none of them gives the library the build stops with a message naming these variables.
+//! When that gives no library the build stops with a message naming these variables.
 //! Programs that link the shared library also need it at run time: set `LD_LIBRARY_PATH` (or
 //! install it where the dynamic loader looks).
 //!

@@ -121,7 +121,9 @@ fn tokenize(code: &str) -> Vec<Token> {
             } else {
                 digits.parse::<i64>()
             };
-            tokens.push(Token::Number(value.unwrap_or_else(|_| panic!("number {text}"))));
+            tokens.push(Token::Number(
+                value.unwrap_or_else(|_| panic!("number {text}")),
+            ));
         } else if c == '"' {
             let start = i + 1;
             i += 1;
@@ -166,8 +168,11 @@ impl CType {
         };
         let mut rust = base.to_string();
         for level in 0..self.pointer_const.len() {
-            let pointee_const =
-                if level == 0 { self.base_const } else { self.pointer_const[level - 1] };
+            let pointee_const = if level == 0 {
+                self.base_const
+            } else {
+                self.pointer_const[level - 1]
+            };
             rust = format!("*{}{}", if pointee_const { "const" } else { "mut" }, rust);
         }
         rust
@@ -188,7 +193,8 @@ fn parse_declaration(tokens: &[Token]) -> (CType, Option<String>) {
                     ty.base_const = true;
                 }
             }
-            Token::Identifier(word) if word == "FDNN_API" || word == "struct" || word == "enum" => {}
+            Token::Identifier(word) if word == "FDNN_API" || word == "struct" || word == "enum" => {
+            }
             Token::Identifier(word) if ty.base.is_empty() => ty.base = word.clone(),
             Token::Identifier(word) => name = Some(word.clone()),
             Token::Punct('*') => ty.pointer_const.push(false),
@@ -208,7 +214,10 @@ struct Header {
 }
 
 fn split_on(tokens: &[Token], separator: char) -> Vec<&[Token]> {
-    tokens.split(|token| *token == Token::Punct(separator)).filter(|part| !part.is_empty()).collect()
+    tokens
+        .split(|token| *token == Token::Punct(separator))
+        .filter(|part| !part.is_empty())
+        .collect()
 }
 
 fn position(tokens: &[Token], from: usize, wanted: char) -> usize {
@@ -229,7 +238,10 @@ fn identifier(token: &Token) -> String {
 fn parse_header(source: &str) -> Header {
     let (code, defines) = strip_preprocessor_and_comments(source);
     let tokens = tokenize(&code);
-    let mut header = Header { defines, ..Header::default() };
+    let mut header = Header {
+        defines,
+        ..Header::default()
+    };
     let mut i = 0;
     while i < tokens.len() {
         match &tokens[i] {
@@ -253,10 +265,14 @@ fn parse_header(source: &str) -> Header {
                         let mut fields = Vec::new();
                         for field in split_on(&tokens[open + 1..close], ';') {
                             // An array field: `type name [ SIZE ]`.
-                            let (declarator, array) = match field.iter().position(|t| *t == Token::Punct('[')) {
-                                Some(bracket) => (&field[..bracket], Some(&field[bracket + 1..field.len() - 1])),
-                                None => (field, None),
-                            };
+                            let (declarator, array) =
+                                match field.iter().position(|t| *t == Token::Punct('[')) {
+                                    Some(bracket) => (
+                                        &field[..bracket],
+                                        Some(&field[bracket + 1..field.len() - 1]),
+                                    ),
+                                    None => (field, None),
+                                };
                             let (ty, name) = parse_declaration(declarator);
                             let mut rust = ty.to_rust();
                             if let Some(extent) = array {
@@ -284,7 +300,9 @@ fn parse_header(source: &str) -> Header {
                             let value = match item {
                                 [Token::Identifier(_)] => next,
                                 [Token::Identifier(_), Token::Punct('='), Token::Number(n)] => *n,
-                                [Token::Identifier(_), Token::Punct('='), Token::Punct('-'), Token::Number(n)] => -*n,
+                                [Token::Identifier(_), Token::Punct('='), Token::Punct('-'), Token::Number(n)] => {
+                                    -*n
+                                }
                                 other => panic!("header_drift: enum item {other:?}"),
                             };
                             values.push((identifier(&item[0]), value));
@@ -313,7 +331,9 @@ fn parse_header(source: &str) -> Header {
                         None => assert!(ty.to_rust().is_empty(), "unnamed parameter in {name}"),
                     }
                 }
-                header.functions.insert(name, (params, return_type.to_rust()));
+                header
+                    .functions
+                    .insert(name, (params, return_type.to_rust()));
                 i = end + 1;
             }
         }
@@ -338,11 +358,16 @@ fn differences(header: &Header) -> Vec<String> {
         declared::FUNCTIONS.iter().map(|f| (f.name, f)).collect();
     for (name, (params, returns)) in &header.functions {
         let Some(decl) = declared_functions.get(name.as_str()) else {
-            problems.push(format!("function {name} is in the header but not declared in Rust"));
+            problems.push(format!(
+                "function {name} is in the header but not declared in Rust"
+            ));
             continue;
         };
-        let rust_params: Vec<(String, String)> =
-            decl.params.iter().map(|(n, t)| (n.to_string(), squeeze(t))).collect();
+        let rust_params: Vec<(String, String)> = decl
+            .params
+            .iter()
+            .map(|(n, t)| (n.to_string(), squeeze(t)))
+            .collect();
         if rust_params != *params {
             problems.push(format!(
                 "function {name}: header parameters {params:?}, Rust parameters {rust_params:?}"
@@ -357,65 +382,95 @@ fn differences(header: &Header) -> Vec<String> {
     }
     for name in declared_functions.keys() {
         if !header.functions.contains_key(*name) {
-            problems.push(format!("function {name} is declared in Rust but not in the header"));
+            problems.push(format!(
+                "function {name} is declared in Rust but not in the header"
+            ));
         }
     }
 
     // Enums, both ways, values compared as sets of (name, value).
     for (name, values) in &header.enums {
         let Some(decl) = declared::ENUMS.iter().find(|e| e.name == name) else {
-            problems.push(format!("enum {name} is in the header but not declared in Rust"));
+            problems.push(format!(
+                "enum {name} is in the header but not declared in Rust"
+            ));
             continue;
         };
         let mut header_values = values.clone();
         header_values.sort();
-        let mut rust_values: Vec<(String, i64)> =
-            decl.values.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        let mut rust_values: Vec<(String, i64)> = decl
+            .values
+            .iter()
+            .map(|(n, v)| (n.to_string(), *v))
+            .collect();
         rust_values.sort();
         for value in &header_values {
             if !rust_values.contains(value) {
-                problems.push(format!("enum {name}: header has {} = {}, Rust does not", value.0, value.1));
+                problems.push(format!(
+                    "enum {name}: header has {} = {}, Rust does not",
+                    value.0, value.1
+                ));
             }
         }
         for value in &rust_values {
             if !header_values.contains(value) {
-                problems.push(format!("enum {name}: Rust has {} = {}, header does not", value.0, value.1));
+                problems.push(format!(
+                    "enum {name}: Rust has {} = {}, header does not",
+                    value.0, value.1
+                ));
             }
         }
     }
     for decl in declared::ENUMS {
         if !header.enums.contains_key(decl.name) {
-            problems.push(format!("enum {} is declared in Rust but not in the header", decl.name));
+            problems.push(format!(
+                "enum {} is declared in Rust but not in the header",
+                decl.name
+            ));
         }
     }
 
     // Structs: same fields, same order, same types.
     for (name, fields) in &header.structs {
         let Some(decl) = declared::STRUCTS.iter().find(|s| s.name == name) else {
-            problems.push(format!("struct {name} is in the header but not declared in Rust"));
+            problems.push(format!(
+                "struct {name} is in the header but not declared in Rust"
+            ));
             continue;
         };
-        let rust_fields: Vec<(String, String)> =
-            decl.fields.iter().map(|f| (field_name(f.name).to_string(), squeeze(f.ty))).collect();
+        let rust_fields: Vec<(String, String)> = decl
+            .fields
+            .iter()
+            .map(|f| (field_name(f.name).to_string(), squeeze(f.ty)))
+            .collect();
         if rust_fields != *fields {
-            problems.push(format!("struct {name}: header fields {fields:?}, Rust fields {rust_fields:?}"));
+            problems.push(format!(
+                "struct {name}: header fields {fields:?}, Rust fields {rust_fields:?}"
+            ));
         }
     }
     for decl in declared::STRUCTS {
         if !header.structs.contains_key(decl.name) {
-            problems.push(format!("struct {} is declared in Rust but not in the header", decl.name));
+            problems.push(format!(
+                "struct {} is declared in Rust but not in the header",
+                decl.name
+            ));
         }
     }
 
     // Opaque handles.
     for name in &header.opaque {
         if !declared::OPAQUE_TYPES.contains(&name.as_str()) {
-            problems.push(format!("handle {name} is in the header but not declared in Rust"));
+            problems.push(format!(
+                "handle {name} is in the header but not declared in Rust"
+            ));
         }
     }
     for name in declared::OPAQUE_TYPES {
         if !header.opaque.iter().any(|h| h == name) {
-            problems.push(format!("handle {name} is declared in Rust but not in the header"));
+            problems.push(format!(
+                "handle {name} is declared in Rust but not in the header"
+            ));
         }
     }
 
@@ -423,9 +478,9 @@ fn differences(header: &Header) -> Vec<String> {
     for (name, value) in &header.defines {
         match declared::CONSTANTS.iter().find(|(n, _)| n == name) {
             None => problems.push(format!("#define {name} {value} is not mirrored in Rust")),
-            Some((_, rust)) if rust != value => {
-                problems.push(format!("#define {name} is {value} in the header, {rust} in Rust"))
-            }
+            Some((_, rust)) if rust != value => problems.push(format!(
+                "#define {name} is {value} in the header, {rust} in Rust"
+            )),
             Some(_) => {}
         }
     }
@@ -435,12 +490,20 @@ fn differences(header: &Header) -> Vec<String> {
 #[test]
 fn declarations_match_header() {
     let path = header_path();
-    let source = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {} ({e}); set FUSEDNN_INCLUDE_DIR", path.display()));
+    let source = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read {} ({e}); set FUSEDNN_INCLUDE_DIR",
+            path.display()
+        )
+    });
     let header = parse_header(&source);
 
     // The reader must have seen the whole header, or a silent parse gap would hide drift.
-    assert!(header.functions.len() >= 20, "parsed only {} functions", header.functions.len());
+    assert!(
+        header.functions.len() >= 20,
+        "parsed only {} functions",
+        header.functions.len()
+    );
     assert!(header.enums.len() >= 3 && header.structs.len() >= 4 && header.opaque.len() >= 2);
 
     let problems = differences(&header);
@@ -474,13 +537,22 @@ fn layout_matches_c_compiler() {
         }
     }
     for decl in declared::ENUMS {
-        program.push_str(&format!("  printf(\"size {0} %zu\\n\", sizeof({0}));\n", decl.name));
+        program.push_str(&format!(
+            "  printf(\"size {0} %zu\\n\", sizeof({0}));\n",
+            decl.name
+        ));
         for (value, _) in decl.values {
-            program.push_str(&format!("  printf(\"value {0} %lld\\n\", (long long){0});\n", value));
+            program.push_str(&format!(
+                "  printf(\"value {0} %lld\\n\", (long long){0});\n",
+                value
+            ));
         }
     }
     for (name, _) in declared::CONSTANTS {
-        program.push_str(&format!("  printf(\"value {0} %lld\\n\", (long long)({0}));\n", name));
+        program.push_str(&format!(
+            "  printf(\"value {0} %lld\\n\", (long long)({0}));\n",
+            name
+        ));
     }
     program.push_str("  return 0;\n}\n");
 
@@ -522,14 +594,20 @@ fn layout_matches_c_compiler() {
         }
     };
     for decl in declared::STRUCTS {
-        expect(decl.name.to_string(), vec![decl.size as i64, decl.align as i64]);
+        expect(
+            decl.name.to_string(),
+            vec![decl.size as i64, decl.align as i64],
+        );
         for field in decl.fields {
             let key = format!("{}.{}", decl.name, field_name(field.name));
             expect(key, vec![field.offset as i64, field.size as i64]);
         }
     }
     for decl in declared::ENUMS {
-        expect(decl.name.to_string(), vec![std::mem::size_of::<fusednn_sys::c_int>() as i64]);
+        expect(
+            decl.name.to_string(),
+            vec![std::mem::size_of::<fusednn_sys::c_int>() as i64],
+        );
         for (value_name, value) in decl.values {
             expect(value_name.to_string(), vec![*value]);
         }
@@ -537,5 +615,9 @@ fn layout_matches_c_compiler() {
     for (name, value) in declared::CONSTANTS {
         expect(name.to_string(), vec![*value]);
     }
-    assert!(problems.is_empty(), "layouts differ:\n  {}", problems.join("\n  "));
+    assert!(
+        problems.is_empty(),
+        "layouts differ:\n  {}",
+        problems.join("\n  ")
+    );
 }

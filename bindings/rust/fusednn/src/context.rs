@@ -63,9 +63,16 @@ impl Context {
         // context creation is thread-safe once the weights are loaded, and fails cleanly before.
         check(unsafe { sys::fdnn_context_create(model.as_raw(), &mut raw) })?;
         let raw = NonNull::new(raw).ok_or_else(|| {
-            Error::new(Status::InternalError, "the library reported success but returned no context")
+            Error::new(
+                Status::InternalError,
+                "the library reported success but returned no context",
+            )
         })?;
-        Ok(Context { raw, layout: model.layout().clone(), _one_thread_at_a_time: PhantomData })
+        Ok(Context {
+            raw,
+            layout: model.layout().clone(),
+            _one_thread_at_a_time: PhantomData,
+        })
     }
 
     /// The per-sample input shape of the context's model.
@@ -86,7 +93,9 @@ impl Context {
     /// Runs `batch` samples with this context's scratch memory; see [`Model::run`] for the
     /// arguments and errors.
     pub fn run(&mut self, batch: usize, input: &[f32]) -> Result<Vec<f32>> {
-        let mut output = vec![0.0f32; self.layout.output_len(batch)];
+        // Check before allocating: a wild batch must be an error, not a huge allocation.
+        let output_len = self.layout.check(batch, input.len(), usize::MAX)?;
+        let mut output = vec![0.0f32; output_len];
         self.run_into(batch, input, &mut output)?;
         Ok(output)
     }

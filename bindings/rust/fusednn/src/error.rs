@@ -113,7 +113,10 @@ pub struct Error {
 impl Error {
     /// An error with the given status and message.
     pub fn new(status: Status, message: impl Into<String>) -> Error {
-        Error { status, message: message.into() }
+        Error {
+            status,
+            message: message.into(),
+        }
     }
 
     /// The error of a call that just failed on this thread with `status`.

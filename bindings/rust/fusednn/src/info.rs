@@ -20,7 +20,9 @@ pub struct Shape {
 impl Shape {
     /// A shape with the given extents, outermost first.
     pub fn new(dims: &[usize]) -> Shape {
-        Shape { dims: dims.to_vec() }
+        Shape {
+            dims: dims.to_vec(),
+        }
     }
 
     /// The extents, outermost first.
@@ -40,9 +42,15 @@ impl Shape {
 
     /// Reads a C shape, refusing a rank or extent the contract does not allow.
     pub(crate) fn from_raw(raw: &sys::fdnn_shape) -> Result<Shape> {
-        let rank = usize::try_from(raw.rank).ok().filter(|&rank| rank <= MAX_RANK).ok_or_else(|| {
-            Error::new(Status::InternalError, format!("the library returned a shape of rank {}", raw.rank))
-        })?;
+        let rank = usize::try_from(raw.rank)
+            .ok()
+            .filter(|&rank| rank <= MAX_RANK)
+            .ok_or_else(|| {
+                Error::new(
+                    Status::InternalError,
+                    format!("the library returned a shape of rank {}", raw.rank),
+                )
+            })?;
         let dims = raw.dims[..rank]
             .iter()
             .map(|&extent| {
@@ -59,7 +67,10 @@ impl Shape {
 
     /// An all-zero C shape to be filled in by the library.
     pub(crate) fn empty_raw() -> sys::fdnn_shape {
-        sys::fdnn_shape { rank: 0, dims: [0; MAX_RANK] }
+        sys::fdnn_shape {
+            rank: 0,
+            dims: [0; MAX_RANK],
+        }
     }
 }
 
@@ -139,7 +150,11 @@ impl Version {
 
     /// Splits `major * 10000 + minor * 100 + patch`.
     pub const fn from_number(number: u32) -> Version {
-        Version { major: number / 10000, minor: number / 100 % 100, patch: number % 100 }
+        Version {
+            major: number / 10000,
+            minor: number / 100 % 100,
+            patch: number % 100,
+        }
     }
 
     /// The version as one number, `major * 10000 + minor * 100 + patch`.

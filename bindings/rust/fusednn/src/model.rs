@@ -134,12 +134,24 @@ impl RunLayout {
         if batch == 0 || batch > self.max_batch {
             return Err(Error::new(
                 Status::InvalidArgument,
-                format!("batch is {batch}; it must be from 1 to the model's max_batch {}", self.max_batch),
+                format!(
+                    "batch is {batch}; it must be from 1 to the model's max_batch {}",
+                    self.max_batch
+                ),
             ));
         }
-        let too_large = || Error::new(Status::InvalidArgument, format!("batch {batch} is too large"));
-        let input_needed = batch.checked_mul(self.input_shape.element_count()).ok_or_else(too_large)?;
-        let output_needed = batch.checked_mul(self.output_shape.element_count()).ok_or_else(too_large)?;
+        let too_large = || {
+            Error::new(
+                Status::InvalidArgument,
+                format!("batch {batch} is too large"),
+            )
+        };
+        let input_needed = batch
+            .checked_mul(self.input_shape.element_count())
+            .ok_or_else(too_large)?;
+        let output_needed = batch
+            .checked_mul(self.output_shape.element_count())
+            .ok_or_else(too_large)?;
         if input_len != input_needed {
             return Err(Error::new(
                 Status::InvalidArgument,
@@ -160,17 +172,18 @@ impl RunLayout {
         }
         Ok(output_needed)
     }
-
-    /// Number of output floats for `batch` samples, saturating (the check refuses it later).
-    pub(crate) fn output_len(&self, batch: usize) -> usize {
-        batch.saturating_mul(self.output_shape.element_count())
-    }
 }
 
 /// A NUL-terminated copy of `text` for the C API; a NUL inside is an invalid argument.
 pub(crate) fn c_string(what: &str, text: &[u8]) -> Result<CString> {
     CString::new(text).map_err(|_| {
-        Error::new(Status::InvalidArgument, format!("{what} contains a NUL byte: {}", String::from_utf8_lossy(text)))
+        Error::new(
+            Status::InvalidArgument,
+            format!(
+                "{what} contains a NUL byte: {}",
+                String::from_utf8_lossy(text)
+            ),
+        )
     })
 }
 
@@ -276,12 +289,19 @@ impl Model {
     /// Takes ownership of a freshly created handle and reads the shapes runs are checked against.
     fn adopt(raw: *mut sys::fdnn_model) -> Result<Model> {
         let raw = NonNull::new(raw).ok_or_else(|| {
-            Error::new(Status::InternalError, "the library reported success but returned no model")
+            Error::new(
+                Status::InternalError,
+                "the library reported success but returned no model",
+            )
         })?;
         // From here on, dropping `model` destroys the handle, also on the error paths below.
         let mut model = Model {
             raw,
-            layout: RunLayout { input_shape: Shape::default(), output_shape: Shape::default(), max_batch: 0 },
+            layout: RunLayout {
+                input_shape: Shape::default(),
+                output_shape: Shape::default(),
+                max_batch: 0,
+            },
         };
         let mut input = Shape::empty_raw();
         let mut output = Shape::empty_raw();
@@ -289,8 +309,14 @@ impl Model {
         // SAFETY: the handle is live and every out-pointer is writable.
         unsafe {
             check(sys::fdnn_model_input_shape(model.raw.as_ptr(), &mut input))?;
-            check(sys::fdnn_model_output_shape(model.raw.as_ptr(), &mut output))?;
-            check(sys::fdnn_model_max_batch(model.raw.as_ptr(), &mut max_batch))?;
+            check(sys::fdnn_model_output_shape(
+                model.raw.as_ptr(),
+                &mut output,
+            ))?;
+            check(sys::fdnn_model_max_batch(
+                model.raw.as_ptr(),
+                &mut max_batch,
+            ))?;
         }
         model.layout = RunLayout {
             input_shape: Shape::from_raw(&input)?,
@@ -321,18 +347,36 @@ impl Model {
     /// the rank exceeds [`MAX_RANK`], [`Status::WeightMismatch`], [`Status::InvalidState`] once
     /// the weights are frozen.
     pub fn set_weight(&mut self, name: &str, shape: &[usize], data: &[f32]) -> Result<()> {
-        self.set_weight_raw(name, sys::FDNN_DTYPE_FLOAT32, shape, data.as_ptr().cast(), data.len())
+        self.set_weight_raw(
+            name,
+            sys::FDNN_DTYPE_FLOAT32,
+            shape,
+            data.as_ptr().cast(),
+            data.len(),
+        )
     }
 
     /// Sets one weight tensor given as IEEE 754 binary16 bit patterns; see [`Model::set_weight`].
     pub fn set_weight_f16(&mut self, name: &str, shape: &[usize], bits: &[u16]) -> Result<()> {
-        self.set_weight_raw(name, sys::FDNN_DTYPE_FLOAT16, shape, bits.as_ptr().cast(), bits.len())
+        self.set_weight_raw(
+            name,
+            sys::FDNN_DTYPE_FLOAT16,
+            shape,
+            bits.as_ptr().cast(),
+            bits.len(),
+        )
     }
 
     /// Sets one weight tensor given as bfloat16 bit patterns (the upper 16 bits of a float32);
     /// see [`Model::set_weight`].
     pub fn set_weight_bf16(&mut self, name: &str, shape: &[usize], bits: &[u16]) -> Result<()> {
-        self.set_weight_raw(name, sys::FDNN_DTYPE_BFLOAT16, shape, bits.as_ptr().cast(), bits.len())
+        self.set_weight_raw(
+            name,
+            sys::FDNN_DTYPE_BFLOAT16,
+            shape,
+            bits.as_ptr().cast(),
+            bits.len(),
+        )
     }
 
     fn set_weight_raw(
@@ -346,25 +390,40 @@ impl Model {
         if shape.len() > MAX_RANK {
             return Err(Error::new(
                 Status::InvalidArgument,
-                format!("weight '{name}' has rank {}; at most {MAX_RANK} is supported", shape.len()),
+                format!(
+                    "weight '{name}' has rank {}; at most {MAX_RANK} is supported",
+                    shape.len()
+                ),
             ));
         }
         let extents = Shape::new(shape);
         if shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) != Some(element_count) {
             return Err(Error::new(
                 Status::InvalidArgument,
-                format!("weight '{name}' has {element_count} elements, but shape {extents} needs {}", extents.element_count()),
+                format!(
+                    "weight '{name}' has {element_count} elements, but shape {extents} needs {}",
+                    extents.element_count()
+                ),
             ));
         }
         let dims = shape
             .iter()
             .map(|&d| i64::try_from(d))
             .collect::<std::result::Result<Vec<i64>, _>>()
-            .map_err(|_| Error::new(Status::InvalidArgument, format!("weight '{name}': extent too large")))?;
+            .map_err(|_| {
+                Error::new(
+                    Status::InvalidArgument,
+                    format!("weight '{name}': extent too large"),
+                )
+            })?;
         let name_c = c_string("weight name", name.as_bytes())?;
         // An empty slice may have a dangling pointer; the library wants a real one.
         let placeholder = 0u32;
-        let data = if element_count == 0 { (&placeholder as *const u32).cast() } else { data };
+        let data = if element_count == 0 {
+            (&placeholder as *const u32).cast()
+        } else {
+            data
+        };
         // SAFETY: the handle is exclusively borrowed; data holds element_count elements of dtype;
         // dims holds shape.len() extents (at most MAX_RANK, so the cast to i32 is exact).
         check(unsafe {
@@ -442,7 +501,10 @@ impl Model {
     /// Errors: [`Status::InvalidArgument`] for an index out of range.
     pub fn layer_info(&self, index: usize) -> Result<LayerInfo> {
         let index = i32::try_from(index).map_err(|_| {
-            Error::new(Status::InvalidArgument, format!("layer index {index} is out of range"))
+            Error::new(
+                Status::InvalidArgument,
+                format!("layer index {index} is out of range"),
+            )
         })?;
         let mut raw = sys::fdnn_layer_info {
             struct_size: std::mem::size_of::<sys::fdnn_layer_info>(),
@@ -455,7 +517,11 @@ impl Model {
         // strings it receives are owned by the model, which `self` keeps alive while they are
         // copied.
         unsafe {
-            check(sys::fdnn_model_layer_info(self.raw.as_ptr(), index, &mut raw))?;
+            check(sys::fdnn_model_layer_info(
+                self.raw.as_ptr(),
+                index,
+                &mut raw,
+            ))?;
             Ok(LayerInfo {
                 name: copy_c_string(raw.name),
                 layer_type: copy_c_string(raw.r#type),
@@ -467,7 +533,9 @@ impl Model {
 
     /// Every layer, in spec order.
     pub fn layers(&self) -> Result<Vec<LayerInfo>> {
-        (0..self.layer_count()?).map(|index| self.layer_info(index)).collect()
+        (0..self.layer_count()?)
+            .map(|index| self.layer_info(index))
+            .collect()
     }
 
     /// Runs `batch` samples and returns the outputs, `batch` x [`Model::output_shape`] floats in
@@ -482,7 +550,9 @@ impl Model {
     /// [`Status::InvalidState`] when weights are missing, [`Status::OutOfMemory`],
     /// [`Status::DeviceError`].
     pub fn run(&self, batch: usize, input: &[f32]) -> Result<Vec<f32>> {
-        let mut output = vec![0.0f32; self.layout.output_len(batch)];
+        // Check before allocating: a wild batch must be an error, not a huge allocation.
+        let output_len = self.layout.check(batch, input.len(), usize::MAX)?;
+        let mut output = vec![0.0f32; output_len];
         self.run_into(batch, input, &mut output)?;
         Ok(output)
     }

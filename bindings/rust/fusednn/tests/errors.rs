@@ -11,8 +11,14 @@ fn missing_file_is_io_error_naming_the_path() {
     let path = std::env::temp_dir().join("fusednn-rust-test-does-not-exist/model.safetensors");
     let error = Model::from_file(&path).unwrap_err();
     assert_eq!(error.status(), Status::IoError, "{error}");
-    assert!(error.message().contains(&*path.to_string_lossy()), "message lacks the path: {error}");
-    assert!(error.to_string().starts_with("FDNN_STATUS_IO_ERROR"), "{error}");
+    assert!(
+        error.message().contains(&*path.to_string_lossy()),
+        "message lacks the path: {error}"
+    );
+    assert!(
+        error.to_string().starts_with("FDNN_STATUS_IO_ERROR"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -33,29 +39,40 @@ fn unknown_layer_is_invalid_model_naming_it() {
 
 #[test]
 fn zero_max_batch_is_invalid_argument() {
-    let error = Model::from_spec_with_options(&linear_spec(4, 3), &ModelOptions::new().max_batch(0))
-        .unwrap_err();
+    let error =
+        Model::from_spec_with_options(&linear_spec(4, 3), &ModelOptions::new().max_batch(0))
+            .unwrap_err();
     assert_eq!(error.status(), Status::InvalidArgument, "{error}");
 }
 
 #[test]
 fn wrong_weight_shape_is_weight_mismatch_naming_the_tensor() {
     let mut model = Model::from_spec(&linear_spec(4, 3)).unwrap();
-    let error = model.set_weight("fc.weight", &[4, 3], &[0.0; 12]).unwrap_err();
+    let error = model
+        .set_weight("fc.weight", &[4, 3], &[0.0; 12])
+        .unwrap_err();
     assert_eq!(error.status(), Status::WeightMismatch, "{error}");
     assert!(error.message().contains("fc.weight"), "{error}");
-    let error = model.set_weight("fc.nonexistent", &[3], &[0.0; 3]).unwrap_err();
+    let error = model
+        .set_weight("fc.nonexistent", &[3], &[0.0; 3])
+        .unwrap_err();
     assert_eq!(error.status(), Status::WeightMismatch, "{error}");
 }
 
 #[test]
 fn weight_length_and_names_are_checked_before_the_call() {
     let mut model = Model::from_spec(&linear_spec(4, 3)).unwrap();
-    let error = model.set_weight("fc.weight", &[3, 4], &[0.0; 11]).unwrap_err();
+    let error = model
+        .set_weight("fc.weight", &[3, 4], &[0.0; 11])
+        .unwrap_err();
     assert_eq!(error.status(), Status::InvalidArgument, "{error}");
-    let error = model.set_weight("fc\0weight", &[3, 4], &[0.0; 12]).unwrap_err();
+    let error = model
+        .set_weight("fc\0weight", &[3, 4], &[0.0; 12])
+        .unwrap_err();
     assert_eq!(error.status(), Status::InvalidArgument, "{error}");
-    let error = model.set_weight("fc.weight", &[1; 9], &[0.0; 1]).unwrap_err();
+    let error = model
+        .set_weight("fc.weight", &[1; 9], &[0.0; 1])
+        .unwrap_err();
     assert_eq!(error.status(), Status::InvalidArgument, "{error}");
 }
 
@@ -75,7 +92,9 @@ fn missing_weights_fail_validate_and_run() {
 #[test]
 fn non_finite_weight_fails_validate() {
     let mut model = Model::from_spec(&linear_spec(2, 1)).unwrap();
-    model.set_weight("fc.weight", &[1, 2], &[1.0, f32::NAN]).unwrap();
+    model
+        .set_weight("fc.weight", &[1, 2], &[1.0, f32::NAN])
+        .unwrap();
     model.set_weight("fc.bias", &[1], &[0.0]).unwrap();
     let error = model.validate().unwrap_err();
     assert_eq!(error.status(), Status::NonFiniteWeight, "{error}");
@@ -86,7 +105,10 @@ fn non_finite_weight_fails_validate() {
 fn weights_are_frozen_after_the_first_run() {
     let mut linear = LinearModel::new(4, 3, &ModelOptions::new(), &mut Random::new("frozen"));
     linear.model.run(1, &[0.0; 4]).unwrap();
-    let error = linear.model.set_weight("fc.bias", &[3], &[0.0; 3]).unwrap_err();
+    let error = linear
+        .model
+        .set_weight("fc.bias", &[3], &[0.0; 3])
+        .unwrap_err();
     assert_eq!(error.status(), Status::InvalidState, "{error}");
 }
 
@@ -96,7 +118,10 @@ fn missing_weight_file_is_io_error() {
     let path = std::env::temp_dir().join("fusednn-rust-test-no-weights.safetensors");
     let error = model.load_weights(&path).unwrap_err();
     assert_eq!(error.status(), Status::IoError, "{error}");
-    assert!(error.message().contains(&*path.to_string_lossy()), "{error}");
+    assert!(
+        error.message().contains(&*path.to_string_lossy()),
+        "{error}"
+    );
 }
 
 #[test]
@@ -114,8 +139,14 @@ fn buffer_lengths_and_batch_are_checked_before_the_call() {
     assert_eq!(error.status(), Status::BufferTooSmall, "{error}");
     assert_eq!(small, [0.0; 5], "nothing may be written on failure");
 
-    assert_eq!(model.run(0, &[]).unwrap_err().status(), Status::InvalidArgument);
-    assert_eq!(model.run(5, &[0.0; 20]).unwrap_err().status(), Status::InvalidArgument);
+    assert_eq!(
+        model.run(0, &[]).unwrap_err().status(),
+        Status::InvalidArgument
+    );
+    assert_eq!(
+        model.run(5, &[0.0; 20]).unwrap_err().status(),
+        Status::InvalidArgument
+    );
 
     // A larger output buffer is fine: the tail is left alone.
     let mut large = [7.0f32; 8];
@@ -123,8 +154,17 @@ fn buffer_lengths_and_batch_are_checked_before_the_call() {
     assert_eq!(large[6..], [7.0, 7.0]);
 
     let mut context = model.create_context().unwrap();
-    assert_eq!(context.run(1, &[0.0; 3]).unwrap_err().status(), Status::InvalidArgument);
-    assert_eq!(context.run_into(1, &[0.0; 4], &mut [0.0; 2]).unwrap_err().status(), Status::BufferTooSmall);
+    assert_eq!(
+        context.run(1, &[0.0; 3]).unwrap_err().status(),
+        Status::InvalidArgument
+    );
+    assert_eq!(
+        context
+            .run_into(1, &[0.0; 4], &mut [0.0; 2])
+            .unwrap_err()
+            .status(),
+        Status::BufferTooSmall
+    );
 }
 
 #[test]
@@ -155,20 +195,39 @@ fn status_names_come_from_the_library() {
 
 #[test]
 fn device_run_on_a_cpu_model_is_unsupported() {
-    let linear = LinearModel::new(4, 3, &ModelOptions::new().max_batch(2), &mut Random::new("device"));
+    let linear = LinearModel::new(
+        4,
+        3,
+        &ModelOptions::new().max_batch(2),
+        &mut Random::new("device"),
+    );
     let mut context = linear.model.create_context().unwrap();
     // Host buffers stand in for device ones: a CPU model refuses before touching them.
     let input = [0.0f32; 8];
     let mut output = [0.0f32; 6];
     // SAFETY: both pointers are valid for their counts; the null stream is allowed.
     let error = unsafe {
-        context.run_device(2, input.as_ptr(), 8, output.as_mut_ptr(), 6, std::ptr::null_mut())
+        context.run_device(
+            2,
+            input.as_ptr(),
+            8,
+            output.as_mut_ptr(),
+            6,
+            std::ptr::null_mut(),
+        )
     }
     .unwrap_err();
     assert_eq!(error.status(), Status::Unsupported, "{error}");
     // SAFETY: as above; the count check fails before the library is called.
     let error = unsafe {
-        context.run_device(2, input.as_ptr(), 7, output.as_mut_ptr(), 6, std::ptr::null_mut())
+        context.run_device(
+            2,
+            input.as_ptr(),
+            7,
+            output.as_mut_ptr(),
+            6,
+            std::ptr::null_mut(),
+        )
     }
     .unwrap_err();
     assert_eq!(error.status(), Status::InvalidArgument, "{error}");

@@ -83,7 +83,12 @@ fn model_describes_itself() {
     let memory = model.memory_info().unwrap();
     assert_eq!(memory.parameter_count, 6 * 4 + 4 + 4 * 3);
 
-    assert!(fusednn::version().runs_header(), "library {} vs header {}", fusednn::version(), Version::HEADER);
+    assert!(
+        fusednn::version().runs_header(),
+        "library {} vs header {}",
+        fusednn::version(),
+        Version::HEADER
+    );
     assert_eq!(fusednn::version_string(), fusednn::version().to_string());
     let _gpus = fusednn::cuda_device_count().unwrap();
 }
@@ -93,14 +98,24 @@ fn model_describes_itself() {
 fn run_golden(name: &str) {
     let dir = fixtures_dir().join("golden").join(name);
     let bundle = dir.join("model.safetensors");
-    assert!(bundle.is_file(), "no golden fixture at {} (set FUSEDNN_FIXTURES_DIR)", bundle.display());
+    assert!(
+        bundle.is_file(),
+        "no golden fixture at {} (set FUSEDNN_FIXTURES_DIR)",
+        bundle.display()
+    );
     let io = read_safetensors(&dir.join("io.safetensors"));
 
-    let mut models = vec![("bundle", Model::from_file(&bundle).unwrap_or_else(|e| panic!("{e}")))];
+    let mut models = vec![(
+        "bundle",
+        Model::from_file(&bundle).unwrap_or_else(|e| panic!("{e}")),
+    )];
     for weights in ["weights_bin", "weights_txt"] {
         if dir.join(weights).is_dir() {
-            let mut model = Model::from_file(dir.join("spec.json")).unwrap_or_else(|e| panic!("{e}"));
-            model.load_weights(dir.join(weights)).unwrap_or_else(|e| panic!("{weights}: {e}"));
+            let mut model =
+                Model::from_file(dir.join("spec.json")).unwrap_or_else(|e| panic!("{e}"));
+            model
+                .load_weights(dir.join(weights))
+                .unwrap_or_else(|e| panic!("{weights}: {e}"));
             model.validate().unwrap();
             models.push((weights, model));
         }
@@ -113,11 +128,24 @@ fn run_golden(name: &str) {
         let expected = &io[&format!("output_b{batch_text}")];
         for (source, model) in &models {
             assert_eq!(input.shape[0], batch);
-            assert_eq!(&input.shape[1..], model.input_shape().dims(), "{name} {source}: input shape");
-            assert_eq!(&expected.shape[1..], model.output_shape().dims(), "{name} {source}: output shape");
-            let output = model.run(batch, &input.data).unwrap_or_else(|e| panic!("{name} b{batch}: {e}"));
+            assert_eq!(
+                &input.shape[1..],
+                model.input_shape().dims(),
+                "{name} {source}: input shape"
+            );
+            assert_eq!(
+                &expected.shape[1..],
+                model.output_shape().dims(),
+                "{name} {source}: output shape"
+            );
+            let output = model
+                .run(batch, &input.data)
+                .unwrap_or_else(|e| panic!("{name} b{batch}: {e}"));
             let error = relative_error(&output, &expected.data);
-            assert!(error <= TOLERANCE, "{name} {source} batch {batch}: relative error {error}");
+            assert!(
+                error <= TOLERANCE,
+                "{name} {source} batch {batch}: relative error {error}"
+            );
         }
         ran += 1;
     }

@@ -2,11 +2,11 @@
 
 mod common;
 
-use common::{Random, LinearModel};
+use common::{LinearModel, Random};
 use fusednn::{Model, ModelOptions};
 
 const THREADS: usize = 4;
-const ROUNDS: usize = 25;
+const ROUNDS: usize = 200;
 
 /// Linear -> GELU -> Linear: enough work per run for threads to overlap.
 fn mlp(random: &mut Random) -> Model {
@@ -16,10 +16,18 @@ fn mlp(random: &mut Random) -> Model {
         {"type": "Linear", "name": "fc2", "in_features": 64, "out_features": 10}]}"#;
     let options = ModelOptions::new().max_batch(16).cpu_threads(1);
     let mut model = Model::from_spec_with_options(spec, &options).unwrap();
-    model.set_weight("fc1.weight", &[64, 32], &random.vec(64 * 32)).unwrap();
-    model.set_weight("fc1.bias", &[64], &random.vec(64)).unwrap();
-    model.set_weight("fc2.weight", &[10, 64], &random.vec(10 * 64)).unwrap();
-    model.set_weight("fc2.bias", &[10], &random.vec(10)).unwrap();
+    model
+        .set_weight("fc1.weight", &[64, 32], &random.vec(64 * 32))
+        .unwrap();
+    model
+        .set_weight("fc1.bias", &[64], &random.vec(64))
+        .unwrap();
+    model
+        .set_weight("fc2.weight", &[10, 64], &random.vec(10 * 64))
+        .unwrap();
+    model
+        .set_weight("fc2.bias", &[10], &random.vec(10))
+        .unwrap();
     model
 }
 
@@ -29,8 +37,11 @@ fn model_run_from_several_threads_matches_one_thread() {
     let model = mlp(&mut random);
     let batches = [1usize, 5, 16];
     let inputs: Vec<Vec<f32>> = batches.iter().map(|b| random.vec(b * 32)).collect();
-    let expected: Vec<Vec<f32>> =
-        batches.iter().zip(&inputs).map(|(b, x)| model.run(*b, x).unwrap()).collect();
+    let expected: Vec<Vec<f32>> = batches
+        .iter()
+        .zip(&inputs)
+        .map(|(b, x)| model.run(*b, x).unwrap())
+        .collect();
 
     std::thread::scope(|scope| {
         for thread in 0..THREADS {
@@ -76,6 +87,8 @@ fn model_moves_to_another_thread_and_drops_there() {
     let linear = LinearModel::new(3, 2, &ModelOptions::new(), &mut random);
     let input = random.vec(3);
     let expected = linear.reference(1, &input);
-    let output = std::thread::spawn(move || linear.model.run(1, &input).unwrap()).join().unwrap();
+    let output = std::thread::spawn(move || linear.model.run(1, &input).unwrap())
+        .join()
+        .unwrap();
     assert!(common::relative_error(&output, &expected) <= 1e-5);
 }

@@ -26,7 +26,12 @@ impl Random {
         let seed = std::env::var("FUSEDNN_TEST_SEED")
             .ok()
             .and_then(|text| text.parse().ok())
-            .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64);
+            .unwrap_or_else(|| {
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+            });
         eprintln!("{what}: FUSEDNN_TEST_SEED={seed}");
         Random(seed | 1)
     }
@@ -62,14 +67,27 @@ pub struct LinearModel {
 }
 
 impl LinearModel {
-    pub fn new(inputs: usize, outputs: usize, options: &ModelOptions, random: &mut Random) -> LinearModel {
+    pub fn new(
+        inputs: usize,
+        outputs: usize,
+        options: &ModelOptions,
+        random: &mut Random,
+    ) -> LinearModel {
         let mut model = Model::from_spec_with_options(&linear_spec(inputs, outputs), options)
             .unwrap_or_else(|e| panic!("creating the Linear model: {e}"));
         let weight = random.vec(outputs * inputs);
         let bias = random.vec(outputs);
-        model.set_weight("fc.weight", &[outputs, inputs], &weight).unwrap();
+        model
+            .set_weight("fc.weight", &[outputs, inputs], &weight)
+            .unwrap();
         model.set_weight("fc.bias", &[outputs], &bias).unwrap();
-        LinearModel { model, weight, bias, inputs, outputs }
+        LinearModel {
+            model,
+            weight,
+            bias,
+            inputs,
+            outputs,
+        }
     }
 
     /// y = W x + b per sample, accumulated in f64.
@@ -78,7 +96,11 @@ impl LinearModel {
         for sample in input.chunks(self.inputs).take(batch) {
             for row in 0..self.outputs {
                 let weights = &self.weight[row * self.inputs..(row + 1) * self.inputs];
-                let dot: f64 = weights.iter().zip(sample).map(|(w, x)| *w as f64 * *x as f64).sum();
+                let dot: f64 = weights
+                    .iter()
+                    .zip(sample)
+                    .map(|(w, x)| *w as f64 * *x as f64)
+                    .sum();
                 output.push((dot + self.bias[row] as f64) as f32);
             }
         }
@@ -89,8 +111,14 @@ impl LinearModel {
 /// Largest absolute difference, relative to the largest magnitude in `expected` (1 if all zero).
 pub fn relative_error(actual: &[f32], expected: &[f32]) -> f32 {
     assert_eq!(actual.len(), expected.len(), "lengths differ");
-    let scale = expected.iter().fold(0f32, |m, v| m.max(v.abs())).max(f32::MIN_POSITIVE);
-    let worst = actual.iter().zip(expected).fold(0f32, |m, (a, e)| m.max((a - e).abs()));
+    let scale = expected
+        .iter()
+        .fold(0f32, |m, v| m.max(v.abs()))
+        .max(f32::MIN_POSITIVE);
+    let worst = actual
+        .iter()
+        .zip(expected)
+        .fold(0f32, |m, (a, e)| m.max((a - e).abs()));
     if worst.is_nan() || actual.iter().any(|v| !v.is_finite()) {
         return f32::INFINITY;
     }
@@ -134,7 +162,13 @@ impl JsonReader<'_> {
 
     fn expect(&mut self, byte: u8) {
         self.skip_space();
-        assert_eq!(self.text.get(self.at), Some(&byte), "JSON: expected '{}' at {}", byte as char, self.at);
+        assert_eq!(
+            self.text.get(self.at),
+            Some(&byte),
+            "JSON: expected '{}' at {}",
+            byte as char,
+            self.at
+        );
         self.at += 1;
     }
 
@@ -217,18 +251,27 @@ impl JsonReader<'_> {
             }
             _ => {
                 let start = self.at;
-                while self.at < self.text.len() && b"+-.eE0123456789".contains(&self.text[self.at]) {
+                while self.at < self.text.len() && b"+-.eE0123456789".contains(&self.text[self.at])
+                {
                     self.at += 1;
                 }
                 let number = std::str::from_utf8(&self.text[start..self.at]).unwrap();
-                Json::Number(number.parse().unwrap_or_else(|_| panic!("JSON: number '{number}'")))
+                Json::Number(
+                    number
+                        .parse()
+                        .unwrap_or_else(|_| panic!("JSON: number '{number}'")),
+                )
             }
         }
     }
 }
 
 pub fn parse_json(text: &str) -> Json {
-    JsonReader { text: text.as_bytes(), at: 0 }.value()
+    JsonReader {
+        text: text.as_bytes(),
+        at: 0,
+    }
+    .value()
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -245,15 +288,25 @@ pub fn read_safetensors(path: &std::path::Path) -> BTreeMap<String, Tensor> {
     let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[8..8 + header_len]).expect("safetensors header UTF-8");
     let data = &bytes[8 + header_len..];
-    let Json::Object(entries) = parse_json(header) else { panic!("safetensors header is not an object") };
+    let Json::Object(entries) = parse_json(header) else {
+        panic!("safetensors header is not an object")
+    };
     let mut tensors = BTreeMap::new();
     for (name, entry) in entries {
         if name == "__metadata__" {
             continue;
         }
-        assert_eq!(entry.get("dtype"), Some(&Json::Text("F32".into())), "{name}: only F32 is read");
-        let Some(Json::List(shape)) = entry.get("shape") else { panic!("{name}: shape") };
-        let Some(Json::List(offsets)) = entry.get("data_offsets") else { panic!("{name}: offsets") };
+        assert_eq!(
+            entry.get("dtype"),
+            Some(&Json::Text("F32".into())),
+            "{name}: only F32 is read"
+        );
+        let Some(Json::List(shape)) = entry.get("shape") else {
+            panic!("{name}: shape")
+        };
+        let Some(Json::List(offsets)) = entry.get("data_offsets") else {
+            panic!("{name}: offsets")
+        };
         let number = |value: &Json| match value {
             Json::Number(n) => *n as usize,
             other => panic!("{name}: expected a number, got {other:?}"),
@@ -264,8 +317,18 @@ pub fn read_safetensors(path: &std::path::Path) -> BTreeMap<String, Tensor> {
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
-        assert_eq!(values.len(), shape.iter().product::<usize>(), "{name}: size");
-        tensors.insert(name, Tensor { shape, data: values });
+        assert_eq!(
+            values.len(),
+            shape.iter().product::<usize>(),
+            "{name}: size"
+        );
+        tensors.insert(
+            name,
+            Tensor {
+                shape,
+                data: values,
+            },
+        );
     }
     tensors
 }
