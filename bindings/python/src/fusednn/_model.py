@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping, Optional, Tuple, Type, Union
@@ -67,10 +68,12 @@ def _path_bytes(path: PathLike) -> bytes:
     return os.fsencode(path)
 
 
-def _options(max_batch: Optional[int], device: str, device_id: int,
-             cpu_threads: Optional[int]) -> _native.ModelOptions:
+def _options(max_batch: Optional[int], device: str, device_id: int, cpu_threads: Optional[int],
+             cuda_graphs: Optional[bool]) -> _native.ModelOptions:
     options = _native.ModelOptions()
     _native.call("fdnn_model_options_init")(ctypes.byref(options))
+    # The fields this binding knows; a newer library keeps its defaults for the others.
+    options.struct_size = ctypes.sizeof(_native.ModelOptions)
     if max_batch is not None:
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be a positive int, got {max_batch!r}")
@@ -86,6 +89,8 @@ def _options(max_batch: Optional[int], device: str, device_id: int,
             raise ValueError("cpu_threads must be a non-negative int (0: one per hardware "
                              f"thread), got {cpu_threads!r}")
         options.cpu_threads = cpu_threads
+    if cuda_graphs is not None:
+        options.cuda_graphs = 1 if cuda_graphs else 0
     return options
 
 
@@ -115,6 +120,45 @@ def _check_input(x: Any, input_shape: Tuple[int, ...], max_batch: int,
         raise ValueError(f"{where}: batch {batch} exceeds the model's max_batch {max_batch}; "
                          "split the input or create the model with a larger max_batch")
     return batch, False
+
+
+def _device_buffer(array: Any, where: str, what: str,
+                   writable: bool) -> Tuple[Optional[int], Tuple[int, ...]]:
+    """(data pointer, shape) of a float32 C-contiguous array in __cuda_array_interface__ form."""
+    interface = getattr(array, "__cuda_array_interface__", None)
+    if not isinstance(interface, Mapping):
+        raise TypeError(f"{where}: the {what} must be a device array exposing "
+                        "__cuda_array_interface__ (a CUDA torch tensor, CuPy or Numba array), "
+                        f"got {type(array).__name__}; use run() for host arrays")
+    shape = tuple(int(d) for d in interface["shape"])
+    if interface.get("typestr") not in ("<f4", "=f4"):
+        raise TypeError(f"{where}: the {what} has typestr {interface.get('typestr')!r}; fusednn "
+                        "takes float32 ('<f4')")
+    strides = interface.get("strides")
+    if strides is not None:
+        contiguous = [4] * len(shape)
+        for i in range(len(shape) - 2, -1, -1):
+            contiguous[i] = contiguous[i + 1] * shape[i + 1]
+        if any(extent > 1 and stride != want
+               for extent, stride, want in zip(shape, strides, contiguous)):
+            raise ValueError(f"{where}: the {what} is not C-contiguous; make a contiguous copy")
+    if interface.get("mask") is not None:
+        raise ValueError(f"{where}: masked arrays are not supported")
+    pointer, read_only = interface["data"]
+    if writable and read_only:
+        raise ValueError(f"{where}: the {what} is read-only")
+    return pointer, shape
+
+
+def _stream_pointer(stream: Any) -> Optional[int]:
+    if stream is None or isinstance(stream, int):
+        return stream or None
+    for attribute in ("cuda_stream", "ptr"):
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int):
+            return value or None
+    raise TypeError(f"stream must be None, an int cudaStream_t or a torch / CuPy stream, got "
+                    f"{type(stream).__name__}")
 
 
 def _run(function: Callable[..., int], handle: Any, x: np.ndarray, input_shape: Tuple[int, ...],
@@ -168,8 +212,8 @@ class Model:
 
     @classmethod
     def from_file(cls: Type["Model"], path: PathLike, *, max_batch: Optional[int] = None,
-                  device: str = "cpu", device_id: int = 0,
-                  cpu_threads: Optional[int] = None) -> "Model":
+                  device: str = "cpu", device_id: int = 0, cpu_threads: Optional[int] = None,
+                  cuda_graphs: Optional[bool] = None) -> "Model":
         """Create a model from a bundle (spec and weights) or a JSON spec file.
 
         Args:
@@ -181,12 +225,15 @@ class Model:
             device_id: GPU ordinal for "cuda" and "auto".
             cpu_threads: Threads one CPU run may use; 0 picks one per hardware thread, 1 runs on
                 the calling thread. None keeps the library's default (0).
+            cuda_graphs: GPU only: capture each run into a CUDA graph per context and batch size
+                and replay it (the lowest launch overhead). None keeps the library's default
+                (on).
 
         Raises:
             FileError, ParseError, InvalidModelError, WeightMismatchError, UnsupportedError (the
             device cannot be used), OutOfMemoryError; ValueError for a bad option.
         """
-        options = _options(max_batch, device, device_id, cpu_threads)
+        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs)
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_file")(_path_bytes(path), ctypes.byref(options),
                                                     ctypes.byref(handle))
@@ -195,12 +242,13 @@ class Model:
     @classmethod
     def from_spec(cls: Type["Model"], spec: Union[str, bytes, Mapping[str, Any]], *,
                   max_batch: Optional[int] = None, device: str = "cpu", device_id: int = 0,
-                  cpu_threads: Optional[int] = None) -> "Model":
+                  cpu_threads: Optional[int] = None,
+                  cuda_graphs: Optional[bool] = None) -> "Model":
         """Create a model from a spec held in memory; its weights come next.
 
         Args:
             spec: The spec as JSON text (str or UTF-8 bytes) or as a dict.
-            max_batch, device, device_id, cpu_threads: As for :meth:`from_file`.
+            max_batch, device, device_id, cpu_threads, cuda_graphs: As for :meth:`from_file`.
 
         Raises:
             ParseError, InvalidModelError, UnsupportedError, OutOfMemoryError; TypeError for a
@@ -214,7 +262,7 @@ class Model:
             text = spec
         else:
             raise TypeError(f"spec must be JSON text or a dict, got {type(spec).__name__}")
-        options = _options(max_batch, device, device_id, cpu_threads)
+        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs)
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_spec")(text, len(text), ctypes.byref(options),
                                                     ctypes.byref(handle))
@@ -408,6 +456,7 @@ class Context:
         library = _native.library()
         self._destroy = library.cdll.fdnn_context_destroy
         self._run_function = library.cdll.fdnn_context_run
+        self._run_device_function = library.cdll.fdnn_context_run_device
         self._input_shape = model.input_shape
         self._output_shape = model.output_shape
         self._max_batch = model.max_batch
@@ -445,6 +494,44 @@ class Context:
             raise ValueError("the context is closed")
         return _run(self._run_function, self._handle, x, self._input_shape, self._output_shape,
                     self._max_batch, "Context.run")
+
+    def run_device(self, x: Any, out: Any, stream: Any = None) -> None:
+        """Run on GPU buffers on a CUDA stream, without copies (``fdnn_context_run_device``).
+
+        Args:
+            x: The input in device memory: any object with ``__cuda_array_interface__`` (a CUDA
+                torch tensor, a CuPy or Numba array), float32, C-contiguous, shaped like the
+                input of :meth:`run`.
+            out: The output in device memory, written in place: float32, C-contiguous, shape
+                ``(batch, *output_shape)`` (or ``output_shape`` for a single sample).
+            stream: The ``cudaStream_t`` to queue the work on: an int, or an object with a
+                ``cuda_stream`` (torch) or ``ptr`` (CuPy) attribute. None uses the context's own
+                stream and waits for the results; otherwise the call returns at once and the
+                results are ready when the stream reaches this point.
+
+        Raises:
+            TypeError / ValueError for a wrong buffer, before any native call;
+            UnsupportedError when the model runs on the CPU; DeviceError.
+        """
+        if self._handle is None:
+            raise ValueError("the context is closed")
+        where = "Context.run_device"
+        x_pointer, x_shape = _device_buffer(x, where, "input", writable=False)
+        out_pointer, out_shape = _device_buffer(out, where, "output", writable=True)
+        if x_shape == self._input_shape:
+            batch, expected_out = 1, self._output_shape
+        elif len(x_shape) == len(self._input_shape) + 1 and x_shape[1:] == self._input_shape:
+            batch, expected_out = x_shape[0], (x_shape[0],) + self._output_shape
+        else:
+            raise ValueError(f"{where}: input shape {x_shape} is neither (batch, "
+                             f"*{self._input_shape}) nor a single sample {self._input_shape}")
+        if not 1 <= batch <= self._max_batch:
+            raise ValueError(f"{where}: batch {batch} is outside 1 to max_batch "
+                             f"{self._max_batch}")
+        if out_shape != expected_out:
+            raise ValueError(f"{where}: output shape {out_shape} should be {expected_out}")
+        self._run_device_function(self._handle, batch, x_pointer, math.prod(x_shape),
+                                  out_pointer, math.prod(out_shape), _stream_pointer(stream))
 
     @property
     def closed(self) -> bool:

@@ -73,6 +73,7 @@ class ModelOptions(ctypes.Structure):
         ("device", c_device),
         ("device_id", ctypes.c_int32),
         ("cpu_threads", ctypes.c_int32),
+        ("cuda_graphs", ctypes.c_int32),
     ]
 
 
@@ -193,6 +194,8 @@ class Library:
         fallible("fdnn_context_create", ModelHandle, P(ContextHandle))
         plain("fdnn_context_destroy", None, ContextHandle)
         fallible("fdnn_context_run", ContextHandle, i64, FloatInput, size_t, FloatOutput, size_t)
+        fallible("fdnn_context_run_device", ContextHandle, i64, ctypes.c_void_p, size_t,
+                 ctypes.c_void_p, size_t, ctypes.c_void_p)
 
 
 def _shared_library_names() -> List[str]:

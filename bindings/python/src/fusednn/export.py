@@ -79,7 +79,7 @@ class _SpecBuilder:
         self.tensors: Dict[str, "torch.Tensor"] = {}
         self._names = {_GRAPH_INPUT}
         self._previous = _GRAPH_INPUT
-        # id(module) -> name of the layer that first used it, to share weights on reuse
+        # id(module) -> name of the layer that first used it, to spot a module called again
         self._module_owner: Dict[int, str] = {}
 
     def unique_name(self, wanted: str) -> str:
@@ -106,22 +106,25 @@ class _SpecBuilder:
         self, module: "torch.nn.Module", qualified_name: str, inputs: Sequence[str],
         input_rank: int,
     ) -> str:
-        """Append the layer a supported module maps to, with its weights."""
+        """Append the layer a supported module maps to, with its weights.
+
+        The weights are saved under the module's state_dict names. A module called a second time
+        becomes a second layer with its own copy of the weights, saved under that layer's name:
+        fusednn gives every layer its own tensors (it folds some of them into others).
+        """
         entry, roles = _module_entry(module, qualified_name, input_rank)
-        owner = self._module_owner.get(id(module))
-        if owner is None:
-            name = self.add(entry, qualified_name, inputs)
-            if name != qualified_name and roles:
-                # The weights are saved under the module's state_dict names, not the layer's.
-                self.layers[-1]["weights"] = {role: f"{qualified_name}.{role}" for role in roles}
-            for role in roles:
-                self.tensors[f"{qualified_name}.{role}"] = _export_tensor(getattr(module, role))
-            self._module_owner[id(module)] = qualified_name
-            return name
-        # The same module called again: a new layer reading the first call's tensors.
+        first_use = id(module) not in self._module_owner
         name = self.add(entry, qualified_name, inputs)
-        if roles:
-            self.layers[-1]["weights"] = {role: f"{owner}.{role}" for role in roles}
+        prefix = qualified_name if first_use else name
+        if prefix != name and roles:
+            self.layers[-1]["weights"] = {role: f"{prefix}.{role}" for role in roles}
+        for role in roles:
+            tensor_name = f"{prefix}.{role}"
+            if tensor_name in self.tensors:
+                raise ExportError(f"layer '{name}': tensor name '{tensor_name}' is already taken "
+                                  "by another layer; rename the module")
+            self.tensors[tensor_name] = _export_tensor(getattr(module, role))
+        self._module_owner.setdefault(id(module), name)
         return name
 
     def spec(self, model_name: str, input_shape: Tuple[int, ...], output: str) -> Dict[str, Any]:
@@ -325,11 +328,19 @@ def _sequential_leaves(module: Any, prefix: str = "") -> List[Tuple[str, Any]]:
     return leaves
 
 
-def _export_sequential(leaves: List[Tuple[str, Any]], input_shape: Tuple[int, ...],
-                       builder: _SpecBuilder) -> str:
+def _probe(module: Any, batch: int, input_shape: Tuple[int, ...]) -> "torch.Tensor":
+    """A zero input of the module's floating dtype and device (float32 when it has none)."""
     torch = _import_torch()
+    for tensor in list(module.parameters()) + list(module.buffers()):
+        if tensor.is_floating_point():
+            return torch.zeros((batch,) + input_shape, dtype=tensor.dtype, device=tensor.device)
+    return torch.zeros((batch,) + input_shape)
+
+
+def _export_sequential(module: Any, leaves: List[Tuple[str, Any]],
+                       input_shape: Tuple[int, ...], builder: _SpecBuilder) -> str:
     skipped = _skipped_module_types()
-    value = torch.zeros((_SHAPE_PROBE_BATCHES[0],) + input_shape)
+    value = _probe(module, _SHAPE_PROBE_BATCHES[0], input_shape)
     current = _GRAPH_INPUT
     for path, child in leaves:
         input_rank = value.dim()
@@ -407,10 +418,6 @@ class _FxExporter:
 
     def run(self) -> str:
         graph = self.graph_module.graph
-        placeholders = [node for node in graph.nodes if node.op == "placeholder"]
-        if len(placeholders) != 1:
-            raise ExportError(f"the module's forward takes {len(placeholders)} inputs; fusednn "
-                              "models take exactly one tensor")
         output = _GRAPH_INPUT
         for node in graph.nodes:
             if node.op == "placeholder":
@@ -675,6 +682,10 @@ def _trace(module: Any, input_shape: Tuple[int, ...]) -> Any:
     except Exception as exc:
         raise ExportError(f"torch.fx could not trace {type(module).__name__}: {exc} (forward "
                           "must not branch on tensor values)") from exc
+    placeholders = [node for node in graph_module.graph.nodes if node.op == "placeholder"]
+    if len(placeholders) != 1:
+        raise ExportError(f"the module's forward takes {len(placeholders)} inputs; fusednn "
+                          "models take exactly one tensor")
     graph_module.graph.eliminate_dead_code()
     graph_module.recompile()
     # Propagate shapes with two batch sizes: an operation that bakes in the batch (view(2, -1))
@@ -682,7 +693,7 @@ def _trace(module: Any, input_shape: Tuple[int, ...]) -> Any:
     shapes: List[Dict[str, Tuple[int, ...]]] = []
     for batch in _SHAPE_PROBE_BATCHES:
         try:
-            ShapeProp(graph_module).propagate(torch.zeros((batch,) + input_shape))
+            ShapeProp(graph_module).propagate(_probe(module, batch, input_shape))
         except Exception as exc:
             raise ExportError(f"running {type(module).__name__} on a tensor of shape "
                               f"{(batch,) + input_shape} failed: {exc}") from exc
@@ -743,7 +754,7 @@ def export_module(module: "torch.nn.Module", input_shape: Sequence[int],
             leaves = _sequential_leaves(module) if type(module) is torch.nn.Sequential else None
             known = _supported_module_types() + _skipped_module_types()
             if leaves is not None and all(type(leaf) in known for _, leaf in leaves):
-                output = _export_sequential(leaves, shape, builder)
+                output = _export_sequential(module, leaves, shape, builder)
             else:
                 output = _FxExporter(_trace(module, shape), builder).run()
     finally:
