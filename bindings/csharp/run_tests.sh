@@ -5,7 +5,7 @@
 # Usage: bindings/csharp/run_tests.sh [LIBRARY]
 #   LIBRARY: libfusednn.so itself, the folder holding it, or an install prefix with lib/.
 #   Without it: $FUSEDNN_LIBRARY_DIR, then the newest libfusednn.so under the repository's build*/
-#   folders, else the library is built into bindings/csharp/build/native.
+#   folders (not a sanitizer build), else the library is built into bindings/csharp/build/native.
 # Mono is installed from Debian (apt-get install mono-complete) when mcs or mono is missing.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -36,8 +36,17 @@ if [[ $# -ge 1 ]]; then
 elif [[ -n "${FUSEDNN_LIBRARY_DIR:-}" ]]; then
   lib_dir="$(library_dir "$FUSEDNN_LIBRARY_DIR")"
 else
-  newest="$(find "$root" -maxdepth 5 -path "$root/bindings" -prune -o -path '*/build*' \
-              -name 'libfusednn.so' -printf '%T@ %p\n' 2>/dev/null | sort -nr | head -n1 | cut -d' ' -f2-)"
+  # The newest library in a build folder, skipping sanitizer builds (their runtime must be
+  # loaded first, which cargo's and Mono's test processes do not do).
+  newest=""
+  while read -r _ candidate; do
+    needed="$(readelf -d "$candidate" 2>/dev/null || true)"
+    if [[ ! "$needed" =~ lib(a|ub|t)san ]]; then
+      newest="$candidate"
+      break
+    fi
+  done < <(find "$root" -maxdepth 5 -path "$root/bindings" -prune -o -path '*/build*' \
+             -name 'libfusednn.so' -printf '%T@ %p\n' 2>/dev/null | sort -nr)
   if [[ -n "$newest" ]]; then
     lib_dir="$(dirname "$newest")"
   else

@@ -5,7 +5,7 @@
 # Usage: bindings/rust/run_tests.sh [LIBRARY]
 #   LIBRARY: libfusednn.so itself, the folder holding it, or an install prefix with lib/.
 #   Without it: $FUSEDNN_LIB_DIR, then $FUSEDNN_DIR, then the newest libfusednn.so under the
-#   repository's build*/ folders, else the library is built into bindings/rust/target/native.
+#   repository's build*/ folders (not a sanitizer build), else the library is built into bindings/rust/target/native.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -33,8 +33,17 @@ elif [[ -n "${FUSEDNN_LIB_DIR:-}" ]]; then
 elif [[ -n "${FUSEDNN_DIR:-}" ]]; then
   lib_dir="$(library_dir "$FUSEDNN_DIR")"
 else
-  newest="$(find "$root" -maxdepth 5 -path "$root/bindings" -prune -o -path '*/build*' \
-              -name 'libfusednn.so' -printf '%T@ %p\n' 2>/dev/null | sort -nr | head -n1 | cut -d' ' -f2-)"
+  # The newest library in a build folder, skipping sanitizer builds (their runtime must be
+  # loaded first, which cargo's and Mono's test processes do not do).
+  newest=""
+  while read -r _ candidate; do
+    needed="$(readelf -d "$candidate" 2>/dev/null || true)"
+    if [[ ! "$needed" =~ lib(a|ub|t)san ]]; then
+      newest="$candidate"
+      break
+    fi
+  done < <(find "$root" -maxdepth 5 -path "$root/bindings" -prune -o -path '*/build*' \
+             -name 'libfusednn.so' -printf '%T@ %p\n' 2>/dev/null | sort -nr)
   if [[ -n "$newest" ]]; then
     lib_dir="$(dirname "$newest")"
   else

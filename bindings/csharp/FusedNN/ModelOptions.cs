@@ -17,9 +17,16 @@ namespace FusedNN
         private NativeModelOptions native;
 
         /// <summary>Options holding the library's defaults.</summary>
-        public ModelOptions()
+        public unsafe ModelOptions()
         {
-            NativeMethods.fdnn_model_options_init(ref native);
+            // fdnn_model_options_init writes the library's sizeof(fdnn_model_options), which is
+            // larger than ours when the library is newer (fields are appended): let it write into
+            // room to spare, keep the fields this binding knows, and declare our own size so that
+            // the library reads no further than our struct.
+            long* scratch = stackalloc long[64];
+            NativeMethods.fdnn_model_options_init((NativeModelOptions*)scratch);
+            native = *(NativeModelOptions*)scratch;
+            native.StructSize = (UIntPtr)sizeof(NativeModelOptions);
         }
 
         /// <summary>Largest batch a run may use (1 or more). Scratch memory is sized for it.</summary>

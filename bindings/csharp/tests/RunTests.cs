@@ -99,6 +99,9 @@ namespace FusedNN.Tests
                 var defaults = new ModelOptions();
                 Equal(1024L, defaults.MaxBatch, "default MaxBatch");
                 Equal(Device.Cpu, defaults.Device, "default Device");
+                Check(defaults.CudaGraphs, "default CudaGraphs");
+                Equal((ulong)System.Runtime.InteropServices.Marshal.SizeOf(typeof(NativeModelOptions)),
+                    defaults.ToNative().StructSize.ToUInt64(), "options declare this binding's struct size");
             });
 
             Add("run: golden seed_mlp (bundle, and spec + weight directory)", () =>

@@ -35,7 +35,9 @@ mod model;
 
 use std::ffi::CStr;
 
-use fusednn_sys as sys;
+/// The raw C declarations (the `fusednn-sys` crate), for use with [`Model::as_raw`] and
+/// [`Context::as_raw`].
+pub use fusednn_sys as sys;
 
 pub use context::Context;
 pub use error::{Error, Result, Status};

@@ -91,6 +91,14 @@ fn model_describes_itself() {
     );
     assert_eq!(fusednn::version_string(), fusednn::version().to_string());
     let _gpus = fusednn::cuda_device_count().unwrap();
+
+    // The options declare this crate's struct size, whatever size the library has.
+    let options = ModelOptions::new();
+    assert_eq!(
+        options.as_raw().struct_size,
+        std::mem::size_of::<fusednn::sys::fdnn_model_options>()
+    );
+    assert_eq!(options.as_raw().max_batch, 1024);
 }
 
 /// Runs `tests/fixtures/golden/<name>` for every batch its io.safetensors holds, through the
