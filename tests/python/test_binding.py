@@ -63,14 +63,32 @@ def test_status_strings_match_the_status_enum() -> None:
     assert fusednn.status_string(999) == "FDNN_STATUS_UNKNOWN"
 
 
-def test_every_header_function_is_declared(native: Any) -> None:
-    header = (Path(__file__).resolve().parents[2] / "include" / "fusednn" / "fusednn.h").read_text()
-    declared = set(re.findall(r"FDNN_API\s+[\w\s\*]+?\b(fdnn_\w+)\s*\(", header))
-    assert declared, "no FDNN_API functions found in the header"
-    for name in sorted(declared):
+def header_text() -> str:
+    """fusednn.h without its comments."""
+    text = (Path(__file__).resolve().parents[2] / "include" / "fusednn" / "fusednn.h").read_text()
+    return re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
+
+
+def test_every_header_function_is_declared_with_its_arity(native: Any) -> None:
+    functions = re.findall(r"FDNN_API\s+([\w\s\*]+?)\b(fdnn_\w+)\s*\(([^)]*)\)", header_text())
+    assert len(functions) >= 20, "the header's functions were not found"
+    for result, name, parameters in functions:
         function = getattr(native.cdll, name)
-        assert function.restype is not ctypes.c_int or function.errcheck is not None, name
-        assert function.argtypes is not None, f"{name} has no argtypes"
+        arity = 0 if parameters.strip() in ("", "void") else parameters.count(",") + 1
+        assert function.argtypes is not None and len(function.argtypes) == arity, name
+        if result.strip() == "fdnn_status":
+            assert function.errcheck is not None, f"{name} returns a status but is not checked"
+
+
+@pytest.mark.parametrize("c_name, struct", [
+    ("fdnn_model_options", _native.ModelOptions), ("fdnn_shape", _native.Shape),
+    ("fdnn_memory_info", _native.MemoryInfoStruct), ("fdnn_layer_info", _native.LayerInfoStruct),
+])
+def test_structs_match_the_header(c_name: str, struct: Any) -> None:
+    body = re.search(r"typedef struct %s \{(.*?)\} %s;" % (c_name, c_name), header_text(), re.S)
+    assert body, f"struct {c_name} not found in the header"
+    header_fields = re.findall(r"(\w+)\s*(?:\[[^\]]*\])?\s*;", body.group(1))
+    assert [field[0] for field in struct._fields_] == header_fields
 
 
 def test_cuda_device_count_is_non_negative() -> None:

@@ -157,7 +157,7 @@ def _pair(value: Union[int, Sequence[int]], what: str, where: str) -> Tuple[int,
     values = tuple(int(v) for v in value)
     if len(values) != 2:
         raise ExportError(f"{where}: {what} {value!r} is not an int or a pair")
-    return values  # type: ignore[return-value]
+    return values[0], values[1]
 
 
 def _pair_json(value: Tuple[int, int]) -> Union[int, List[int]]:
@@ -240,7 +240,7 @@ def _module_entry(module: Any, where: str, input_rank: int) -> Tuple[Dict[str, A
             raise ExportError(f"{where}: MaxPool2d with dilation is not supported")
         if module.ceil_mode or module.return_indices:
             raise ExportError(f"{where}: MaxPool2d ceil_mode / return_indices are not supported")
-        entry = {"type": "MaxPool2d"}
+        entry: Dict[str, Any] = {"type": "MaxPool2d"}
         entry.update(_pool_attributes(module.kernel_size, module.stride, module.padding, where))
         return entry, []
     if kind is nn.AvgPool2d:
@@ -602,7 +602,7 @@ class _FxExporter:
                 self._arg(node, 6, "return_indices", False):
             raise ExportError(f"{where}: max_pool2d dilation / ceil_mode / return_indices are "
                               "not supported")
-        entry = {"type": "MaxPool2d"}
+        entry: Dict[str, Any] = {"type": "MaxPool2d"}
         entry.update(_pool_attributes(self._arg(node, 1, "kernel_size"),
                                       self._arg(node, 2, "stride", None),
                                       self._arg(node, 3, "padding", 0), where))
@@ -614,7 +614,7 @@ class _FxExporter:
                 self._arg(node, 6, "divisor_override", None) is not None:
             raise ExportError(f"{where}: avg_pool2d ceil_mode / divisor_override are not "
                               "supported")
-        entry = {"type": "AvgPool2d"}
+        entry: Dict[str, Any] = {"type": "AvgPool2d"}
         entry.update(_pool_attributes(self._arg(node, 1, "kernel_size"),
                                       self._arg(node, 2, "stride", None),
                                       self._arg(node, 3, "padding", 0), where))
@@ -697,8 +697,12 @@ def _trace(module: Any, input_shape: Tuple[int, ...]) -> Any:
         except Exception as exc:
             raise ExportError(f"running {type(module).__name__} on a tensor of shape "
                               f"{(batch,) + input_shape} failed: {exc}") from exc
-        shapes.append({node.name: _FxExporter._shape(node) for node in graph_module.graph.nodes
-                       if _FxExporter._shape(node) is not None})
+        propagated: Dict[str, Tuple[int, ...]] = {}
+        for node in graph_module.graph.nodes:
+            node_shape = _FxExporter._shape(node)
+            if node_shape is not None:
+                propagated[node.name] = node_shape
+        shapes.append(propagated)
     for name, shape in shapes[-1].items():
         first = shapes[0].get(name)
         if not shape or first is None or shape[0] != _SHAPE_PROBE_BATCHES[-1] \
