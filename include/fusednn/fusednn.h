@@ -119,7 +119,8 @@ typedef struct fdnn_model fdnn_model;
 typedef struct fdnn_context fdnn_context;
 
 /**
- * @brief Options for creating a model. Initialise with fdnn_model_options_init() and then
+ * @brief Options for creating a model. Initialise with
+ * `fdnn_model_options_init(&options, sizeof options)` and then
  * change the fields you need; new fields are only ever appended.
  */
 typedef struct fdnn_model_options {
@@ -151,7 +152,7 @@ typedef struct fdnn_shape {
 
 /** @brief Memory a model uses, from fdnn_model_memory_info(). */
 typedef struct fdnn_memory_info {
-  size_t struct_size;          /**< Set by the caller to sizeof(fdnn_memory_info). */
+  size_t struct_size;          /**< Set by the caller to sizeof(fdnn_memory_info); only that many bytes are written. */
   int64_t parameter_count;     /**< Scalars in all weights as the spec declares them. */
   size_t weight_bytes;         /**< Bytes the backend holds for the (folded) weights. */
   size_t context_bytes;        /**< Scratch bytes each execution context allocates. */
@@ -159,7 +160,7 @@ typedef struct fdnn_memory_info {
 
 /** @brief One layer of a model, from fdnn_model_layer_info(). */
 typedef struct fdnn_layer_info {
-  size_t struct_size;        /**< Set by the caller to sizeof(fdnn_layer_info). */
+  size_t struct_size;        /**< Set by the caller to sizeof(fdnn_layer_info); only that many bytes are written. */
   const char* name;          /**< The layer's name; owned by the model, valid until destroy. */
   const char* type;          /**< The layer type as in the spec ("Linear"); owned by the model. */
   fdnn_shape output_shape;   /**< Per-sample shape of the layer's output. */
@@ -215,9 +216,16 @@ FDNN_API fdnn_status fdnn_cuda_device_count(int32_t* count);
 
 /**
  * @brief Fill options with their defaults, struct_size included.
- * @param[out] options Options to initialise; NULL is ignored.
+ *
+ * Only the first struct_size bytes are written, so a program built against an older, shorter
+ * struct is never written past its end; fields it does not know keep their defaults inside the
+ * library.
+ * @param[out] options Options to initialise. Must not be NULL.
+ * @param[in] struct_size sizeof(fdnn_model_options) as the caller was compiled.
+ * @return ::FDNN_STATUS_OK, or ::FDNN_STATUS_INVALID_ARGUMENT for a NULL options or a
+ *         struct_size too small to hold max_batch.
  */
-FDNN_API void fdnn_model_options_init(fdnn_model_options* options);
+FDNN_API fdnn_status fdnn_model_options_init(fdnn_model_options* options, size_t struct_size);
 
 /**
  * @brief Create a model from a file.

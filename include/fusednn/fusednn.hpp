@@ -52,7 +52,7 @@ using Shape = std::vector<int64_t>;
 class ModelOptions {
  public:
   /** Defaults from fdnn_model_options_init(). */
-  ModelOptions() { fdnn_model_options_init(&options_); }
+  ModelOptions() { fdnn_model_options_init(&options_, sizeof options_); }
   /** @param[in] max_batch Largest batch a run may use. @return *this. */
   ModelOptions& max_batch(int64_t max_batch) {
     options_.max_batch = max_batch;

@@ -1,5 +1,7 @@
 // The extern "C" surface: argument checks, handle plumbing and the exception firewall only; the
 // work is in src/runtime.
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -22,13 +24,16 @@ void to_c_shape(const fusednn::Shape& shape, fdnn_shape* out) {
   *out = result;
 }
 
-// Reads a caller's struct_size-versioned output struct: the caller's size must cover `needed`.
+// Writes a struct_size-versioned struct into the caller's, no further than the caller's size (a
+// program built against an older header has a shorter struct). `needed` is the smallest size
+// this version accepts.
 template <typename T>
-void require_struct_size(const T* info, size_t needed, const char* what) {
-  if (info->struct_size < needed) {
-    fail(FDNN_STATUS_INVALID_ARGUMENT, what, "->struct_size is ", info->struct_size,
-         "; set it to sizeof(", what, ")");
+void copy_to_caller(const T& result, T* out, size_t caller_size, size_t needed, const char* what) {
+  if (caller_size < needed) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, what, " struct_size is ", caller_size, "; set it to sizeof(",
+         what, ")");
   }
+  std::memcpy(out, &result, std::min(caller_size, sizeof(T)));
 }
 
 fdnn_model* new_model(fusednn::Graph graph, const fdnn_model_options* options) {
@@ -73,15 +78,19 @@ fdnn_status fdnn_cuda_device_count(int32_t* count) {
   return guarded(__func__, [&] { *require_non_null(count, "count") = 0; });
 }
 
-void fdnn_model_options_init(fdnn_model_options* options) {
-  if (options == nullptr) return;
-  *options = fdnn_model_options{};
-  options->struct_size = sizeof(fdnn_model_options);
-  options->max_batch = 1024;
-  options->device = FDNN_DEVICE_CPU;
-  options->device_id = 0;
-  options->cpu_threads = 0;
-  options->cuda_graphs = 1;
+fdnn_status fdnn_model_options_init(fdnn_model_options* options, size_t struct_size) {
+  return guarded(__func__, [&] {
+    require_non_null(options, "options");
+    fdnn_model_options defaults{};
+    defaults.max_batch = 1024;
+    defaults.device = FDNN_DEVICE_CPU;
+    defaults.device_id = 0;
+    defaults.cpu_threads = 0;
+    defaults.cuda_graphs = 1;
+    defaults.struct_size = std::min(struct_size, sizeof defaults);
+    copy_to_caller(defaults, options, struct_size, offsetof(fdnn_model_options, max_batch) + sizeof(int64_t),
+                   "fdnn_model_options");
+  });
 }
 
 fdnn_status fdnn_model_create_from_file(const char* path, const fdnn_model_options* options,
@@ -174,14 +183,13 @@ fdnn_status fdnn_model_memory_info(const fdnn_model* model, fdnn_memory_info* in
   return guarded(__func__, [&] {
     require_non_null(model, "model");
     require_non_null(info, "info");
-    require_struct_size(info, offsetof(fdnn_memory_info, context_bytes) + sizeof(size_t),
-                        "fdnn_memory_info");
     fdnn_memory_info result{};
     result.struct_size = info->struct_size;
     result.parameter_count = model->model.graph().parameter_count();
     result.weight_bytes = model->model.weight_bytes();
     result.context_bytes = model->model.context_bytes();
-    *info = result;
+    copy_to_caller(result, info, info->struct_size,
+                   offsetof(fdnn_memory_info, context_bytes) + sizeof(size_t), "fdnn_memory_info");
   });
 }
 
@@ -196,8 +204,6 @@ fdnn_status fdnn_model_layer_info(const fdnn_model* model, int32_t index, fdnn_l
   return guarded(__func__, [&] {
     require_non_null(model, "model");
     require_non_null(info, "info");
-    require_struct_size(info, offsetof(fdnn_layer_info, parameter_count) + sizeof(int64_t),
-                        "fdnn_layer_info");
     const auto& layers = model->model.graph().layers;
     if (index < 0 || static_cast<size_t>(index) >= layers.size()) {
       fail(FDNN_STATUS_INVALID_ARGUMENT, "index is ", index, "; the model has ", layers.size(),
@@ -212,7 +218,8 @@ fdnn_status fdnn_model_layer_info(const fdnn_model* model, int32_t index, fdnn_l
     for (const fusednn::WeightSlot& slot : layer.weights) {
       result.parameter_count += fusednn::element_count(slot.shape);
     }
-    *info = result;
+    copy_to_caller(result, info, info->struct_size,
+                   offsetof(fdnn_layer_info, parameter_count) + sizeof(int64_t), "fdnn_layer_info");
   });
 }
 

@@ -31,12 +31,15 @@ const char* step_kind_name(StepKind kind);
 // Where a value lives while the plan runs.
 enum class Storage { ModelInput, ModelOutput, Workspace };
 
-// A value's workspace slot holds max_batch samples back to back, so the value for samples
-// [b0, b1) is contiguous: workspace + workspace_offset * max_batch + b0 * elements.
+// A workspace slot holds max_batch x slot_floats floats; values of different sizes share it
+// over time. A run on samples [b0, b1) owns the slot's floats from b0 * slot_floats on and keeps
+// its value contiguous there: workspace + workspace_offset * max_batch + b0 * slot_floats. So
+// runs on disjoint sample ranges (threads) never touch each other's floats.
 struct Value {
   int64_t elements = 0;                  // per sample
   Storage storage = Storage::Workspace;
   int64_t workspace_offset = 0;          // slot start, in floats per sample of max_batch
+  int64_t slot_floats = 0;               // the slot's size per sample (>= elements)
 };
 
 // Geometry for Conv2d and pooling steps; index 0 is height, 1 is width.

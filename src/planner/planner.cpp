@@ -395,7 +395,9 @@ class PlanBuilder {
       total += slot_size[slot];
     }
     for (size_t value = 0; value < plan_.values.size(); ++value) {
-      if (slot_of[value] >= 0) plan_.values[value].workspace_offset = slot_offset[slot_of[value]];
+      if (slot_of[value] < 0) continue;
+      plan_.values[value].workspace_offset = slot_offset[slot_of[value]];
+      plan_.values[value].slot_floats = slot_size[slot_of[value]];
     }
     plan_.workspace_floats_per_sample = total;
   }

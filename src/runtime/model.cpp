@@ -18,10 +18,10 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
   if (options == nullptr) return resolved;
   // A caller built against an older header passes a shorter struct: read only what it has.
   fdnn_model_options given;
-  fdnn_model_options_init(&given);
+  fdnn_model_options_init(&given, sizeof given);
   if (options->struct_size < offsetof(fdnn_model_options, max_batch)) {
     fail(FDNN_STATUS_INVALID_ARGUMENT, "options.struct_size is ", options->struct_size,
-         "; call fdnn_model_options_init() before setting fields");
+         "; call fdnn_model_options_init(&options, sizeof options) before setting fields");
   }
   std::memcpy(&given, options, std::min(options->struct_size, sizeof given));
   if (given.max_batch < 1) {

@@ -1,5 +1,6 @@
 // The C API contract: versions, statuses, lifecycle, queries, frozen weights, contexts, threads.
 #include <atomic>
+#include <cstddef>
 #include <thread>
 
 #include "api_test_support.hpp"
@@ -30,12 +31,53 @@ TEST(ApiContract, StatusValuesArePinnedAndNamed) {
 TEST(ApiContract, OptionsInitSetsSizeAndDefaults) {
   fdnn_model_options options;
   std::memset(&options, 0xab, sizeof options);
-  fdnn_model_options_init(&options);
+  fdnn_model_options_init(&options, sizeof options);
   EXPECT_EQ(options.struct_size, sizeof(fdnn_model_options));
   EXPECT_EQ(options.max_batch, 1024);
   EXPECT_EQ(options.device, FDNN_DEVICE_CPU);
   EXPECT_EQ(options.cpu_threads, 0);
-  fdnn_model_options_init(nullptr);  // ignored, no crash
+  EXPECT_EQ(fdnn_model_options_init(nullptr, sizeof options), FDNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fdnn_last_error_message()).find("options is NULL"), std::string::npos);
+}
+
+TEST(ApiContract, OptionsInitWritesNoFurtherThanTheCallersStruct) {
+  // A program built against an older header passes a shorter struct: bytes past it stay intact.
+  const size_t older = offsetof(fdnn_model_options, cuda_graphs);
+  fdnn_model_options options;
+  std::memset(&options, 0xab, sizeof options);
+  ASSERT_EQ(fdnn_model_options_init(&options, older), FDNN_STATUS_OK);
+  EXPECT_EQ(options.struct_size, older);
+  EXPECT_EQ(options.max_batch, 1024);
+  int32_t untouched;
+  std::memset(&untouched, 0xab, sizeof untouched);
+  EXPECT_EQ(options.cuda_graphs, untouched);
+  EXPECT_EQ(fdnn_model_options_init(&options, 4), FDNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fdnn_last_error_message()).find("struct_size"), std::string::npos);
+
+  // Such a shorter struct is accepted at create time, the missing fields taking defaults.
+  ASSERT_EQ(fdnn_model_options_init(&options, older), FDNN_STATUS_OK);
+  fdnn_model* model = nullptr;
+  const std::string spec = tiny_linear_spec();
+  ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model), FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  fdnn_model_destroy(model);
+}
+
+TEST(ApiContract, InfoStructsAreWrittenNoFurtherThanTheCallersSize) {
+  fdnn_model* model = make_tiny_model();
+  struct {
+    fdnn_layer_info info;
+    unsigned char guard[16];
+  } padded;
+  std::memset(&padded, 0xcd, sizeof padded);
+  padded.info.struct_size = offsetof(fdnn_layer_info, parameter_count) + sizeof(int64_t);
+  ASSERT_EQ(fdnn_model_layer_info(model, 0, &padded.info), FDNN_STATUS_OK);
+  for (unsigned char byte : padded.guard) EXPECT_EQ(byte, 0xcd);
+  fdnn_memory_info memory;
+  memory.struct_size = 8;
+  EXPECT_EQ(fdnn_model_memory_info(model, &memory), FDNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fdnn_last_error_message()).find("struct_size"), std::string::npos);
+  fdnn_model_destroy(model);
 }
 
 TEST(ApiContract, TinyLinearRunsWithHandComputedResult) {
@@ -157,25 +199,25 @@ TEST(ApiContract, OptionsAreChecked) {
   fdnn_model* model = nullptr;
   fdnn_model_options options;
 
-  fdnn_model_options_init(&options);
+  fdnn_model_options_init(&options, sizeof options);
   options.max_batch = 0;
   EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
             FDNN_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(fdnn_last_error_message()).find("max_batch"), std::string::npos);
 
-  fdnn_model_options_init(&options);
+  fdnn_model_options_init(&options, sizeof options);
   options.struct_size = 0;
   EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
             FDNN_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(fdnn_last_error_message()).find("struct_size"), std::string::npos);
 
-  fdnn_model_options_init(&options);
+  fdnn_model_options_init(&options, sizeof options);
   options.cpu_threads = -1;
   EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
             FDNN_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(fdnn_last_error_message()).find("cpu_threads"), std::string::npos);
 
-  fdnn_model_options_init(&options);
+  fdnn_model_options_init(&options, sizeof options);
   options.device = static_cast<fdnn_device>(42);
   EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
             FDNN_STATUS_INVALID_ARGUMENT);
@@ -184,7 +226,7 @@ TEST(ApiContract, OptionsAreChecked) {
 
   int32_t gpus = -1;
   ASSERT_EQ(fdnn_cuda_device_count(&gpus), FDNN_STATUS_OK);
-  fdnn_model_options_init(&options);
+  fdnn_model_options_init(&options, sizeof options);
   options.device = FDNN_DEVICE_AUTO;
   ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
             FDNN_STATUS_OK);

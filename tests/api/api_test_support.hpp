@@ -37,7 +37,7 @@ inline void set_tiny_weights(fdnn_model* model) {
 
 inline fdnn_model* make_tiny_model(int64_t max_batch = 8) {
   fdnn_model_options options;
-  fdnn_model_options_init(&options);
+  fdnn_model_options_init(&options, sizeof options);
   options.max_batch = max_batch;
   fdnn_model* model = nullptr;
   const std::string spec = tiny_linear_spec();
@@ -66,7 +66,7 @@ inline std::vector<float> random_floats(size_t count, std::mt19937& random, floa
 
 inline fdnn_model* make_seed_mlp(uint32_t seed, int64_t max_batch = 64, int32_t cpu_threads = 1) {
   fdnn_model_options options;
-  fdnn_model_options_init(&options);
+  fdnn_model_options_init(&options, sizeof options);
   options.max_batch = max_batch;
   options.cpu_threads = cpu_threads;
   fdnn_model* model = nullptr;

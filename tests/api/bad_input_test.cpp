@@ -246,7 +246,7 @@ std::vector<BadInputCase> cases() {
   }, FDNN_STATUS_UNSUPPORTED, {"FDNN_DEVICE_CUDA", "CPU"});
   add("CudaGraphsOptionOutOfRange", [](const TempDir&) {
     fdnn_model_options options;
-    fdnn_model_options_init(&options);
+    fdnn_model_options_init(&options, sizeof options);
     options.cuda_graphs = 2;
     fdnn_model* m = nullptr;
     const std::string spec = tiny_linear_spec();

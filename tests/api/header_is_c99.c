@@ -3,6 +3,6 @@
 
 int main(void) {
   fdnn_model_options options;
-  fdnn_model_options_init(&options);
+  if (fdnn_model_options_init(&options, sizeof options) != FDNN_STATUS_OK) return 1;
   return fdnn_version() == FDNN_VERSION_NUMBER && options.struct_size == sizeof options ? 0 : 1;
 }

@@ -54,13 +54,13 @@ void expect_matches_pytorch(fdnn_model* model, const std::string& name) {
         << name << " batch " << batch << ": " << fdnn_last_error_message();
     const double error = relative_error(output, expected);
     EXPECT_LE(error, kTolerance) << name << " batch " << batch;
-    RecordProperty(name + "_b" + std::to_string(batch) + "_relative_error", std::to_string(error));
+    ::testing::Test::RecordProperty(name + "_b" + std::to_string(batch) + "_relative_error", std::to_string(error));
   }
 }
 
 fdnn_model* open_model(const std::string& path) {
   fdnn_model_options options;
-  fdnn_model_options_init(&options);
+  fdnn_model_options_init(&options, sizeof options);
   options.max_batch = 257;
   fdnn_model* model = nullptr;
   EXPECT_EQ(fdnn_model_create_from_file(path.c_str(), &options, &model), FDNN_STATUS_OK)

@@ -154,7 +154,7 @@ void CpuContext::run_slice(int64_t first, int64_t count, const float* input, flo
       case Storage::Workspace:
         break;
     }
-    return workspace_.data() + value.workspace_offset * max_batch + first * value.elements;
+    return workspace_.data() + value.workspace_offset * max_batch + first * value.slot_floats;
   };
   auto constant = [&](int index) -> const float* {
     return index < 0 ? nullptr : plan.constants[index].data();

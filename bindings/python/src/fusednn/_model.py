@@ -70,10 +70,10 @@ def _path_bytes(path: PathLike) -> bytes:
 
 def _options(max_batch: Optional[int], device: str, device_id: int, cpu_threads: Optional[int],
              cuda_graphs: Optional[bool]) -> _native.ModelOptions:
-    options = _native.roomy(_native.ModelOptions)
-    _native.call("fdnn_model_options_init")(ctypes.byref(options))
-    # The fields this binding knows; a newer library keeps its defaults for the others.
-    options.struct_size = ctypes.sizeof(_native.ModelOptions)
+    # The library writes no further than the size given: the fields this binding knows.
+    options = _native.ModelOptions()
+    _native.call("fdnn_model_options_init")(ctypes.byref(options),
+                                            ctypes.sizeof(_native.ModelOptions))
     if max_batch is not None:
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be a positive int, got {max_batch!r}")
@@ -353,7 +353,7 @@ class Model:
     @property
     def memory_info(self) -> MemoryInfo:
         """Parameter count, weight bytes and per-context scratch bytes."""
-        info = _native.roomy(MemoryInfoStruct)
+        info = MemoryInfoStruct()
         info.struct_size = ctypes.sizeof(MemoryInfoStruct)
         _native.call("fdnn_model_memory_info")(self._live_handle(), ctypes.byref(info))
         return MemoryInfo(int(info.parameter_count), int(info.weight_bytes),
@@ -368,7 +368,7 @@ class Model:
         layer_info = _native.call("fdnn_model_layer_info")
         layers = []
         for index in range(count.value):
-            info = _native.roomy(LayerInfoStruct)
+            info = LayerInfoStruct()
             info.struct_size = ctypes.sizeof(LayerInfoStruct)
             layer_info(handle, index, ctypes.byref(info))
             layers.append(LayerInfo(_native._decode(info.name), _native._decode(info.type),

@@ -111,28 +111,6 @@ class LayerInfoStruct(ctypes.Structure):
     ]
 
 
-# Room left after each struct the library fills in. fdnn_model_options_init, fdnn_model_memory_info
-# and fdnn_model_layer_info write the whole struct as the *library* was compiled; a newer library
-# whose structs gained fields would otherwise write past the end of this binding's smaller ones.
-STRUCT_ROOM_BYTES = 256
-
-_roomy_types: Dict[type, type] = {}
-
-
-def roomy(struct_type: type) -> Any:
-    """A zeroed ``struct_type`` that sits at the start of a larger buffer (see STRUCT_ROOM_BYTES).
-
-    The returned struct shares the buffer and keeps it alive, so ``ctypes.byref`` of it is safe
-    to hand to the library.
-    """
-    holder_type = _roomy_types.get(struct_type)
-    if holder_type is None:
-        holder_type = type(f"Roomy{struct_type.__name__}", (ctypes.Structure,), {
-            "_fields_": [("value", struct_type), ("room", ctypes.c_uint8 * STRUCT_ROOM_BYTES)]})
-        _roomy_types[struct_type] = holder_type
-    return holder_type().value
-
-
 # Host float buffers: numpy checks dtype, C order and (for outputs) writability in from_param.
 FloatInput = np.ctypeslib.ndpointer(dtype=np.float32, flags="C_CONTIGUOUS")
 FloatOutput = np.ctypeslib.ndpointer(dtype=np.float32, flags=("C_CONTIGUOUS", "WRITEABLE"))
@@ -195,7 +173,7 @@ class Library:
         plain("fdnn_last_error_message", ctypes.c_char_p)
         fallible("fdnn_cuda_device_count", P(i32))
         # Models
-        plain("fdnn_model_options_init", None, P(ModelOptions))
+        fallible("fdnn_model_options_init", P(ModelOptions), size_t)
         fallible("fdnn_model_create_from_file", ctypes.c_char_p, P(ModelOptions), P(ModelHandle))
         fallible("fdnn_model_create_from_spec", ctypes.c_char_p, size_t, P(ModelOptions),
                  P(ModelHandle))
