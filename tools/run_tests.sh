@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test suite: C++ (GoogleTest under CTest, including the public-header Doxygen build, the
-# C99 header check and the export-list check), the same suite under ASan/UBSan, and the Python
-# binding's tests. GPU tests skip with a message where no GPU is present.
+# C99 header check and the export-list check), the same suite under ASan/UBSan, and the Python,
+# Rust and C# bindings' tests. GPU tests skip with a message where no GPU is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,9 +17,12 @@ run() {
 run cmake --workflow --preset dev
 run cmake --workflow --preset asan
 
-export FUSEDNN_LIBRARY="$PWD/build/dev/src/api/libfusednn.so"
+library="$PWD/build/dev/src/api/libfusednn.so"
+export FUSEDNN_LIBRARY="$library" FUSEDNN_REQUIRE_LIBRARY=1
 run python3 -m pip install -q ./bindings/python
 run python3 -m pytest -q tests/python
+run bindings/rust/run_tests.sh "$library"
+run bindings/csharp/run_tests.sh "$library"
 
 echo
 if ((status)); then echo "SOME TEST SUITES FAILED"; else echo "ALL TEST SUITES PASSED"; fi

@@ -19,14 +19,11 @@ namespace FusedNN
         /// <summary>Options holding the library's defaults.</summary>
         public unsafe ModelOptions()
         {
-            // fdnn_model_options_init writes the library's sizeof(fdnn_model_options), which is
-            // larger than ours when the library is newer (fields are appended): let it write into
-            // room to spare, keep the fields this binding knows, and declare our own size so that
-            // the library reads no further than our struct.
-            long* scratch = stackalloc long[64];
-            NativeMethods.fdnn_model_options_init((NativeModelOptions*)scratch);
-            native = *(NativeModelOptions*)scratch;
-            native.StructSize = (UIntPtr)sizeof(NativeModelOptions);
+            // The library writes no further than the size given: the fields this binding knows.
+            NativeModelOptions options;
+            NativeMethods.VerifySuccess(
+                NativeMethods.fdnn_model_options_init(&options, (UIntPtr)sizeof(NativeModelOptions)));
+            native = options;
         }
 
         /// <summary>Largest batch a run may use (1 or more). Scratch memory is sized for it.</summary>

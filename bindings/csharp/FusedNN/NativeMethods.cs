@@ -89,7 +89,7 @@ namespace FusedNN
         // ---- Models ----------------------------------------------------------------------------
 
         [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern unsafe void fdnn_model_options_init(NativeModelOptions* options);
+        internal static extern unsafe Status fdnn_model_options_init(NativeModelOptions* options, UIntPtr structSize);
 
         [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status fdnn_model_create_from_file(

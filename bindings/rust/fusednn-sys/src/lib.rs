@@ -373,8 +373,10 @@ c_functions! {
     /// Number of usable GPUs (0 in a CPU-only build). `count` must not be NULL.
     pub fn fdnn_cuda_device_count(count: *mut i32) -> fdnn_status;
 
-    /// Fill `options` with the defaults, `struct_size` included. NULL is ignored.
-    pub fn fdnn_model_options_init(options: *mut fdnn_model_options);
+    /// Fill `options` with the defaults, writing no more than `struct_size` bytes (pass
+    /// `size_of::<fdnn_model_options>()`); `struct_size` is set to that size.
+    pub fn fdnn_model_options_init(options: *mut fdnn_model_options, struct_size: usize)
+        -> fdnn_status;
 
     /// Create a model from a JSON spec file or a safetensors bundle. `options` may be NULL for
     /// the defaults. Free the result with [`fdnn_model_destroy`]. Thread-safe.

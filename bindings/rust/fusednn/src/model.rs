@@ -61,17 +61,13 @@ impl ModelOptions {
     /// The library's defaults: max batch 1024, the CPU, GPU 0, as many CPU threads as pay off,
     /// CUDA graphs on.
     pub fn new() -> ModelOptions {
-        // fdnn_model_options_init writes the *library's* sizeof(fdnn_model_options), which is
-        // larger than ours when the library is newer (fields are appended): let it write into
-        // room to spare, keep the fields this crate knows, and declare our own size so that the
-        // library reads no further than our struct.
-        let mut scratch = [0u64; 64];
-        // SAFETY: 512 writable, 8-aligned bytes: far more than any options struct.
-        unsafe { sys::fdnn_model_options_init(scratch.as_mut_ptr().cast()) };
-        // SAFETY: the scratch is aligned and large enough, and every field is a plain integer,
-        // valid for any bit pattern.
-        let mut raw: sys::fdnn_model_options = unsafe { ptr::read(scratch.as_ptr().cast()) };
-        raw.struct_size = std::mem::size_of::<sys::fdnn_model_options>();
+        let size = std::mem::size_of::<sys::fdnn_model_options>();
+        // SAFETY: every field is a plain integer, valid when zeroed.
+        let mut raw: sys::fdnn_model_options = unsafe { std::mem::zeroed() };
+        // SAFETY: `raw` is writable for `size` bytes, and the library writes no further. It can
+        // only fail for a NULL pointer or a size below its minimum, neither possible here.
+        let status = unsafe { sys::fdnn_model_options_init(&mut raw, size) };
+        debug_assert_eq!(status, sys::FDNN_STATUS_OK);
         ModelOptions { raw }
     }
 
