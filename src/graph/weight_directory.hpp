@@ -10,9 +10,13 @@
 
 namespace fusednn {
 
-// Reads every ".bin" / ".txt" file in directory. A file whose name the store does not declare is
-// returned too (the store then reports it as extra). Throws FDNN_STATUS_IO_ERROR or
-// FDNN_STATUS_PARSE_ERROR (wrong byte count, unparsable number) naming the file.
+// Reads every ".bin" / ".txt" file in directory (not its subdirectories); the tensor name is the
+// file name without the extension. A declared tensor gets the shape the store expects; a file
+// whose name the store does not declare is returned too, shaped [count], so that the store
+// reports it as extra. Throws, naming the file: FDNN_STATUS_IO_ERROR (no such directory,
+// unreadable file), FDNN_STATUS_PARSE_ERROR (a .bin size that is not a multiple of 4, a .txt
+// token that is not a number), FDNN_STATUS_WEIGHT_MISMATCH (a declared tensor whose file holds
+// the wrong number of values, or both a .bin and a .txt for one tensor).
 std::vector<NamedTensor> read_weight_directory(const std::string& directory,
                                                const WeightStore& expected);
 
