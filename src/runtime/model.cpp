@@ -6,7 +6,7 @@
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "common/error.hpp"
-#include "common/float_conversion.hpp"
+#include "graph/little_endian.hpp"
 #include "graph/safetensors_file.hpp"
 #include "graph/weight_directory.hpp"
 #include "planner/planner.hpp"
