@@ -26,6 +26,23 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/fusednnConfigVersion.cmak
 install(FILES ${PROJECT_BINARY_DIR}/fusednnConfig.cmake ${PROJECT_BINARY_DIR}/fusednnConfigVersion.cmake
   DESTINATION ${FUSEDNN_CMAKE_DIR} COMPONENT development)
 
+# The pkg-config file locates the prefix from its own folder (${pcfiledir}), so it stays right
+# for `cmake --install <build> --prefix <elsewhere>` and for a prefix moved after installing;
+# a prefix baked in at configure time would point at CMAKE_INSTALL_PREFIX's default instead.
+# Absolute install folders cannot move, so they are written as they are.
+set(FUSEDNN_PKGCONFIG_DIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+  set(FUSEDNN_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+  set(FUSEDNN_PC_LIBDIR "${CMAKE_INSTALL_FULL_LIBDIR}")
+  set(FUSEDNN_PC_INCLUDEDIR "${CMAKE_INSTALL_FULL_INCLUDEDIR}")
+else()
+  # "../.." for lib/pkgconfig, "../../.." for lib/x86_64-linux-gnu/pkgconfig.
+  file(RELATIVE_PATH fusednn_pc_up "/prefix/${FUSEDNN_PKGCONFIG_DIR}" "/prefix")
+  string(REGEX REPLACE "/$" "" fusednn_pc_up "${fusednn_pc_up}")
+  set(FUSEDNN_PC_PREFIX "\${pcfiledir}/${fusednn_pc_up}")
+  set(FUSEDNN_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
+  set(FUSEDNN_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/fusednn.pc.in ${PROJECT_BINARY_DIR}/fusednn.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/fusednn.pc
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT development)
+  DESTINATION ${FUSEDNN_PKGCONFIG_DIR} COMPONENT development)
