@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "cpu_test_support.hpp"
@@ -136,6 +137,30 @@ TEST_P(CpuLinear, SlicesOfTheBatchMatchTheWholeBatch) {
     }
   }
   EXPECT_TRUE(near_expected(y, want));
+}
+
+// Slices of at least 4 rows take the packed multiply, which sums every output in the same order
+// wherever its row falls in a tile (full 6-row tiles, remainder tiles of 1 to 5 rows): the
+// results are bit for bit those of the whole batch, so the number of threads a caller splits a
+// batch over cannot change them.
+TEST_P(CpuLinear, PackedPathIsBitIdenticalAcrossSplits) {
+  Random random;
+  const int64_t rows = 257, in = 300, out = 45;
+  const Epilogue epilogue = {{K::ReLU}};
+  const std::vector<float> x = random.uniform_vector(static_cast<size_t>(rows * in));
+  const std::vector<float> w = random.uniform_vector(static_cast<size_t>(out * in));
+  const std::vector<float> bias = random.uniform_vector(static_cast<size_t>(out));
+  std::vector<float> whole = poisoned(static_cast<size_t>(rows * out));
+  linear_forward(x.data(), w.data(), bias.data(), whole.data(), rows, in, out, epilogue);
+
+  const int64_t cuts[] = {0, 4, 11, 19, 100, 257};
+  std::vector<float> split = poisoned(static_cast<size_t>(rows * out));
+  for (size_t s = 0; s + 1 < std::size(cuts); ++s) {
+    const int64_t first = cuts[s], count = cuts[s + 1] - cuts[s];
+    linear_forward(x.data() + first * in, w.data(), bias.data(), split.data() + first * out, count,
+                   in, out, epilogue);
+  }
+  EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, CpuLinear, ::testing::Values(GemmIsa::Baseline, GemmIsa::Avx2Fma),
