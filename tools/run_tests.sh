@@ -15,6 +15,7 @@ run() {
 }
 
 run cmake --workflow --preset dev
+run tools/run_samples.sh build/dev
 run cmake --workflow --preset asan
 
 library="$PWD/build/dev/src/api/libfusednn.so"

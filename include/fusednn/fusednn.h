@@ -412,6 +412,9 @@ FDNN_API fdnn_status fdnn_context_create(fdnn_model* model, fdnn_context** conte
 
 /**
  * @brief Destroy a context.
+ *
+ * After fdnn_context_run_device() on a caller's stream, wait for that stream (or an event
+ * recorded after the run) first: work queued there still uses the context's memory.
  * @param[in] context The context, or NULL (ignored). Must not be running.
  */
 FDNN_API void fdnn_context_destroy(fdnn_context* context);

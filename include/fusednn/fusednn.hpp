@@ -254,7 +254,10 @@ class Model {
   Shape query_shape(fdnn_status (*query)(const fdnn_model*, fdnn_shape*)) const {
     fdnn_shape shape{};
     check(query(handle_.get(), &shape));
-    return Shape(shape.dims, shape.dims + shape.rank);
+    Shape result;
+    result.reserve(static_cast<size_t>(shape.rank));
+    for (int32_t i = 0; i < shape.rank; ++i) result.push_back(shape.dims[i]);
+    return result;
   }
 
   size_t output_floats_per_sample() const {
