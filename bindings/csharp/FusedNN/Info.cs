@@ -162,6 +162,26 @@ namespace FusedNN
             }
         }
 
+        private static int compatibilityChecked;
+
+        /// <summary>
+        /// Throws unless <see cref="IsCompatible"/>: DllImport finds the unversioned libfusednn.so,
+        /// which may be a library of another ABI. Models check this before their first native call.
+        /// </summary>
+        /// <exception cref="FusedNNException"><see cref="Status.Unsupported"/>: the library is incompatible.</exception>
+        public static void EnsureCompatible()
+        {
+            if (System.Threading.Volatile.Read(ref compatibilityChecked) == 1) return;
+            if (!IsCompatible)
+            {
+                throw new FusedNNException(Status.Unsupported,
+                    "the loaded libfusednn is version " + Version + " but this binding needs " +
+                    HeaderVersion.Major + ".x with minor >= " + HeaderVersion.Minor +
+                    "; point LD_LIBRARY_PATH at a matching library");
+            }
+            System.Threading.Volatile.Write(ref compatibilityChecked, 1);
+        }
+
         /// <summary>The number of usable GPUs: 0 when the library was built without CUDA or sees none.</summary>
         /// <exception cref="FusedNNException">The library failed to count them.</exception>
         public static int CudaDeviceCount

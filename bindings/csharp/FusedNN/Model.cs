@@ -63,6 +63,7 @@ namespace FusedNN
         /// </exception>
         public static Model FromFile(string path, ModelOptions options = null)
         {
+            FusedNNLibrary.EnsureCompatible();
             byte[] pathBytes = NativeMethods.StringToUtf8(path, nameof(path));
             NativeModelOptions native = (options ?? new ModelOptions()).ToNative();
             Status status = NativeMethods.fdnn_model_create_from_file(pathBytes, ref native, out ModelHandle created);
@@ -80,6 +81,7 @@ namespace FusedNN
         /// </exception>
         public static Model FromSpec(string specJson, ModelOptions options = null)
         {
+            FusedNNLibrary.EnsureCompatible();
             byte[] spec = NativeMethods.StringToUtf8(specJson, nameof(specJson));
             NativeModelOptions native = (options ?? new ModelOptions()).ToNative();
             Status status = NativeMethods.fdnn_model_create_from_spec(
@@ -125,6 +127,7 @@ namespace FusedNN
         /// </exception>
         public void LoadWeights(string path)
         {
+            FusedNNLibrary.EnsureCompatible();
             byte[] pathBytes = NativeMethods.StringToUtf8(path, nameof(path));
             EnterExclusive();
             try
