@@ -8,7 +8,7 @@
 // (oh, ow) of tap (c, kh, kw) reads plane[c][oh + kh * dh][ow + kw * dw]. Numbering pixels
 // q = oh * PW + ow, the tap's row of B is the plane from offset c * PH * PW + kh * dh * PW +
 // kw * dw on, contiguous: no im2col copy at all, the multiply reads the plane through a table of
-// per-tap offsets. The price: the q with ow >= OW (PW - OW = (kw - 1) * dw of every PW) are
+// per-tap offsets. The price: the q with ow >= OW (PW - OW = (KW - 1) * dw of every PW) are
 // computed and dropped, so results land in scratch rows of PW and are compacted into y. Taken
 // when that waste is at most half the real work (LeNet conv1: 892 computed for 784 pixels).
 //
@@ -72,17 +72,20 @@ ConvLayout plan_layout(const Conv2dGeometry& g) {
   layout.shifted = g.stride_height == 1 && g.stride_width == 1 &&
                    2 * layout.computed_pixels <= 3 * layout.pixels;
   if (layout.shifted) {
-    // The last tap's row of B ends exactly at the plane's last element (see the file comment),
-    // so reads past it come only from rounding the last panel up to 16 columns.
+    // With OH = PH - (KH - 1) dh and OW = PW - (KW - 1) dw, the last tap starts at
+    // C PH PW - ((OH - 1) PW + OW) = C PH PW - computed_pixels: its row of B ends exactly at the
+    // plane's last element, and reads past it come only from rounding the last panel up to 16
+    // columns (the copied plane has 16 zeros of slack after it).
     layout.copy_plane = g.padding_height != 0 || g.padding_width != 0 ||
                         layout.computed_pixels % kGemmPanelWidth != 0;
     layout.compact = layout.plane_width != g.out_width;
-    layout.plane_floats = layout.copy_plane ? layout.in_channels_per_group * layout.plane_height *
-                                                      layout.plane_width +
-                                                  kGemmPanelWidth
-                                            : 0;
-    layout.result_floats =
-        layout.compact ? layout.out_channels_per_group * layout.computed_pixels : 0;
+    if (layout.copy_plane) {
+      layout.plane_floats =
+          layout.in_channels_per_group * layout.plane_height * layout.plane_width + kGemmPanelWidth;
+    }
+    if (layout.compact) {
+      layout.result_floats = layout.out_channels_per_group * layout.computed_pixels;
+    }
     layout.scratch_floats = layout.plane_floats + layout.result_floats;
   } else {
     layout.col_row_length = round_up_to_panels(layout.pixels);
