@@ -7,6 +7,7 @@
 
 #include "api/firewall.hpp"
 #include "api/handles.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "fusednn/fusednn.h"
 #include "graph/model_file.hpp"
 #include "graph/spec_parser.hpp"
@@ -75,7 +76,9 @@ const char* fdnn_status_string(fdnn_status status) {
 const char* fdnn_last_error_message(void) { return fusednn::last_error_message(); }
 
 fdnn_status fdnn_cuda_device_count(int32_t* count) {
-  return guarded(__func__, [&] { *require_non_null(count, "count") = 0; });
+  return guarded(__func__, [&] {
+    *require_non_null(count, "count") = static_cast<int32_t>(fusednn::cuda_device_count());
+  });
 }
 
 fdnn_status fdnn_model_options_init(fdnn_model_options* options, size_t struct_size) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "backends/cpu/cpu_backend.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "common/error.hpp"
 #include "graph/little_endian.hpp"
 #include "graph/safetensors_file.hpp"
@@ -37,12 +38,21 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
   }
   switch (given.device) {
     case FDNN_DEVICE_CPU:
-    case FDNN_DEVICE_AUTO:  // no GPU backend in this build: AUTO means the CPU
       resolved.device = FDNN_DEVICE_CPU;
       break;
-    case FDNN_DEVICE_CUDA:
-      fail(FDNN_STATUS_UNSUPPORTED, "options.device is FDNN_DEVICE_CUDA but this libfusednn was "
-           "built without the CUDA backend; use FDNN_DEVICE_CPU or FDNN_DEVICE_AUTO");
+    case FDNN_DEVICE_AUTO:  // the GPU when this build has the CUDA backend and it sees one
+      resolved.device = cuda_unavailable_reason(given.device_id).empty() ? FDNN_DEVICE_CUDA
+                                                                         : FDNN_DEVICE_CPU;
+      break;
+    case FDNN_DEVICE_CUDA: {
+      const std::string reason = cuda_unavailable_reason(given.device_id);
+      if (!reason.empty()) {
+        fail(FDNN_STATUS_UNSUPPORTED, "options.device is FDNN_DEVICE_CUDA but ", reason,
+             "; use FDNN_DEVICE_CPU or FDNN_DEVICE_AUTO");
+      }
+      resolved.device = FDNN_DEVICE_CUDA;
+      break;
+    }
     default:
       fail(FDNN_STATUS_INVALID_ARGUMENT, "options.device has unknown value ",
            static_cast<int>(given.device));
@@ -160,7 +170,12 @@ std::shared_ptr<const PreparedModel> Model::make_prepared(const WeightStore& wei
   auto prepared = std::make_shared<PreparedModel>();
   prepared->plan = std::make_shared<const Plan>(build_plan(graph_, weights));
   prepared->max_batch = options_.max_batch;
-  prepared->backend = make_cpu_backend(prepared->plan, options_.max_batch, options_.cpu_threads);
+  if (options_.device == FDNN_DEVICE_CUDA) {
+    prepared->backend = make_cuda_backend(prepared->plan, options_.max_batch, options_.device_id,
+                                          options_.cuda_graphs);
+  } else {
+    prepared->backend = make_cpu_backend(prepared->plan, options_.max_batch, options_.cpu_threads);
+  }
   return prepared;
 }
 

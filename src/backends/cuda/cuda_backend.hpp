@@ -1,0 +1,31 @@
+// The CUDA backend as the runtime sees it: how many GPUs there are, why one cannot be used, and
+// the factory. Plain C++ (no CUDA header), so the runtime compiles the same with CUDA on or off;
+// a build without CUDA links cuda_unavailable.cpp instead, which reports no device.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "planner/plan.hpp"
+
+namespace fusednn {
+
+// Usable CUDA devices; 0 when the library was built without CUDA, when no driver is installed
+// or when no GPU is visible. Never throws.
+int cuda_device_count() noexcept;
+
+// Why device `device_id` cannot run models ("this libfusednn was built without the CUDA
+// backend", "no CUDA device is visible: ..."), or "" when it can. Never throws.
+std::string cuda_unavailable_reason(int device_id) noexcept;
+
+// Uploads the plan's weights to GPU `device_id` once and returns the backend; each context it
+// creates owns a stream, a workspace for max_batch, pinned staging and its captured graphs.
+// cuda_graphs: capture each run into a CUDA graph per context, path and batch size.
+// Throws FDNN_STATUS_UNSUPPORTED without a usable device, FDNN_STATUS_OUT_OF_MEMORY /
+// FDNN_STATUS_DEVICE_ERROR on CUDA failures (nothing is leaked).
+std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan> plan, int64_t max_batch,
+                                           int device_id, bool cuda_graphs);
+
+}  // namespace fusednn

@@ -1,0 +1,94 @@
+// One execution context of the CUDA backend: its own non-blocking stream, a workspace for
+// max_batch, device and pinned host staging for the host path, and the CUDA graphs it captured.
+//
+// Host path (run_host): input -> pinned staging -> async copy in, the kernels, async copy out,
+// one stream synchronisation, pinned staging -> output.
+// Device path (run_device): the kernels read and write the caller's device buffers on the
+// caller's stream; nothing is copied, allocated or waited for (a NULL stream means the context's
+// own stream, and then the call waits).
+//
+// Graphs: with cuda_graphs on, the first run of each batch size (per path) is captured on the
+// context's own stream (never on the legacy default stream, which cannot be captured) and
+// instantiated; later runs launch the graph onto the run's stream. A device-path graph captured
+// with one pair of caller buffers is pointed at another pair by rewriting the parameters of the
+// kernels that touch them (cudaGraphExecKernelNodeSetParams), not by capturing again. A plan of
+// one kernel launch skips graphs on the device path (a graph launch costs what a kernel launch
+// does), as do runs on a stream the caller is itself capturing: those kernels go straight into
+// the caller's capture.
+//
+// Consecutive runs of one context on different streams are ordered (the new stream waits for
+// the old one), since they share the workspace.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/cuda/cuda_executor.hpp"
+#include "backends/cuda/device_memory.hpp"
+#include "backends/cuda/launch.hpp"
+
+namespace fusednn::cuda {
+
+class CudaContext final : public ExecutionContext {
+ public:
+  explicit CudaContext(const CudaBackend& backend);
+  ~CudaContext() override;
+
+  void run_host(int64_t batch, const float* input, float* output) override;
+  void run_device(int64_t batch, const float* input, float* output, void* stream) override;
+
+ private:
+  // The memory and handles, created with the model's device current.
+  struct Resources {
+    explicit Resources(const CudaBackend& backend);
+    Stream stream;
+    Event order_event;
+    DeviceArray<float> workspace;
+    DeviceArray<float> device_input;
+    DeviceArray<float> device_output;
+    PinnedArray<float> host_input;
+    PinnedArray<float> host_output;
+  };
+
+  // Where a caller buffer's address sits in a captured kernel's parameters.
+  struct PointerSlot {
+    size_t offset = 0;
+    bool is_output = false;
+    int64_t delta = 0;  // bytes past the buffer's start
+  };
+  struct Patch {
+    CapturedLaunch launch;
+    std::vector<PointerSlot> slots;
+    std::vector<unsigned char> scratch;  // the rewritten parameters, sized once
+  };
+  struct CachedGraph {
+    int64_t batch = 0;
+    const float* input = nullptr;
+    float* output = nullptr;
+    Graph graph;
+    GraphExec exec;
+    std::vector<CapturedLaunch> launches;
+    std::vector<Patch> patches;
+  };
+
+  template <typename Body>
+  CachedGraph capture(int64_t batch, Body&& body);
+  static CachedGraph* find(std::vector<CachedGraph>& graphs, int64_t batch);
+  static void find_pointer_slots(CachedGraph& graph, int64_t input_bytes, int64_t output_bytes);
+  static void repoint(CachedGraph& graph, const float* input, float* output);
+  void order_after_previous(cudaStream_t stream);
+
+  const CudaBackend& backend_;
+  int device_;
+  std::unique_ptr<Resources> resources_;
+  cudaStream_t last_stream_ = nullptr;
+  bool has_run_ = false;
+  std::vector<CachedGraph> host_graphs_;
+  std::vector<CachedGraph> device_graphs_;
+};
+
+}  // namespace fusednn::cuda

@@ -1,0 +1,15 @@
+// What launchers need to know about the GPU, read once when the backend is created.
+#pragma once
+
+#include <cstddef>
+
+namespace fusednn::cuda {
+
+struct DeviceInfo {
+  int ordinal = 0;
+  int sm_count = 1;
+  size_t shared_per_block_optin = 48 * 1024;  // the most one block may ask for
+  size_t shared_per_sm = 48 * 1024;
+};
+
+}  // namespace fusednn::cuda

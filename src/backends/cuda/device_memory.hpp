@@ -1,0 +1,173 @@
+// Owners for everything the CUDA backend allocates: device and pinned memory, streams, events
+// and graphs. Each acquires in its constructor (throwing through FDNN_CUDA_CHECK) and releases in
+// its destructor, so an exception anywhere during a load or context creation leaks nothing.
+// Destructors ignore errors: a release that fails (a dead context) has nothing left to free.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "backends/cuda/cuda_check.hpp"
+
+namespace fusednn::cuda {
+
+// Makes `device` current for a scope and restores the previous device after it.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    FDNN_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) {
+      FDNN_CUDA_CHECK(cudaSetDevice(device));
+      changed_ = true;
+    }
+  }
+  ~DeviceScope() {
+    if (changed_) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  explicit DeviceArray(size_t count) : count_(count) {
+    if (count > 0) {
+      void* memory = nullptr;
+      FDNN_CUDA_CHECK(cudaMalloc(&memory, count * sizeof(T)));
+      data_ = static_cast<T*>(memory);
+    }
+  }
+  ~DeviceArray() {
+    if (data_) cudaFree(data_);
+  }
+  DeviceArray(DeviceArray&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  DeviceArray& operator=(DeviceArray&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(count_, other.count_);
+    return *this;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* data() const { return data_; }
+  size_t size() const { return count_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  T* data_ = nullptr;
+  size_t count_ = 0;
+};
+
+// Page-locked host memory: the host path's staging, so copies are true asynchronous DMA.
+template <typename T>
+class PinnedArray {
+ public:
+  PinnedArray() = default;
+  explicit PinnedArray(size_t count) : count_(count) {
+    if (count > 0) {
+      void* memory = nullptr;
+      FDNN_CUDA_CHECK(cudaMallocHost(&memory, count * sizeof(T)));
+      data_ = static_cast<T*>(memory);
+    }
+  }
+  ~PinnedArray() {
+    if (data_) cudaFreeHost(data_);
+  }
+  PinnedArray(PinnedArray&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  PinnedArray& operator=(PinnedArray&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(count_, other.count_);
+    return *this;
+  }
+  PinnedArray(const PinnedArray&) = delete;
+  PinnedArray& operator=(const PinnedArray&) = delete;
+
+  T* data() const { return data_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  T* data_ = nullptr;
+  size_t count_ = 0;
+};
+
+// A stream that does not synchronise with the legacy default stream.
+class Stream {
+ public:
+  Stream() { FDNN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~Stream() {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// An event used only for ordering, not timing.
+class Event {
+ public:
+  Event() { FDNN_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~Event() {
+    if (event_) cudaEventDestroy(event_);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  explicit Graph(cudaGraph_t graph) : graph_(graph) {}
+  ~Graph() {
+    if (graph_) cudaGraphDestroy(graph_);
+  }
+  Graph(Graph&& other) noexcept : graph_(std::exchange(other.graph_, nullptr)) {}
+  Graph& operator=(Graph&& other) noexcept {
+    std::swap(graph_, other.graph_);
+    return *this;
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  cudaGraph_t get() const { return graph_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+};
+
+class GraphExec {
+ public:
+  GraphExec() = default;
+  explicit GraphExec(cudaGraphExec_t exec) : exec_(exec) {}
+  ~GraphExec() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+  }
+  GraphExec(GraphExec&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+  GraphExec& operator=(GraphExec&& other) noexcept {
+    std::swap(exec_, other.exec_);
+    return *this;
+  }
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  cudaGraphExec_t get() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+}  // namespace fusednn::cuda

@@ -1,0 +1,65 @@
+// The fully fused MLP: a chain of Linear (+bias) + epilogue layers run as one kernel launch.
+// Each block owns a tile of rows; the tile's activations stay in shared memory from layer to
+// layer (transposed, [feature][row]) and every layer's weights stream through a ring of
+// shared-memory stages filled with cp.async, the next chunks in flight while the current one is
+// multiplied. A single wide layer (out > kFusedMlpMaxWidth) runs the same kernel with its
+// columns split across blocks (grid.y), so one Linear + epilogue of any width is one launch too.
+//
+// Query, then run: plan_fused_mlp() says at load whether a chain fits on this device and with
+// which tiles (none fits -> the caller uses launch_linear per layer); launch_fused_mlp() picks a
+// tile for the batch and launches.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "backends/cuda/device_epilogue.hpp"
+#include "backends/cuda/device_info.hpp"
+
+namespace fusednn::cuda {
+
+constexpr int kFusedMlpMaxLayers = 8;
+constexpr int kFusedMlpMaxWidth = 256;  // widest output a block computes whole
+constexpr int kFusedMlpVariants = 3;
+
+struct FusedMlpLayerDesc {
+  const float* weight_t = nullptr;  // [in][padded_out], transposed, columns past out zero
+  const float* bias = nullptr;      // [out] or null
+  int32_t in = 0;
+  int32_t out = 0;
+  int32_t padded_out = 0;  // out rounded up to a multiple of 4
+  DeviceEpilogue epilogue;
+};
+
+// One tile shape's fit on this device for one chain.
+struct FusedMlpVariant {
+  bool usable = false;
+  int tile_rows = 0;
+  int stage_floats = 0;  // floats per staging buffer
+  size_t shared_bytes = 0;
+};
+
+struct FusedMlpPlan {
+  std::vector<FusedMlpLayerDesc> layers;
+  int32_t even_width = 0;  // most features an even layer reads (activation buffer 0)
+  int32_t odd_width = 0;   // most features an odd layer reads (activation buffer 1)
+  std::array<FusedMlpVariant, kFusedMlpVariants> variants;
+};
+
+// Whether `layers` can run fused: 1 to kFusedMlpMaxLayers layers, each reading the previous
+// one's output, every output but a lone layer's at most kFusedMlpMaxWidth wide, and at least one
+// tile fitting in shared memory. Fills plan->variants.
+bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceInfo& device,
+                    FusedMlpPlan* plan);
+
+// Lets every variant use the device's whole opt-in shared memory (once per device, at load).
+void prepare_fused_mlp_kernels(const DeviceInfo& device);
+
+// y[rows][last out] = chain(x[rows][first in]).
+void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
+                      const DeviceInfo& device, cudaStream_t stream);
+
+}  // namespace fusednn::cuda

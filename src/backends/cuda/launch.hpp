@@ -1,0 +1,71 @@
+// Every kernel of the CUDA backend is launched through launch_kernel(): one by-value parameter
+// struct per kernel, a launch error turned into fusednn::Error naming the kernel, and, while a
+// context captures a CUDA graph on this thread, a record of the launch (its graph node and the
+// bytes of its parameters) so that the context can later point the graph's kernels at other
+// caller buffers with cudaGraphExecKernelNodeSetParams instead of capturing again.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "backends/cuda/cuda_check.hpp"
+
+namespace fusednn::cuda {
+
+struct CapturedLaunch {
+  cudaGraphNode_t node = nullptr;
+  const void* function = nullptr;
+  dim3 grid, block;
+  size_t shared_bytes = 0;
+  std::vector<unsigned char> parameters;  // the kernel's single argument, as launched
+};
+
+// The launches of one capture, in order.
+struct CaptureLog {
+  std::vector<CapturedLaunch> launches;
+};
+
+// The log of the capture this thread is running, or null when it is not capturing.
+CaptureLog* active_capture_log() noexcept;
+
+// Installs a log for the lifetime of the object (captures do not nest).
+class ScopedCaptureLog {
+ public:
+  explicit ScopedCaptureLog(CaptureLog* log);
+  ~ScopedCaptureLog();
+  ScopedCaptureLog(const ScopedCaptureLog&) = delete;
+  ScopedCaptureLog& operator=(const ScopedCaptureLog&) = delete;
+};
+
+// Appends the node the capture on `stream` just added to the active log.
+void record_captured_launch(cudaStream_t stream, const void* function, dim3 grid, dim3 block,
+                            size_t shared_bytes, const void* parameters, size_t parameter_bytes);
+
+// Throws FDNN_STATUS_DEVICE_ERROR naming the kernel and its configuration.
+[[noreturn]] void throw_launch_error(cudaError_t error, const char* kernel_name, dim3 grid,
+                                     dim3 block, size_t shared_bytes);
+
+template <typename Params>
+void launch_kernel(void (*kernel)(Params), const char* kernel_name, dim3 grid, dim3 block,
+                   size_t shared_bytes, cudaStream_t stream, const Params& params) {
+  void* arguments[] = {const_cast<Params*>(&params)};
+  const void* function = reinterpret_cast<const void*>(kernel);
+  const cudaError_t error =
+      cudaLaunchKernel(function, grid, block, arguments, shared_bytes, stream);
+  if (error != cudaSuccess) throw_launch_error(error, kernel_name, grid, block, shared_bytes);
+  if (active_capture_log() != nullptr) {
+    record_captured_launch(stream, function, grid, block, shared_bytes, &params, sizeof(Params));
+  }
+}
+
+// Blocks of `threads` for `work` items, capped at `max_blocks` (grid-stride loops do the rest).
+inline unsigned grid_for(long long work, int threads, long long max_blocks) {
+  long long blocks = (work + threads - 1) / threads;
+  if (blocks > max_blocks) blocks = max_blocks;
+  if (blocks < 1) blocks = 1;
+  return static_cast<unsigned>(blocks);
+}
+
+}  // namespace fusednn::cuda

@@ -1,0 +1,27 @@
+// Linear with any in/out width: y[rows][out] = epilogue(x[rows][in] * W^T + bias), W given
+// transposed ([in][out]). The fused MLP kernel runs every Linear whose input tile fits in shared
+// memory; this tiled GEMM is the fallback for the ones that do not (very wide inputs).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backends/cuda/device_epilogue.hpp"
+#include "backends/cuda/device_info.hpp"
+
+namespace fusednn::cuda {
+
+struct LinearArgs {
+  const float* x = nullptr;
+  const float* weight_t = nullptr;  // [in][out]
+  const float* bias = nullptr;      // [out] or null
+  float* y = nullptr;
+  int64_t rows = 0;
+  int32_t in = 0;
+  int32_t out = 0;
+  DeviceEpilogue epilogue;
+};
+void launch_linear(const LinearArgs& args, const DeviceInfo& device, cudaStream_t stream);
+
+}  // namespace fusednn::cuda

@@ -1,0 +1,748 @@
+// The CUDA backend against the CPU backend (exact fp32, itself checked against PyTorch by the
+// golden tests): every step kind, the fused MLP in all its tile shapes, every activation, the
+// host path, the device path (caller's stream, NULL stream, rotating buffers), graphs on and off.
+//
+// Each check draws fresh random weights and inputs; outputs are poisoned with NaN before every
+// run, so an element left unwritten fails. The error is max |gpu - cpu| / max |cpu| and must be
+// at most 1e-5 (fp32 summed in a different order lands near 1e-7).
+//
+// Without a GPU (or in a build without the CUDA backend) every test skips with a message.
+// FUSEDNN_CUDA_TEST_QUICK=1 runs fewer batch sizes (for compute-sanitizer, which is slow).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fusednn/fusednn.h"
+
+#if FUSEDNN_TEST_WITH_CUDART
+#include <cuda_runtime_api.h>
+#endif
+
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+bool quick() {
+  const char* value = std::getenv("FUSEDNN_CUDA_TEST_QUICK");
+  return value != nullptr && std::string(value) == "1";
+}
+
+std::vector<int64_t> all_batches() {
+  if (quick()) return {1, 3, 33, 129};
+  return {1, 2, 3, 31, 32, 33, 127, 128, 129, 1000, 4097};
+}
+
+std::vector<int64_t> few_batches() {
+  if (quick()) return {1, 33};
+  return {1, 2, 31, 33, 129};
+}
+
+#define REQUIRE_CUDA()                                                                        \
+  do {                                                                                        \
+    int32_t gpus_ = 0;                                                                        \
+    ASSERT_EQ(fdnn_cuda_device_count(&gpus_), FDNN_STATUS_OK) << fdnn_last_error_message();  \
+    if (gpus_ == 0) {                                                                         \
+      GTEST_SKIP() << "no CUDA device: fdnn_cuda_device_count() is 0 (this libfusednn has "  \
+                      "no CUDA backend, or no GPU is visible); nothing to compare";          \
+    }                                                                                         \
+  } while (0)
+
+// ------------------------------------------------------------------------------------------
+// Networks: a spec and the weights it declares.
+
+enum class Init { Weight, Bias, Gamma, Beta, Mean, Variance };
+
+struct Tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  Init init = Init::Weight;
+  int64_t fan_in = 1;
+};
+
+class Net {
+ public:
+  explicit Net(std::vector<int64_t> input_shape) : input_shape_(std::move(input_shape)) {}
+
+  Net& layer(const std::string& json) {
+    layers_ += (layers_.empty() ? "" : ",\n") + json;
+    return *this;
+  }
+  Net& linear(const std::string& name, int64_t in, int64_t out, bool bias = true,
+              const std::string& inputs = "") {
+    layer(R"({"type": "Linear", "name": ")" + name + R"(", "in_features": )" +
+          std::to_string(in) + R"(, "out_features": )" + std::to_string(out) +
+          R"(, "bias": )" + (bias ? "true" : "false") + inputs_field(inputs) + "}");
+    tensors_.push_back({name + ".weight", {out, in}, Init::Weight, in});
+    if (bias) tensors_.push_back({name + ".bias", {out}, Init::Bias, in});
+    return *this;
+  }
+  // kernel, stride, padding, dilation as [h, w].
+  Net& conv(const std::string& name, int64_t in, int64_t out, std::vector<int64_t> kernel,
+            std::vector<int64_t> stride, std::vector<int64_t> padding,
+            std::vector<int64_t> dilation, int64_t groups, bool bias) {
+    auto pair = [](const std::vector<int64_t>& v) {
+      return "[" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]";
+    };
+    layer(R"({"type": "Conv2d", "name": ")" + name + R"(", "in_channels": )" +
+          std::to_string(in) + R"(, "out_channels": )" + std::to_string(out) +
+          R"(, "kernel_size": )" + pair(kernel) + R"(, "stride": )" + pair(stride) +
+          R"(, "padding": )" + pair(padding) + R"(, "dilation": )" + pair(dilation) +
+          R"(, "groups": )" + std::to_string(groups) + R"(, "bias": )" +
+          (bias ? "true" : "false") + "}");
+    const int64_t fan_in = in / groups * kernel[0] * kernel[1];
+    tensors_.push_back({name + ".weight", {out, in / groups, kernel[0], kernel[1]}, Init::Weight,
+                        fan_in});
+    if (bias) tensors_.push_back({name + ".bias", {out}, Init::Bias, fan_in});
+    return *this;
+  }
+  Net& batch_norm(const std::string& name, const std::string& type, int64_t channels) {
+    layer(R"({"type": ")" + type + R"(", "name": ")" + name + R"(", "num_features": )" +
+          std::to_string(channels) + R"(, "eps": 0.001})");
+    tensors_.push_back({name + ".weight", {channels}, Init::Gamma});
+    tensors_.push_back({name + ".bias", {channels}, Init::Beta});
+    tensors_.push_back({name + ".running_mean", {channels}, Init::Mean});
+    tensors_.push_back({name + ".running_var", {channels}, Init::Variance});
+    return *this;
+  }
+  Net& layer_norm(const std::string& name, int64_t size, bool affine = true) {
+    layer(R"({"type": "LayerNorm", "name": ")" + name + R"(", "normalized_shape": [)" +
+          std::to_string(size) + R"(], "eps": 1e-5, "elementwise_affine": )" +
+          (affine ? "true" : "false") + "}");
+    if (affine) {
+      tensors_.push_back({name + ".weight", {size}, Init::Gamma});
+      tensors_.push_back({name + ".bias", {size}, Init::Beta});
+    }
+    return *this;
+  }
+  Net& act(const std::string& json_type) { return layer(json_type); }
+
+  std::string spec() const {
+    std::string shape;
+    for (size_t i = 0; i < input_shape_.size(); ++i) {
+      shape += (i ? ", " : "") + std::to_string(input_shape_[i]);
+    }
+    return R"({"fusednn": 1, "name": "cuda_test", "input": {"shape": [)" + shape +
+           R"(], "dtype": "float32"}, "layers": [)" + layers_ + "]}";
+  }
+  const std::vector<Tensor>& tensors() const { return tensors_; }
+
+ private:
+  static std::string inputs_field(const std::string& inputs) {
+    return inputs.empty() ? "" : R"(, "inputs": )" + inputs;
+  }
+  std::vector<int64_t> input_shape_;
+  std::string layers_;
+  std::vector<Tensor> tensors_;
+};
+
+// The activations as spec layers, with a parameter off the defaults where there is one.
+const std::vector<std::pair<std::string, std::string>>& activations() {
+  static const std::vector<std::pair<std::string, std::string>> all = {
+      {"ReLU", R"({"type": "ReLU"})"},
+      {"LeakyReLU", R"({"type": "LeakyReLU", "negative_slope": 0.2})"},
+      {"GeluErf", R"({"type": "GELU", "approximate": "none"})"},
+      {"GeluTanh", R"({"type": "GELU", "approximate": "tanh"})"},
+      {"SiLU", R"({"type": "SiLU"})"},
+      {"Sigmoid", R"({"type": "Sigmoid"})"},
+      {"Tanh", R"({"type": "Tanh"})"},
+      {"Scale", R"({"type": "Scale", "alpha": -0.75})"},
+  };
+  return all;
+}
+
+std::vector<float> normal(size_t count, std::mt19937& random, float mean, float deviation) {
+  std::normal_distribution<float> distribution(mean, deviation);
+  std::vector<float> values(count);
+  for (float& v : values) v = distribution(random);
+  return values;
+}
+
+std::vector<std::vector<float>> draw_weights(const Net& net, std::mt19937& random) {
+  std::vector<std::vector<float>> values;
+  for (const Tensor& tensor : net.tensors()) {
+    size_t count = 1;
+    for (int64_t extent : tensor.shape) count *= static_cast<size_t>(extent);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(tensor.fan_in));
+    switch (tensor.init) {
+      case Init::Weight: values.push_back(normal(count, random, 0.0f, scale)); break;
+      case Init::Bias: values.push_back(normal(count, random, 0.0f, 0.1f)); break;
+      case Init::Gamma: values.push_back(normal(count, random, 1.0f, 0.1f)); break;
+      case Init::Beta: values.push_back(normal(count, random, 0.0f, 0.1f)); break;
+      case Init::Mean: values.push_back(normal(count, random, 0.0f, 0.1f)); break;
+      case Init::Variance: {
+        std::uniform_real_distribution<float> uniform(0.5f, 1.5f);
+        std::vector<float> v(count);
+        for (float& x : v) x = uniform(random);
+        values.push_back(v);
+        break;
+      }
+    }
+  }
+  return values;
+}
+
+fdnn_model* create_model(const std::string& spec, fdnn_device device, int64_t max_batch,
+                         int32_t cuda_graphs) {
+  fdnn_model_options options;
+  fdnn_model_options_init(&options, sizeof options);
+  options.max_batch = max_batch;
+  options.device = device;
+  options.cuda_graphs = cuda_graphs;
+  fdnn_model* model = nullptr;
+  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+            FDNN_STATUS_OK)
+      << fdnn_last_error_message() << "\nspec: " << spec;
+  return model;
+}
+
+void set_weights(fdnn_model* model, const Net& net, const std::vector<std::vector<float>>& values) {
+  for (size_t i = 0; i < net.tensors().size(); ++i) {
+    const Tensor& tensor = net.tensors()[i];
+    ASSERT_EQ(fdnn_model_set_weight(model, tensor.name.c_str(), FDNN_DTYPE_FLOAT32,
+                                    values[i].data(), tensor.shape.data(),
+                                    static_cast<int32_t>(tensor.shape.size())),
+              FDNN_STATUS_OK)
+        << fdnn_last_error_message();
+  }
+}
+
+int64_t elements(const fdnn_shape& shape) {
+  int64_t count = 1;
+  for (int32_t i = 0; i < shape.rank; ++i) count *= shape.dims[i];
+  return count;
+}
+
+// max |got - expected| / max |expected|; infinite when got has a NaN or Inf.
+double relative_error(const std::vector<float>& got, const std::vector<float>& expected) {
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    worst = std::max(worst, std::fabs(double(got[i]) - double(expected[i])));
+    scale = std::max(scale, std::fabs(double(expected[i])));
+  }
+  return worst / std::max(scale, 1e-30);
+}
+
+#if FUSEDNN_TEST_WITH_CUDART
+#define CUDA_OK(call)                                                            \
+  do {                                                                           \
+    const cudaError_t cuda_error_ = (call);                                      \
+    ASSERT_EQ(cuda_error_, cudaSuccess) << #call << ": " << cudaGetErrorString(cuda_error_); \
+  } while (0)
+
+// Device buffers for the device path, sized for the largest batch of a check.
+struct DeviceBuffers {
+  float* input = nullptr;
+  float* output = nullptr;
+  cudaStream_t stream = nullptr;
+  ~DeviceBuffers() {
+    if (input) cudaFree(input);
+    if (output) cudaFree(output);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+// Runs on the device path and returns the output copied back. `stream` null: the NULL stream
+// (the context's own, waited for by the call).
+void run_device(fdnn_context* context, int64_t batch, const std::vector<float>& input,
+                size_t output_count, float* device_input, float* device_output,
+                cudaStream_t stream, std::vector<float>* output) {
+  const std::vector<float> poison(output_count, NAN);
+  CUDA_OK(cudaMemcpy(device_input, input.data(), input.size() * sizeof(float),
+                     cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(device_output, poison.data(), output_count * sizeof(float),
+                     cudaMemcpyHostToDevice));
+  ASSERT_EQ(fdnn_context_run_device(context, batch, device_input, input.size(), device_output,
+                                    output_count, stream),
+            FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  if (stream) CUDA_OK(cudaStreamSynchronize(stream));
+  output->assign(output_count, 0.0f);
+  CUDA_OK(cudaMemcpy(output->data(), device_output, output_count * sizeof(float),
+                     cudaMemcpyDeviceToHost));
+}
+#endif
+
+// The CPU model as the reference and CUDA models with graphs on and off, same weights; every
+// batch through the host path, the device path on a stream and (first batch) the NULL stream
+// and fdnn_model_run's pool.
+void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batches, uint32_t seed,
+                        const std::string& what) {
+  SCOPED_TRACE(what);
+  std::mt19937 random(seed);
+  const std::vector<std::vector<float>> weights = draw_weights(net, random);
+  const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
+  const std::string spec = net.spec();
+
+  fdnn_model* cpu = create_model(spec, FDNN_DEVICE_CPU, max_batch, 1);
+  ASSERT_NE(cpu, nullptr);
+  set_weights(cpu, net, weights);
+  fdnn_shape in_shape, out_shape;
+  ASSERT_EQ(fdnn_model_input_shape(cpu, &in_shape), FDNN_STATUS_OK);
+  ASSERT_EQ(fdnn_model_output_shape(cpu, &out_shape), FDNN_STATUS_OK);
+  const int64_t in_elements = elements(in_shape);
+  const int64_t out_elements = elements(out_shape);
+
+  for (int32_t graphs : {1, 0}) {
+    SCOPED_TRACE(graphs ? "cuda_graphs = 1" : "cuda_graphs = 0");
+    fdnn_model* gpu = create_model(spec, FDNN_DEVICE_CUDA, max_batch, graphs);
+    ASSERT_NE(gpu, nullptr);
+    set_weights(gpu, net, weights);
+    fdnn_device device = FDNN_DEVICE_CPU;
+    ASSERT_EQ(fdnn_model_device(gpu, &device), FDNN_STATUS_OK);
+    EXPECT_EQ(device, FDNN_DEVICE_CUDA);
+    fdnn_context* context = nullptr;
+    ASSERT_EQ(fdnn_context_create(gpu, &context), FDNN_STATUS_OK) << fdnn_last_error_message();
+
+#if FUSEDNN_TEST_WITH_CUDART
+    DeviceBuffers buffers;
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buffers.input),
+                       sizeof(float) * max_batch * in_elements));
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buffers.output),
+                       sizeof(float) * max_batch * out_elements));
+    CUDA_OK(cudaStreamCreateWithFlags(&buffers.stream, cudaStreamNonBlocking));
+#endif
+
+    bool first = true;
+    for (int64_t batch : batches) {
+      SCOPED_TRACE("batch " + std::to_string(batch));
+      const std::vector<float> input = normal(static_cast<size_t>(batch * in_elements), random,
+                                              0.0f, 1.0f);
+      const size_t output_count = static_cast<size_t>(batch * out_elements);
+      std::vector<float> expected(output_count, NAN);
+      ASSERT_EQ(fdnn_model_run(cpu, batch, input.data(), input.size(), expected.data(),
+                               expected.size()),
+                FDNN_STATUS_OK)
+          << fdnn_last_error_message();
+
+      std::vector<float> got(output_count, NAN);
+      ASSERT_EQ(fdnn_context_run(context, batch, input.data(), input.size(), got.data(),
+                                 got.size()),
+                FDNN_STATUS_OK)
+          << fdnn_last_error_message();
+      EXPECT_LE(relative_error(got, expected), kTolerance) << "host path";
+
+      if (first) {
+        std::fill(got.begin(), got.end(), NAN);
+        ASSERT_EQ(fdnn_model_run(gpu, batch, input.data(), input.size(), got.data(), got.size()),
+                  FDNN_STATUS_OK)
+            << fdnn_last_error_message();
+        EXPECT_LE(relative_error(got, expected), kTolerance) << "fdnn_model_run";
+      }
+#if FUSEDNN_TEST_WITH_CUDART
+      run_device(context, batch, input, output_count, buffers.input, buffers.output,
+                 buffers.stream, &got);
+      EXPECT_LE(relative_error(got, expected), kTolerance) << "device path, caller's stream";
+      if (first) {
+        run_device(context, batch, input, output_count, buffers.input, buffers.output, nullptr,
+                   &got);
+        EXPECT_LE(relative_error(got, expected), kTolerance) << "device path, NULL stream";
+      }
+#endif
+      first = false;
+      if (::testing::Test::HasFatalFailure()) break;
+    }
+    fdnn_context_destroy(context);
+    fdnn_model_destroy(gpu);
+  }
+  fdnn_model_destroy(cpu);
+}
+
+// ------------------------------------------------------------------------------------------
+
+Net seed_mlp() {
+  Net net({100});
+  net.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
+  net.linear("fc2", 128, 64).act(R"({"type": "ReLU"})");
+  net.linear("fc3", 64, 10);
+  return net;
+}
+
+TEST(CudaBackend, SeedMlpEveryBatchSize) {
+  REQUIRE_CUDA();
+  expect_matches_cpu(seed_mlp(), all_batches(), 1, "seed MLP 100-128-64-10");
+}
+
+TEST(CudaBackend, FusedMlpWidthsOffThePowerOfTwoGrid) {
+  REQUIRE_CUDA();
+  Net net({37});
+  net.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
+  net.linear("b", 200, 13).act(R"({"type": "SiLU"})");
+  net.linear("c", 13, 256).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
+  net.linear("d", 256, 255, false).act(R"({"type": "Scale", "alpha": 0.5})");
+  net.linear("e", 255, 5).act(R"({"type": "Sigmoid"})");
+  expect_matches_cpu(net, all_batches(), 2, "37-200-13-256-255-5");
+}
+
+TEST(CudaBackend, EveryActivationFusedAndStandalone) {
+  REQUIRE_CUDA();
+  uint32_t seed = 10;
+  for (const auto& [name, layer] : activations()) {
+    Net fused({33});
+    fused.linear("fc1", 33, 70).act(layer).linear("fc2", 70, 9).act(layer);
+    expect_matches_cpu(fused, few_batches(), seed++, name + " in a fused chain");
+    // On the model input an activation has no step to join: an Elementwise step.
+    Net standalone({45});
+    standalone.act(layer).linear("fc", 45, 7);
+    expect_matches_cpu(standalone, few_batches(), seed++, name + " as an Elementwise step");
+  }
+}
+
+TEST(CudaBackend, EpilogueLongerThanOneKernelHolds) {
+  REQUIRE_CUDA();
+  Net net({20});
+  net.linear("fc1", 20, 30)
+      .act(R"({"type": "ReLU"})")
+      .act(R"({"type": "Scale", "alpha": 1.5})")
+      .act(R"({"type": "Tanh"})")
+      .act(R"({"type": "Scale", "alpha": 2.0})")
+      .act(R"({"type": "SiLU"})")
+      .act(R"({"type": "Scale", "alpha": 0.5})");
+  net.linear("fc2", 30, 6);
+  expect_matches_cpu(net, few_batches(), 30, "six-op epilogue");
+  Net elementwise({50});
+  for (int i = 0; i < 3; ++i) {
+    elementwise.act(R"({"type": "GELU"})").act(R"({"type": "Scale", "alpha": 1.25})");
+  }
+  expect_matches_cpu(elementwise, few_batches(), 31, "six-op Elementwise step");
+}
+
+TEST(CudaBackend, ChainLongerThanOneKernelHolds) {
+  REQUIRE_CUDA();
+  Net net({24});
+  const int64_t widths[] = {24, 31, 17, 64, 9, 40, 40, 23, 5, 70, 12, 3};
+  for (size_t i = 0; i + 1 < std::size(widths); ++i) {
+    net.linear("fc" + std::to_string(i), widths[i], widths[i + 1]).act(R"({"type": "Tanh"})");
+  }
+  expect_matches_cpu(net, all_batches(), 40, "eleven Linear layers");
+}
+
+TEST(CudaBackend, RowsPerSampleAboveOne) {
+  REQUIRE_CUDA();
+  Net net({5, 24});
+  net.linear("fc1", 24, 16).act(R"({"type": "ReLU"})").linear("fc2", 16, 8);
+  expect_matches_cpu(net, all_batches(), 50, "Linear over [5, 24]");
+}
+
+TEST(CudaBackend, WideLinearLayers) {
+  REQUIRE_CUDA();
+  Net gelu({768});
+  gelu.linear("fc", 768, 3072).act(R"({"type": "GELU", "approximate": "tanh"})");
+  expect_matches_cpu(gelu, few_batches(), 60, "768 -> 3072 + GELU(tanh)");
+  Net wide({300});
+  wide.linear("fc1", 300, 700).act(R"({"type": "ReLU"})").linear("fc2", 700, 10);
+  expect_matches_cpu(wide, few_batches(), 61, "300 -> 700 -> 10");
+  // An input too wide for any fused tile: the tiled GEMM fallback.
+  Net tall({5000});
+  tall.linear("fc1", 5000, 300).act(R"({"type": "SiLU"})").linear("fc2", 300, 30, false);
+  expect_matches_cpu(tall, few_batches(), 62, "5000 -> 300 -> 30");
+}
+
+TEST(CudaBackend, ConvolutionsAndPooling) {
+  REQUIRE_CUDA();
+  Net a({3, 17, 19});
+  a.conv("conv", 3, 8, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
+  a.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 3, "stride": 2, "padding": 1})");
+  a.batch_norm("bn", "BatchNorm2d", 8).act(R"({"type": "SiLU"})");
+  a.layer(R"({"type": "Flatten"})").linear("fc", 200, 10);
+  expect_matches_cpu(a, all_batches(), 70, "stride 2, padding, max pool, unfolded batch norm");
+
+  Net b({4, 12, 12});
+  b.conv("conv1", 4, 6, {3, 3}, {1, 1}, {2, 2}, {2, 2}, 2, false)
+      .act(R"({"type": "GELU", "approximate": "none"})");
+  b.layer(R"({"type": "AvgPool2d", "name": "pool", "kernel_size": 3, "stride": 2, "padding": 1,
+              "count_include_pad": false})");
+  b.conv("conv2", 6, 6, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 3, true).act(R"({"type": "Sigmoid"})");
+  b.layer(R"({"type": "Flatten"})").linear("fc", 216, 7);
+  expect_matches_cpu(b, few_batches(), 71, "dilation 2, groups, avg pool without padding count");
+
+  Net c({2, 9, 11});
+  c.conv("conv", 2, 5, {3, 5}, {2, 1}, {1, 2}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  c.layer(R"({"type": "AvgPool2d", "name": "pool", "kernel_size": [2, 3], "stride": [1, 2],
+              "padding": [1, 1], "count_include_pad": true})");
+  c.batch_norm("bn", "BatchNorm2d", 5);
+  expect_matches_cpu(c, few_batches(), 72, "non-square kernel, avg pool counting padding");
+}
+
+TEST(CudaBackend, LayerNormAndSoftmax) {
+  REQUIRE_CUDA();
+  Net rows({7, 50});
+  rows.layer_norm("norm", 50).act(R"({"type": "GELU"})").linear("fc", 50, 50);
+  rows.layer(R"({"type": "Softmax", "dim": -1})");
+  expect_matches_cpu(rows, all_batches(), 80, "7 rows of 50 per sample");
+  Net long_rows({3000});
+  long_rows.layer_norm("norm", 3000, false).layer(R"({"type": "Softmax", "dim": -1})");
+  expect_matches_cpu(long_rows, few_batches(), 81, "rows of 3000 (block per row)");
+  Net head({64});
+  head.linear("fc1", 64, 128).layer_norm("norm", 128).act(R"({"type": "ReLU"})");
+  head.linear("fc2", 128, 32).layer(R"({"type": "Softmax"})");
+  expect_matches_cpu(head, all_batches(), 82, "Linear, LayerNorm, Softmax head");
+}
+
+TEST(CudaBackend, DagsWithAddAndConcat) {
+  REQUIRE_CUDA();
+  Net residual({48});
+  residual.linear("fc1", 48, 96).act(R"({"type": "ReLU", "name": "relu"})");
+  residual.linear("fc2", 96, 48);
+  residual.layer(R"({"type": "Add", "name": "add", "inputs": ["fc2", "input"]})")
+      .act(R"({"type": "ReLU"})");
+  residual.layer(R"({"type": "Concat", "name": "cat", "dim": 1, "inputs": ["add", "input"]})");
+  residual.linear("head", 96, 16);
+  expect_matches_cpu(residual, all_batches(), 90, "residual block");
+
+  Net many({16});
+  std::string names;
+  for (int i = 0; i < 10; ++i) {
+    many.linear("l" + std::to_string(i), 16, 16, true, R"(["input"])");
+    names += (i ? ", \"l" : "\"l") + std::to_string(i) + "\"";
+  }
+  many.layer(R"({"type": "Add", "name": "sum", "inputs": [)" + names + "]}")
+      .act(R"({"type": "Tanh"})");
+  expect_matches_cpu(many, few_batches(), 91, "Add of ten inputs");
+
+  Net cat({4, 6});
+  cat.linear("a", 6, 5, true, R"(["input"])").linear("b", 6, 3, true, R"(["input"])");
+  cat.layer(R"({"type": "Concat", "name": "cat", "dim": 2, "inputs": ["a", "b", "input"]})");
+  cat.layer(R"({"type": "Softmax"})");
+  expect_matches_cpu(cat, few_batches(), 92, "Concat along the last of two dims");
+}
+
+TEST(CudaBackend, IdentityModelCopies) {
+  REQUIRE_CUDA();
+  Net net({5, 7});
+  net.layer(R"({"type": "Flatten"})");
+  expect_matches_cpu(net, few_batches(), 100, "Flatten only");
+}
+
+// Golden bundles, random inputs: CUDA against the CPU on the models PyTorch made.
+TEST(CudaBackend, GoldenBundles) {
+  REQUIRE_CUDA();
+  const std::string root = std::string(FUSEDNN_TEST_FIXTURES_DIR) + "/golden/";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root)) {
+    const std::string path = entry.path().string() + "/model.safetensors";
+    if (!std::filesystem::exists(path)) continue;
+    SCOPED_TRACE(path);
+    std::mt19937 random(200 + checked++);
+    fdnn_model_options options;
+    fdnn_model_options_init(&options, sizeof options);
+    options.max_batch = 1000;
+    fdnn_model* cpu = nullptr;
+    ASSERT_EQ(fdnn_model_create_from_file(path.c_str(), &options, &cpu), FDNN_STATUS_OK)
+        << fdnn_last_error_message();
+    options.device = FDNN_DEVICE_CUDA;
+    fdnn_model* gpu = nullptr;
+    ASSERT_EQ(fdnn_model_create_from_file(path.c_str(), &options, &gpu), FDNN_STATUS_OK)
+        << fdnn_last_error_message();
+    fdnn_shape in_shape, out_shape;
+    ASSERT_EQ(fdnn_model_input_shape(cpu, &in_shape), FDNN_STATUS_OK);
+    ASSERT_EQ(fdnn_model_output_shape(cpu, &out_shape), FDNN_STATUS_OK);
+    for (int64_t batch : {int64_t{1}, int64_t{3}, int64_t{257}, int64_t{1000}}) {
+      const std::vector<float> input =
+          normal(static_cast<size_t>(batch * elements(in_shape)), random, 0.0f, 1.0f);
+      std::vector<float> expected(static_cast<size_t>(batch * elements(out_shape)), NAN);
+      std::vector<float> got(expected.size(), NAN);
+      ASSERT_EQ(fdnn_model_run(cpu, batch, input.data(), input.size(), expected.data(),
+                               expected.size()),
+                FDNN_STATUS_OK);
+      ASSERT_EQ(fdnn_model_run(gpu, batch, input.data(), input.size(), got.data(), got.size()),
+                FDNN_STATUS_OK)
+          << fdnn_last_error_message();
+      EXPECT_LE(relative_error(got, expected), kTolerance) << "batch " << batch;
+    }
+    fdnn_model_destroy(cpu);
+    fdnn_model_destroy(gpu);
+  }
+  EXPECT_GT(checked, 0) << "no golden bundles under " << root;
+}
+
+#if FUSEDNN_TEST_WITH_CUDART
+// The device path with the caller's buffers changing between runs (graphs re-pointed, not
+// recaptured), a second stream, and runs queued back to back before one synchronisation.
+TEST(CudaBackend, DevicePathRotatingBuffersAndStreams) {
+  REQUIRE_CUDA();
+  for (const bool lenet : {false, true}) {
+    Net net = seed_mlp();
+    if (lenet) {
+      net = Net({1, 28, 28});
+      net.conv("c1", 1, 6, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+      net.layer(R"({"type": "AvgPool2d", "name": "p1", "kernel_size": 2, "stride": 2})");
+      net.conv("c2", 6, 16, {5, 5}, {1, 1}, {0, 0}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+      net.layer(R"({"type": "AvgPool2d", "name": "p2", "kernel_size": 2, "stride": 2})");
+      net.layer(R"({"type": "Flatten"})").linear("f1", 400, 120).act(R"({"type": "Tanh"})");
+      net.linear("f2", 120, 84).act(R"({"type": "Tanh"})").linear("f3", 84, 10);
+    }
+    SCOPED_TRACE(lenet ? "LeNet-5" : "seed MLP");
+    std::mt19937 random(lenet ? 300 : 301);
+    const auto weights = draw_weights(net, random);
+    const int64_t batch = 33;
+    fdnn_model* cpu = create_model(net.spec(), FDNN_DEVICE_CPU, batch, 1);
+    fdnn_model* gpu = create_model(net.spec(), FDNN_DEVICE_CUDA, batch, 1);
+    ASSERT_TRUE(cpu && gpu);
+    set_weights(cpu, net, weights);
+    set_weights(gpu, net, weights);
+    fdnn_shape in_shape, out_shape;
+    ASSERT_EQ(fdnn_model_input_shape(cpu, &in_shape), FDNN_STATUS_OK);
+    ASSERT_EQ(fdnn_model_output_shape(cpu, &out_shape), FDNN_STATUS_OK);
+    const size_t in_count = static_cast<size_t>(batch * elements(in_shape));
+    const size_t out_count = static_cast<size_t>(batch * elements(out_shape));
+    fdnn_context* context = nullptr;
+    ASSERT_EQ(fdnn_context_create(gpu, &context), FDNN_STATUS_OK) << fdnn_last_error_message();
+
+    constexpr int kSets = 3;
+    std::vector<std::vector<float>> inputs, expected;
+    float* device_in[kSets] = {};
+    float* device_out[kSets] = {};
+    cudaStream_t streams[2] = {};
+    for (cudaStream_t& stream : streams) {
+      CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    }
+    const std::vector<float> poison(out_count, NAN);
+    for (int k = 0; k < kSets; ++k) {
+      inputs.push_back(normal(in_count, random, 0.0f, 1.0f));
+      expected.emplace_back(out_count, NAN);
+      ASSERT_EQ(fdnn_model_run(cpu, batch, inputs[k].data(), in_count, expected[k].data(),
+                               out_count),
+                FDNN_STATUS_OK);
+      CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&device_in[k]), in_count * sizeof(float)));
+      CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&device_out[k]), out_count * sizeof(float)));
+      CUDA_OK(cudaMemcpy(device_in[k], inputs[k].data(), in_count * sizeof(float),
+                         cudaMemcpyHostToDevice));
+    }
+    for (int round = 0; round < 3; ++round) {
+      for (int k = 0; k < kSets; ++k) {
+        CUDA_OK(cudaMemcpy(device_out[k], poison.data(), out_count * sizeof(float),
+                           cudaMemcpyHostToDevice));
+      }
+      // Queued back to back, alternating streams, one wait at the end.
+      for (int k = 0; k < kSets; ++k) {
+        ASSERT_EQ(fdnn_context_run_device(context, batch, device_in[k], in_count, device_out[k],
+                                          out_count, streams[(round + k) % 2]),
+                  FDNN_STATUS_OK)
+            << fdnn_last_error_message();
+      }
+      CUDA_OK(cudaDeviceSynchronize());
+      for (int k = 0; k < kSets; ++k) {
+        std::vector<float> got(out_count);
+        CUDA_OK(cudaMemcpy(got.data(), device_out[k], out_count * sizeof(float),
+                           cudaMemcpyDeviceToHost));
+        EXPECT_LE(relative_error(got, expected[k]), kTolerance) << "round " << round << " set " << k;
+      }
+    }
+    fdnn_context_destroy(context);
+    for (int k = 0; k < kSets; ++k) {
+      cudaFree(device_in[k]);
+      cudaFree(device_out[k]);
+    }
+    for (cudaStream_t stream : streams) cudaStreamDestroy(stream);
+    fdnn_model_destroy(cpu);
+    fdnn_model_destroy(gpu);
+  }
+}
+#endif
+
+TEST(CudaBackend, ThreadsShareOneModel) {
+  REQUIRE_CUDA();
+  const Net net = seed_mlp();
+  std::mt19937 random(400);
+  const auto weights = draw_weights(net, random);
+  fdnn_model* cpu = create_model(net.spec(), FDNN_DEVICE_CPU, 64, 1);
+  fdnn_model* gpu = create_model(net.spec(), FDNN_DEVICE_CUDA, 64, 1);
+  ASSERT_TRUE(cpu && gpu);
+  set_weights(cpu, net, weights);
+  set_weights(gpu, net, weights);
+  std::vector<float> input = normal(64 * 100, random, 0.0f, 1.0f);
+  std::vector<float> expected(64 * 10, NAN);
+  ASSERT_EQ(fdnn_model_run(cpu, 64, input.data(), input.size(), expected.data(), expected.size()),
+            FDNN_STATUS_OK);
+  std::vector<double> errors(4, INFINITY);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      double worst = 0;
+      for (int i = 0; i < 50; ++i) {
+        std::vector<float> got(expected.size(), NAN);
+        if (fdnn_model_run(gpu, 64, input.data(), input.size(), got.data(), got.size()) !=
+            FDNN_STATUS_OK) {
+          worst = INFINITY;
+          break;
+        }
+        worst = std::max(worst, relative_error(got, expected));
+      }
+      errors[t] = worst;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (double error : errors) EXPECT_LE(error, kTolerance);
+  // A context keeps the weights alive after its model is gone.
+  fdnn_context* context = nullptr;
+  ASSERT_EQ(fdnn_context_create(gpu, &context), FDNN_STATUS_OK);
+  fdnn_model_destroy(gpu);
+  std::vector<float> got(expected.size(), NAN);
+  ASSERT_EQ(fdnn_context_run(context, 64, input.data(), input.size(), got.data(), got.size()),
+            FDNN_STATUS_OK);
+  EXPECT_LE(relative_error(got, expected), kTolerance);
+  fdnn_context_destroy(context);
+  fdnn_model_destroy(cpu);
+}
+
+TEST(CudaBackend, DeviceSelection) {
+  REQUIRE_CUDA();
+  int32_t gpus = 0;
+  ASSERT_EQ(fdnn_cuda_device_count(&gpus), FDNN_STATUS_OK);
+  const std::string spec = seed_mlp().spec();
+  fdnn_model_options options;
+  fdnn_model_options_init(&options, sizeof options);
+  options.device = FDNN_DEVICE_CUDA;
+  options.device_id = gpus;  // one past the last
+  fdnn_model* model = nullptr;
+  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+            FDNN_STATUS_UNSUPPORTED);
+  EXPECT_NE(std::string(fdnn_last_error_message()).find("device_id"), std::string::npos)
+      << fdnn_last_error_message();
+  EXPECT_EQ(model, nullptr);
+  options.device = FDNN_DEVICE_AUTO;
+  options.device_id = 0;
+  ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+            FDNN_STATUS_OK);
+  fdnn_device device = FDNN_DEVICE_CPU;
+  ASSERT_EQ(fdnn_model_device(model, &device), FDNN_STATUS_OK);
+  EXPECT_EQ(device, FDNN_DEVICE_CUDA);
+  fdnn_model_destroy(model);
+}
+
+// Runs in every build: without a GPU, CUDA is refused with a message that says why.
+TEST(CudaBackend, WithoutAGpuCudaIsUnsupported) {
+  int32_t gpus = -1;
+  ASSERT_EQ(fdnn_cuda_device_count(&gpus), FDNN_STATUS_OK);
+  ASSERT_GE(gpus, 0);
+  if (gpus > 0) GTEST_SKIP() << "a CUDA device is visible; the no-GPU behaviour is not testable";
+  const std::string spec = seed_mlp().spec();
+  fdnn_model_options options;
+  fdnn_model_options_init(&options, sizeof options);
+  options.device = FDNN_DEVICE_CUDA;
+  fdnn_model* model = nullptr;
+  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+            FDNN_STATUS_UNSUPPORTED);
+  const std::string message = fdnn_last_error_message();
+  EXPECT_TRUE(message.find("without the CUDA backend") != std::string::npos ||
+              message.find("no CUDA device") != std::string::npos)
+      << message;
+  options.device = FDNN_DEVICE_AUTO;
+  ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+            FDNN_STATUS_OK);
+  fdnn_device device = FDNN_DEVICE_CUDA;
+  ASSERT_EQ(fdnn_model_device(model, &device), FDNN_STATUS_OK);
+  EXPECT_EQ(device, FDNN_DEVICE_CPU);
+  fdnn_model_destroy(model);
+}
+
+}  // namespace
