@@ -7,6 +7,7 @@
 
 #include "api/firewall.hpp"
 #include "api/handles.hpp"
+#include "common/raw_enum.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "fusednn/fusednn.h"
 #include "graph/model_file.hpp"
@@ -55,7 +56,7 @@ const char* fdnn_version_string(void) {
 }
 
 const char* fdnn_status_string(fdnn_status status) {
-  switch (status) {
+  switch (fusednn::raw_enum_value(status)) {
     case FDNN_STATUS_OK: return "FDNN_STATUS_OK";
     case FDNN_STATUS_INVALID_ARGUMENT: return "FDNN_STATUS_INVALID_ARGUMENT";
     case FDNN_STATUS_IO_ERROR: return "FDNN_STATUS_IO_ERROR";
@@ -146,7 +147,7 @@ fdnn_status fdnn_model_set_weight(fdnn_model* model, const char* name, fdnn_dtyp
              name, "' has a negative extent");
       }
     }
-    model->model.set_weight(name, dtype, data, dims);
+    model->model.set_weight(name, fusednn::raw_enum_value(dtype), data, dims);
   });
 }
 

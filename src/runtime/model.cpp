@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "common/error.hpp"
+#include "common/raw_enum.hpp"
 #include "graph/little_endian.hpp"
 #include "graph/safetensors_file.hpp"
 #include "graph/weight_directory.hpp"
@@ -36,7 +37,7 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
   if (given.device_id < 0) {
     fail(FDNN_STATUS_INVALID_ARGUMENT, "options.device_id is ", given.device_id);
   }
-  switch (given.device) {
+  switch (raw_enum_value(given.device)) {
     case FDNN_DEVICE_CPU:
       resolved.device = FDNN_DEVICE_CPU;
       break;
@@ -55,7 +56,7 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
     }
     default:
       fail(FDNN_STATUS_INVALID_ARGUMENT, "options.device has unknown value ",
-           static_cast<int>(given.device));
+           raw_enum_value(given.device));
   }
   resolved.max_batch = given.max_batch;
   resolved.device_id = given.device_id;
@@ -130,7 +131,7 @@ void Model::accept_weights(std::vector<NamedTensor> tensors) {
   weights_.accept(std::move(tensors));
 }
 
-void Model::set_weight(const std::string& name, fdnn_dtype dtype, const void* data,
+void Model::set_weight(const std::string& name, int32_t dtype, const void* data,
                        const Shape& shape) {
   require_mutable();
   NamedTensor tensor;
@@ -155,7 +156,7 @@ void Model::set_weight(const std::string& name, fdnn_dtype dtype, const void* da
       break;
     }
     default:
-      fail(FDNN_STATUS_INVALID_ARGUMENT, "dtype ", static_cast<int>(dtype), " of tensor '", name,
+      fail(FDNN_STATUS_INVALID_ARGUMENT, "dtype ", dtype, " of tensor '", name,
            "' is not an fdnn_dtype");
   }
   weights_.accept({std::move(tensor)});

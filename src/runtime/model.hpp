@@ -57,7 +57,8 @@ class Model {
   // A .safetensors file or a directory of .bin / .txt files.
   void load_weights(const std::string& path);
   void accept_weights(std::vector<NamedTensor> tensors);
-  void set_weight(const std::string& name, fdnn_dtype dtype, const void* data, const Shape& shape);
+  // dtype is an fdnn_dtype value as the caller passed it (checked here).
+  void set_weight(const std::string& name, int32_t dtype, const void* data, const Shape& shape);
   void validate() const;
 
   const Graph& graph() const { return graph_; }

@@ -25,7 +25,10 @@ TEST(ApiContract, StatusValuesArePinnedAndNamed) {
     EXPECT_NE(name, "FDNN_STATUS_UNKNOWN") << value;
   }
   EXPECT_STREQ(fdnn_status_string(FDNN_STATUS_WEIGHT_MISMATCH), "FDNN_STATUS_WEIGHT_MISMATCH");
-  EXPECT_STREQ(fdnn_status_string(static_cast<fdnn_status>(999)), "FDNN_STATUS_UNKNOWN");
+  const int32_t unknown = 999;
+  fdnn_status unknown_status;
+  std::memcpy(&unknown_status, &unknown, sizeof unknown_status);
+  EXPECT_STREQ(fdnn_status_string(unknown_status), "FDNN_STATUS_UNKNOWN");
 }
 
 TEST(ApiContract, OptionsInitSetsSizeAndDefaults) {
@@ -218,7 +221,8 @@ TEST(ApiContract, OptionsAreChecked) {
   EXPECT_NE(std::string(fdnn_last_error_message()).find("cpu_threads"), std::string::npos);
 
   fdnn_model_options_init(&options, sizeof options);
-  options.device = static_cast<fdnn_device>(42);
+  const int32_t unknown_device = 42;  // what a C caller can pass
+  std::memcpy(&options.device, &unknown_device, sizeof options.device);
   EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
             FDNN_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(fdnn_last_error_message()).find("device"), std::string::npos);

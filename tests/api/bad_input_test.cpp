@@ -157,6 +157,16 @@ std::vector<BadInputCase> cases() {
   add("MisTypedWeight", [](const TempDir& dir) {
     return load_into_tiny(dir.write("int.safetensors", tiny_safetensors("", "", "I32")));
   }, FDNN_STATUS_WEIGHT_MISMATCH, {"fc.weight", "I32"});
+  add("UnknownDtype", [](const TempDir&) {
+    return with_tiny([](fdnn_model* m) {
+      const float values[2] = {};
+      const int64_t shape[] = {2};
+      int32_t raw = 7;
+      fdnn_dtype dtype;
+      std::memcpy(&dtype, &raw, sizeof dtype);  // what a C caller passing 7 hands over
+      return fdnn_model_set_weight(m, "fc.bias", dtype, values, shape, 1);
+    }, false);
+  }, FDNN_STATUS_INVALID_ARGUMENT, {"dtype 7", "fc.bias"});
   add("UnknownWeightName", [](const TempDir&) {
     return with_tiny([](fdnn_model* m) {
       const float values[2] = {};
