@@ -1,10 +1,19 @@
-// Conv2d, direct: one thread per output element sums its window over the group's input
-// channels. Neighbouring threads compute neighbouring columns of one output plane, so input
-// reads coalesce and the filter (the same for the whole warp) is a broadcast through L1.
-// LeNet-5's second convolution at batch 1024 is 1024 x 16 x 10 x 10 x 150 = 246 M multiply-adds,
-// ~7 us at the fp32 rate; this simple form is good for the small models fusednn targets, not for
-// wide ResNets (an implicit GEMM would be the next step there).
+// Conv2d, direct, in two forms.
+//
+// Staged (when a sample's input planes and a block's filters fit in 48 KB of shared memory,
+// which covers LeNet-class models): one block per (sample, group of output channels) copies the
+// sample's input, zero-padded, and its filters into shared memory once, then each thread computes
+// outputs with no bounds checks and every operand from shared memory. LeNet-5's second
+// convolution at batch 1024 is 1024 x 16 x 10 x 10 x 150 = 246 M multiply-adds, ~7 us at the fp32
+// rate; reading the input once per block instead of once per tap is what makes it reachable.
+//
+// Global (anything larger): one thread per output element sums its window from global memory
+// through L1; neighbouring threads compute neighbouring columns, so reads coalesce and the
+// filter is a broadcast. Correct for every geometry, not fast for wide ResNets (an implicit GEMM
+// would be the next step there).
 #include "backends/cuda/conv2d.hpp"
+
+#include <algorithm>
 
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/launch.hpp"
@@ -57,12 +66,100 @@ __global__ void __launch_bounds__(kThreads) conv2d_kernel(Conv2dArgs args) {
   }
 }
 
+constexpr int kStagedSharedBytes = 48 * 1024;
+
+struct StagedConv {
+  Conv2dArgs args;
+  int32_t padded_height, padded_width;  // the input plane with its zero border
+  int32_t channels_per_block;           // output channels one block computes
+};
+
+__global__ void __launch_bounds__(kThreads) conv2d_staged_kernel(const __grid_constant__ StagedConv staged) {
+  extern __shared__ float shared[];
+  const Conv2dArgs& args = staged.args;
+  const int n = blockIdx.x;
+  const int oc0 = blockIdx.y * staged.channels_per_block;
+  const int oc_count = min(staged.channels_per_block, args.out_channels - oc0);
+  const int group_in = args.in_channels / args.groups;
+  const int group_out = args.out_channels / args.groups;
+  const int taps = args.kernel_height * args.kernel_width;
+  const int plane = staged.padded_height * staged.padded_width;
+  float* input = shared;                                   // [in_channels][padded h][padded w]
+  float* filters = shared + args.in_channels * plane;      // [oc_count][group_in][kh][kw]
+
+  const float* x = args.x + static_cast<int64_t>(n) * args.in_channels * args.in_height * args.in_width;
+  for (int index = threadIdx.x; index < args.in_channels * plane; index += blockDim.x) {
+    const int c = index / plane;
+    const int within = index - c * plane;
+    const int row = within / staged.padded_width - args.padding_height;
+    const int col = within % staged.padded_width - args.padding_width;
+    const bool inside = row >= 0 && row < args.in_height && col >= 0 && col < args.in_width;
+    input[index] = inside ? x[(static_cast<int64_t>(c) * args.in_height + row) * args.in_width + col]
+                          : 0.0f;
+  }
+  const float* w = args.weight + static_cast<int64_t>(oc0) * group_in * taps;
+  for (int index = threadIdx.x; index < oc_count * group_in * taps; index += blockDim.x) {
+    filters[index] = w[index];
+  }
+  __syncthreads();
+
+  const int per_plane = args.out_height * args.out_width;
+  float* y = args.y + (static_cast<int64_t>(n) * args.out_channels + oc0) * per_plane;
+  for (int index = threadIdx.x; index < oc_count * per_plane; index += blockDim.x) {
+    const int o = index / per_plane;
+    const int within = index - o * per_plane;
+    const int oh = within / args.out_width;
+    const int ow = within - oh * args.out_width;
+    const int oc = oc0 + o;
+    const float* in = input + (oc / group_out) * group_in * plane +
+                      oh * args.stride_height * staged.padded_width + ow * args.stride_width;
+    const float* f = filters + o * group_in * taps;
+    float acc = 0.0f;
+    for (int c = 0; c < group_in; ++c) {
+      for (int kh = 0; kh < args.kernel_height; ++kh) {
+        const float* row = in + kh * args.dilation_height * staged.padded_width;
+        for (int kw = 0; kw < args.kernel_width; ++kw) {
+          acc = fmaf(row[kw * args.dilation_width], f[kw], acc);
+        }
+        f += args.kernel_width;
+      }
+      in += plane;
+    }
+    if (args.bias) acc += args.bias[oc];
+    y[index] = apply_epilogue(args.epilogue, acc);
+  }
+}
+
 }  // namespace
 
 void launch_conv2d(const Conv2dArgs& args, const DeviceInfo& device, cudaStream_t stream) {
   const int64_t count =
       args.batch * args.out_channels * static_cast<int64_t>(args.out_height) * args.out_width;
   if (count <= 0) return;
+  StagedConv staged;
+  staged.args = args;
+  staged.padded_height = args.in_height + 2 * args.padding_height;
+  staged.padded_width = args.in_width + 2 * args.padding_width;
+  const int64_t input_floats =
+      static_cast<int64_t>(args.in_channels) * staged.padded_height * staged.padded_width;
+  const int64_t filter_floats = static_cast<int64_t>(args.in_channels / args.groups) *
+                                args.kernel_height * args.kernel_width;
+  // Enough blocks to cover the SMs when the batch is small: split the output channels.
+  const int64_t wanted_groups = std::max<int64_t>(1, (device.sm_count + args.batch - 1) / args.batch);
+  int64_t per_block = std::max<int64_t>(1, (args.out_channels + wanted_groups - 1) / wanted_groups);
+  while (per_block > 1 &&
+         (input_floats + per_block * filter_floats) * int64_t{sizeof(float)} > kStagedSharedBytes) {
+    per_block = (per_block + 1) / 2;
+  }
+  const int64_t shared_bytes = (input_floats + per_block * filter_floats) * int64_t{sizeof(float)};
+  if (shared_bytes <= kStagedSharedBytes && args.batch <= 0x7fffffff) {
+    staged.channels_per_block = static_cast<int32_t>(per_block);
+    const dim3 grid(static_cast<unsigned>(args.batch),
+                    static_cast<unsigned>((args.out_channels + per_block - 1) / per_block));
+    launch_kernel(conv2d_staged_kernel, "conv2d_staged_kernel", grid, kThreads,
+                  static_cast<size_t>(shared_bytes), stream, staged);
+    return;
+  }
   const unsigned blocks = grid_for(count, kThreads, static_cast<long long>(device.sm_count) * 16);
   launch_kernel(conv2d_kernel, "conv2d_kernel", blocks, kThreads, 0, stream, args);
 }

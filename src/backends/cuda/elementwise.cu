@@ -15,6 +15,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kBlocksPerSm = 8;
+constexpr int kUnroll = 4;
 
 bool aligned16(const void* pointer) {
   return (reinterpret_cast<uintptr_t>(pointer) & 15u) == 0;
@@ -29,7 +30,22 @@ __global__ void __launch_bounds__(kThreads) elementwise_kernel(ElementwiseArgs a
     const int64_t quads = args.count / 4;
     const float4* x4 = reinterpret_cast<const float4*>(args.x);
     float4* y4 = reinterpret_cast<float4*>(args.y);
-    for (int64_t i = first; i < quads; i += stride) {
+    // kUnroll independent 16-byte loads in flight per thread before the first use.
+    int64_t i = first;
+    for (; i + (kUnroll - 1) * stride < quads; i += kUnroll * stride) {
+      float4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v[u] = x4[i + u * stride];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        v[u].x = apply_epilogue(args.epilogue, v[u].x);
+        v[u].y = apply_epilogue(args.epilogue, v[u].y);
+        v[u].z = apply_epilogue(args.epilogue, v[u].z);
+        v[u].w = apply_epilogue(args.epilogue, v[u].w);
+        y4[i + u * stride] = v[u];
+      }
+    }
+    for (; i < quads; i += stride) {
       float4 v = x4[i];
       v.x = apply_epilogue(args.epilogue, v.x);
       v.y = apply_epilogue(args.epilogue, v.y);

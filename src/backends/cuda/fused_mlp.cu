@@ -74,6 +74,18 @@ __device__ __forceinline__ void load_vector(const float* source, float (&values)
   }
 }
 
+template <int kCount>
+__device__ __forceinline__ void store_vector(float* destination, const float (&values)[kCount]) {
+  if constexpr (kCount == 4) {
+    *reinterpret_cast<float4*>(destination) = make_float4(values[0], values[1], values[2], values[3]);
+  } else if constexpr (kCount == 2) {
+    *reinterpret_cast<float2*>(destination) = make_float2(values[0], values[1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) destination[i] = values[i];
+  }
+}
+
 template <class Tile>
 __global__ void __launch_bounds__(kThreads) fused_mlp_kernel(const __grid_constant__ FusedMlpParams p) {
   constexpr int kRows = Tile::kTileRows;
@@ -93,15 +105,20 @@ __global__ void __launch_bounds__(kThreads) fused_mlp_kernel(const __grid_consta
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int valid_rows = static_cast<int>(min(static_cast<int64_t>(kRows), p.rows - row0));
 
-  // The block's rows of x, transposed into act0; rows past the batch are zeros (computed on but
-  // never stored).
+  // The block's rows of x, transposed into act0 by 4-byte asynchronous copies that join the
+  // first weight chunk's group, so their latency overlaps the weight prologue; rows past the
+  // batch are zeros (computed on, never stored).
   {
     const int in0 = p.layers[0].in;
     const float* x = p.x + row0 * in0;
     for (int index = tid; index < kRows * in0; index += kThreads) {
       const int r = index / in0;
       const int k = index - r * in0;
-      act0[k * kLd + r] = r < valid_rows ? x[static_cast<int64_t>(r) * in0 + k] : 0.0f;
+      if (r < valid_rows) {
+        __pipeline_memcpy_async(act0 + k * kLd + r, x + static_cast<int64_t>(r) * in0 + k, 4);
+      } else {
+        act0[k * kLd + r] = 0.0f;
+      }
     }
   }
 
@@ -197,15 +214,20 @@ __global__ void __launch_bounds__(kThreads) fused_mlp_kernel(const __grid_consta
               const int col = c0 + cg * kC + j;
               if (col < layer.out) {
                 const float b = layer.bias ? layer.bias[col] : 0.0f;
+                float values[kR];
 #pragma unroll
                 for (int i = 0; i < kR; ++i) {
-                  const int r = rg * kR + i;
-                  const float value = apply_epilogue(layer.epilogue, acc[t][i][j] + b);
-                  if (last) {
-                    if (r < valid_rows) p.y[(row0 + r) * layer.out + col] = value;
-                  } else {
-                    next[col * kLd + r] = value;
+                  values[i] = apply_epilogue(layer.epilogue, acc[t][i][j] + b);
+                }
+                if (last) {
+#pragma unroll
+                  for (int i = 0; i < kR; ++i) {
+                    const int r = rg * kR + i;
+                    if (r < valid_rows) p.y[(row0 + r) * layer.out + col] = values[i];
                   }
+                } else {
+                  // The thread's kR rows of this feature are contiguous: one vector store.
+                  store_vector<kR>(next + col * kLd + rg * kR, values);
                 }
               }
             }
@@ -225,7 +247,7 @@ __global__ void __launch_bounds__(kThreads) fused_mlp_kernel(const __grid_consta
 }
 
 template <class Tile>
-FusedMlpVariant fit_variant(int even_width, int odd_width, int widest_tile,
+FusedMlpVariant fit_variant(int even_width, int odd_width, int widest_tile, int largest_layer,
                             const DeviceInfo& device) {
   FusedMlpVariant variant;
   variant.tile_rows = Tile::kTileRows;
@@ -246,6 +268,19 @@ FusedMlpVariant fit_variant(int even_width, int odd_width, int widest_tile,
     if (stage_floats == min_stage) break;
     stage_floats = std::max(min_stage, stage_floats / 2);
   }
+  // For grids of at most one block per SM nothing shares the SM: stages as large as the shared
+  // memory allows (a whole layer each when it fits), so fewer serial wait-and-sync rounds.
+  variant.wide_stage_floats = variant.stage_floats;
+  variant.wide_shared_bytes = variant.shared_bytes;
+  if (variant.usable && device.shared_per_block_optin > activation_bytes) {
+    const size_t room = (device.shared_per_block_optin - activation_bytes) / sizeof(float) /
+                        Tile::kStages / 4 * 4;
+    const size_t wide = std::min<size_t>(room, static_cast<size_t>(largest_layer + 3) / 4 * 4);
+    if (wide > static_cast<size_t>(variant.stage_floats)) {
+      variant.wide_stage_floats = static_cast<int>(wide);
+      variant.wide_shared_bytes = activation_bytes + sizeof(float) * Tile::kStages * wide;
+    }
+  }
   return variant;
 }
 
@@ -262,7 +297,6 @@ void launch_tile(const FusedMlpPlan& plan, const FusedMlpVariant& variant, const
   p.layer_count = static_cast<int32_t>(plan.layers.size());
   p.even_width = plan.even_width;
   p.odd_width = plan.odd_width;
-  p.stage_floats = variant.stage_floats;
   const int64_t row_tiles = (rows + Tile::kTileRows - 1) / Tile::kTileRows;
   int slices = 1;
   for (int l = 0; l < p.layer_count; ++l) {
@@ -285,10 +319,15 @@ void launch_tile(const FusedMlpPlan& plan, const FusedMlpVariant& variant, const
       layer.tile_cols = tile_cols;
       slices = slices_for(tile_cols);
     }
-    layer.chunk_rows = std::max(1, variant.stage_floats / layer.tile_cols);
+  }
+  const bool wide = row_tiles * slices <= device.sm_count;
+  p.stage_floats = wide ? variant.wide_stage_floats : variant.stage_floats;
+  for (int l = 0; l < p.layer_count; ++l) {
+    p.layers[l].chunk_rows = std::max(1, p.stage_floats / p.layers[l].tile_cols);
   }
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(slices));
-  launch_kernel(fused_mlp_kernel<Tile>, name, grid, kThreads, variant.shared_bytes, stream, p);
+  launch_kernel(fused_mlp_kernel<Tile>, name, grid, kThreads,
+                wide ? variant.wide_shared_bytes : variant.shared_bytes, stream, p);
 }
 
 }  // namespace
@@ -296,7 +335,7 @@ void launch_tile(const FusedMlpPlan& plan, const FusedMlpVariant& variant, const
 bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceInfo& device,
                     FusedMlpPlan* plan) {
   if (layers.empty() || layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) return false;
-  int even = 0, odd = 0, widest_tile = 0;
+  int even = 0, odd = 0, widest_tile = 0, largest_layer = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
     const FusedMlpLayerDesc& layer = layers[l];
     if (layer.in < 1 || layer.out < 1 || layer.padded_out != round_up4(layer.out)) return false;
@@ -305,14 +344,15 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceIn
     int& width = (l % 2 == 0) ? even : odd;
     width = std::max(width, layer.in);
     widest_tile = std::max(widest_tile, std::min(layer.padded_out, kFusedMlpMaxWidth));
+    largest_layer = std::max(largest_layer, layer.in * std::min(layer.padded_out, kFusedMlpMaxWidth));
   }
   FusedMlpPlan result;
   result.layers = layers;
   result.even_width = even;
   result.odd_width = odd;
-  result.variants[0] = fit_variant<SmallTile>(even, odd, widest_tile, device);
-  result.variants[1] = fit_variant<MediumTile>(even, odd, widest_tile, device);
-  result.variants[2] = fit_variant<LargeTile>(even, odd, widest_tile, device);
+  result.variants[0] = fit_variant<SmallTile>(even, odd, widest_tile, largest_layer, device);
+  result.variants[1] = fit_variant<MediumTile>(even, odd, widest_tile, largest_layer, device);
+  result.variants[2] = fit_variant<LargeTile>(even, odd, widest_tile, largest_layer, device);
   bool any = false;
   for (const FusedMlpVariant& variant : result.variants) any = any || variant.usable;
   if (!any) return false;

@@ -40,6 +40,8 @@ struct FusedMlpVariant {
   int tile_rows = 0;
   int stage_floats = 0;  // floats per staging buffer
   size_t shared_bytes = 0;
+  int wide_stage_floats = 0;  // the same for grids of at most one block per SM
+  size_t wide_shared_bytes = 0;
 };
 
 struct FusedMlpPlan {

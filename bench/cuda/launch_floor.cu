@@ -1,0 +1,64 @@
+// The machine's floor for one call: back-to-back launches of an empty kernel on one stream, with
+// an 8-byte parameter and with a parameter as large as the fused MLP's (1144 bytes). Per call:
+// the host's submit time and the stream's time per launch (CUDA events). Prints JSON lines.
+//   nvcc -O2 -arch=sm_90 launch_floor.cu -o launch_floor
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+struct Large {
+  char bytes[1144];
+};
+
+__global__ void empty_small(float* p) {
+  if (p == nullptr && threadIdx.x == 1000) *p = 0;
+}
+__global__ void empty_large(const __grid_constant__ Large p) {
+  if (p.bytes[0] == 1 && threadIdx.x == 1000) printf("x");
+}
+
+template <typename Launch>
+void measure(const char* name, Launch launch, cudaStream_t stream) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  const int calls = 2000;
+  for (int i = 0; i < calls; ++i) launch();
+  cudaStreamSynchronize(stream);
+  std::vector<double> device, submit;
+  for (int r = 0; r < 15; ++r) {
+    cudaEventRecord(start, stream);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) launch();
+    const auto t1 = std::chrono::steady_clock::now();
+    cudaEventRecord(stop, stream);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    device.push_back(1000.0 * ms / calls);
+    submit.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / calls);
+  }
+  std::sort(device.begin(), device.end());
+  std::sort(submit.begin(), submit.end());
+  std::printf("{\"floor\": \"%s\", \"per_call_us\": %.3f, \"submit_us\": %.3f}\n", name,
+              device[device.size() / 2], submit[submit.size() / 2]);
+}
+
+int main() {
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  Large large{};
+  measure("empty kernel, 8-byte parameter", [&] { empty_small<<<1, 256, 0, stream>>>(nullptr); },
+          stream);
+  measure("empty kernel, 1144-byte parameter", [&] { empty_large<<<1, 256, 0, stream>>>(large); },
+          stream);
+  cudaStreamCaptureStatus status;
+  measure("cudaStreamIsCapturing",
+          [&] { cudaStreamIsCapturing(stream, &status); }, stream);
+  const cudaError_t error = cudaGetLastError();
+  std::printf("{\"floor_status\": \"%s\"}\n", cudaGetErrorString(error));
+  return 0;
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Everything the CUDA backend needs a GPU for, in one call on the GPU machine:
+#   build (sm_90 only) -> CUDA tests (+ the API and golden suites) -> benchmark ->
+#   compute-sanitizer memcheck and racecheck on the CUDA tests (quick batch sizes).
+# Each phase has a time cap and the whole script stays under TOTAL_BUDGET seconds; a phase that
+# fails or runs out of time is recorded and the next one still runs. Logs go to $OUT (8 files at
+# most: summary.txt first).
+#
+# Dependencies the GPU machine lacks travel in .carry/ (git-ignored): nlohmann-json's headers and
+# CMake config (.carry/include, .carry/share/cmake) and GoogleTest's sources (.carry/googletest),
+# built here first. Prepare them on the development machine with:
+#   mkdir -p .carry/include .carry/share/cmake && cp -r /usr/include/nlohmann .carry/include/ &&
+#   cp -r /usr/share/cmake/nlohmann_json .carry/share/cmake/ && cp -r /usr/src/googletest .carry/
+# and pass carry: [".carry"].
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-/tmp/fusednn_gpu_out}
+mkdir -p "$OUT"
+TOTAL_BUDGET=${TOTAL_BUDGET:-560}
+START=$(date +%s)
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+JOBS=$(nproc)
+
+note() { echo "== [$(($(date +%s) - START))s] $*" | tee -a "$SUMMARY"; }
+left() { echo $((TOTAL_BUDGET - ($(date +%s) - START))); }
+# phase NAME CAP LOG command...: runs with a cap of min(CAP, time left - 5 s)
+phase() {
+  local name=$1 cap=$2 log=$3
+  shift 3
+  local budget
+  budget=$(left)
+  budget=$((budget - 5))
+  ((budget < cap)) && cap=$budget
+  if ((cap < 10)); then
+    note "$name: SKIPPED (no time left)"
+    return 1
+  fi
+  note "$name: start (cap ${cap}s)"
+  timeout --kill-after=5 "$cap" "$@" >>"$log" 2>&1
+  local rc=$?
+  if ((rc == 124 || rc == 137)); then
+    note "$name: TIMED OUT after ${cap}s (see $(basename "$log"))"
+  elif ((rc != 0)); then
+    note "$name: FAILED rc=$rc (see $(basename "$log"))"
+  else
+    note "$name: ok"
+  fi
+  return $rc
+}
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  nvcc --version | tail -2
+  g++ --version | head -1
+  cmake --version | head -1
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+} >>"$SUMMARY" 2>&1
+
+BUILD_LOG="$OUT/build.log"
+DEPS=/tmp/fusednn_deps
+phase "googletest build" 120 "$BUILD_LOG" bash -c "
+  cmake -S .carry/googletest -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX=$DEPS -DCMAKE_POSITION_INDEPENDENT_CODE=ON &&
+  cmake --build /tmp/gtest-build -j $JOBS && cmake --install /tmp/gtest-build"
+phase "configure" 60 "$BUILD_LOG" cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DFUSEDNN_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DFUSEDNN_BUILD_TOOLS=OFF \
+  "-DCMAKE_PREFIX_PATH=$ROOT/.carry;$DEPS"
+phase "build" 240 "$BUILD_LOG" cmake --build build-gpu -j "$JOBS" --target fusednn \
+  fusednn_cuda_tests fusednn_api_tests fusednn_golden_tests
+grep -E "error|warning" "$BUILD_LOG" | head -20 >>"$SUMMARY"
+
+TESTS=build-gpu/tests/backends/cuda/fusednn_cuda_tests
+TEST_LOG="$OUT/tests.log"
+if [[ -x $TESTS ]]; then
+  phase "CUDA tests" 150 "$TEST_LOG" "$TESTS"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|Failure|relative_error|error:" "$TEST_LOG" \
+    | head -40 >>"$SUMMARY"
+  phase "API and golden tests" 60 "$TEST_LOG" bash -c \
+    "build-gpu/tests/api/fusednn_api_tests && build-gpu/tests/golden/fusednn_golden_tests"
+  grep -E "^\[  (PASSED|FAILED) " "$TEST_LOG" | tail -6 >>"$SUMMARY"
+fi
+
+# Registers, spills and the fused kernels' instruction mix (no device time to speak of).
+{
+  obj=$(find build-gpu -name 'fused_mlp.cu.o' | head -1)
+  if [[ -n $obj ]] && command -v cuobjdump >/dev/null; then
+    echo "--- fused_mlp.cu.o (sm_90): resource usage and opcode counts over its kernels"
+    cuobjdump --dump-resource-usage "$obj" | grep -E "Function|REG|STACK|SHARED|LOCAL" | head -12
+    cuobjdump --dump-sass "$obj" | grep -oE '(LDS(\.[0-9A-Z]+)*|FFMA|LDGSTS(\.[A-Z0-9]+)*|LDL|STL)\b' \
+      | sort | uniq -c
+  fi
+} >>"$SUMMARY" 2>&1
+
+LIB=$ROOT/build-gpu/src/api/libfusednn.so
+BENCH_LOG="$OUT/bench.log"
+if [[ -f $LIB ]]; then
+  phase "latency bench build" 60 "$BENCH_LOG" g++ -std=c++17 -O2 bench/cuda/device_latency.cpp \
+    -Iinclude -I/usr/local/cuda/include -Lbuild-gpu/src/api -lfusednn -L/usr/local/cuda/lib64 \
+    -lcudart -Wl,-rpath,"$ROOT/build-gpu/src/api" -o /tmp/device_latency
+  : >/tmp/latency.jsonl
+  # SM clock and power once a second while the benchmarks run.
+  nvidia-smi dmon -s pc -d 1 >/tmp/dmon.txt 2>&1 &
+  DMON=$!
+  phase "launch floor" 60 /tmp/latency.jsonl bash -c \
+    "nvcc -O2 -arch=sm_90 bench/cuda/launch_floor.cu -o /tmp/launch_floor && /tmp/launch_floor"
+  if [[ -x /tmp/device_latency ]]; then
+    for args in "seed_mlp 1 1 8" "seed_mlp 1 1 1" "lenet5 1 1 8" "lenet5 1 1 1" "lenet5 1 0 8" \
+                "seed_mlp 1024 1 8"; do
+      set -- $args
+      phase "latency $args" 40 /tmp/latency.jsonl /tmp/device_latency \
+        "tests/fixtures/golden/$1/model.safetensors" "$2" "$3" "$4"
+    done
+    cat /tmp/latency.jsonl >>"$BENCH_LOG"
+    grep '^{' /tmp/latency.jsonl >>"$SUMMARY"
+  fi
+  export PYTHONUNBUFFERED=1
+  phase "python bench" 230 "$BENCH_LOG" python3 bench/cuda/bench_cuda.py \
+    --library "$LIB" --markdown "$OUT/performance_cuda.md" --json "$OUT/bench_cuda.json" \
+    --latency-json /tmp/latency.jsonl --compile-budget 90
+  [[ -f $OUT/performance_cuda.md ]] && cat "$OUT/performance_cuda.md" >>"$SUMMARY"
+  kill "$DMON" 2>/dev/null
+  { echo "--- nvidia-smi dmon during the benchmarks"; cat /tmp/dmon.txt; } >>"$BENCH_LOG"
+  # Hardware counters of the fused kernel (batch 1 and 262144) and LeNet-5's kernels.
+  if command -v ncu >/dev/null && [[ -x /tmp/device_latency ]]; then
+    NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats"
+    phase "ncu seed b1" 60 "$BENCH_LOG" $NCU -k regex:fused_mlp -c 1 /tmp/device_latency \
+      tests/fixtures/golden/seed_mlp/model.safetensors 1 1 1
+    phase "ncu seed b262144" 60 "$BENCH_LOG" $NCU -k regex:fused_mlp -c 1 /tmp/device_latency \
+      tests/fixtures/golden/seed_mlp/model.safetensors 262144 1 1
+    phase "ncu lenet b1024" 60 "$BENCH_LOG" $NCU -c 5 /tmp/device_latency \
+      tests/fixtures/golden/lenet5/model.safetensors 1024 0 1
+    grep -E "^  [a-z_]+.*\(|Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Block Limit" \
+      "$BENCH_LOG" | tail -60 >>"$SUMMARY"
+  fi
+fi
+
+if [[ -x $TESTS ]] && command -v compute-sanitizer >/dev/null; then
+  export FUSEDNN_CUDA_TEST_QUICK=1
+  phase "memcheck" 110 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --leak-check full \
+    --error-exitcode 3 "$TESTS" \
+    --gtest_filter='*SeedMlp*:*OffThe*:*LongerThan*:*Convolutions*:*LayerNorm*:*Dags*:*Identity*:*RowsPerSample*:*DevicePath*'
+  grep -E "ERROR SUMMARY|LEAK SUMMARY|^\[  (PASSED|FAILED) " "$OUT/memcheck.log" | tail -4 >>"$SUMMARY"
+  phase "racecheck" 90 "$OUT/racecheck.log" compute-sanitizer --tool racecheck \
+    --error-exitcode 3 "$TESTS" \
+    --gtest_filter='*SeedMlp*:*OffThe*:*LayerNorm*:*RowsPerSample*'
+  grep -E "RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) " "$OUT/racecheck.log" | tail -4 \
+    >>"$SUMMARY"
+fi
+note "done"
+tail -c 11000 "$SUMMARY"
