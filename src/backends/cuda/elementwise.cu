@@ -30,28 +30,29 @@ __global__ void __launch_bounds__(kThreads) elementwise_kernel(ElementwiseArgs a
     const int64_t quads = args.count / 4;
     const float4* x4 = reinterpret_cast<const float4*>(args.x);
     float4* y4 = reinterpret_cast<float4*>(args.y);
-    // kUnroll independent 16-byte loads in flight per thread before the first use.
-    int64_t i = first;
-    for (; i + (kUnroll - 1) * stride < quads; i += kUnroll * stride) {
+    // Each block streams contiguous tiles of kUnroll x blockDim quads: kUnroll independent
+    // 16-byte loads in flight per thread before the first use, the warps of a block on one
+    // contiguous 16 KB stretch.
+    const int64_t tile = static_cast<int64_t>(kUnroll) * blockDim.x;
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * tile; base < quads;
+         base += static_cast<int64_t>(gridDim.x) * tile) {
       float4 v[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u] = x4[i + u * stride];
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t i = base + u * blockDim.x + threadIdx.x;
+        if (i < quads) v[u] = x4[i];
+      }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        v[u].x = apply_epilogue(args.epilogue, v[u].x);
-        v[u].y = apply_epilogue(args.epilogue, v[u].y);
-        v[u].z = apply_epilogue(args.epilogue, v[u].z);
-        v[u].w = apply_epilogue(args.epilogue, v[u].w);
-        y4[i + u * stride] = v[u];
+        const int64_t i = base + u * blockDim.x + threadIdx.x;
+        if (i < quads) {
+          v[u].x = apply_epilogue(args.epilogue, v[u].x);
+          v[u].y = apply_epilogue(args.epilogue, v[u].y);
+          v[u].z = apply_epilogue(args.epilogue, v[u].z);
+          v[u].w = apply_epilogue(args.epilogue, v[u].w);
+          y4[i] = v[u];
+        }
       }
-    }
-    for (; i < quads; i += stride) {
-      float4 v = x4[i];
-      v.x = apply_epilogue(args.epilogue, v.x);
-      v.y = apply_epilogue(args.epilogue, v.y);
-      v.z = apply_epilogue(args.epilogue, v.z);
-      v.w = apply_epilogue(args.epilogue, v.w);
-      y4[i] = v;
     }
     tail_begin = quads * 4;
   }

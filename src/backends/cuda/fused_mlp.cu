@@ -356,6 +356,14 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceIn
   bool any = false;
   for (const FusedMlpVariant& variant : result.variants) any = any || variant.usable;
   if (!any) return false;
+#ifndef FUSEDNN_CUDA_NO_CLUSTER_MLP  // a build switch to rule the cluster form out when debugging
+  if (device.major >= 9) {
+    const size_t bytes = fused_mlp_cluster_shared_bytes(result);
+    if (bytes <= device.shared_per_block_optin && fused_mlp_cluster_fits(bytes)) {
+      result.cluster_shared_bytes = bytes;
+    }
+  }
+#endif
   *plan = std::move(result);
   return true;
 }
@@ -368,17 +376,35 @@ void prepare_fused_mlp_kernels(const DeviceInfo& device) {
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_kernel<LargeTile>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  prepare_fused_mlp_cluster_kernel(device);
 }
 
 void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                       const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
+  // Batches small enough that clusters of 8 blocks per 8 rows fit on the SMs at once: the
+  // cluster form, which spreads the weights over 8 SMs.
+  if (plan.cluster_shared_bytes > 0 &&
+      (rows + kFusedMlpClusterRows - 1) / kFusedMlpClusterRows * kFusedMlpClusterBlocks <=
+          device.sm_count) {
+    launch_fused_mlp_cluster(plan, x, y, rows, stream);
+    return;
+  }
   // The largest tile that still gives every SM a block; small batches take the small tile.
+  // A lone layer can also split its columns over blocks (down to 32 columns), so there a tile
+  // only needs as many rows as it holds and enough blocks for half the SMs.
   const auto& v = plan.variants;
+  const bool lone = plan.layers.size() == 1;
+  const int64_t column_slices = lone ? (plan.layers[0].padded_out + 31) / 32 : 1;
+  auto enough = [&](int tile_rows) {
+    const int64_t row_tiles = (rows + tile_rows - 1) / tile_rows;
+    return lone ? rows >= tile_rows && 2 * row_tiles * column_slices >= device.sm_count
+                : rows >= int64_t{tile_rows} * device.sm_count;
+  };
   int choice;
-  if (v[2].usable && rows >= int64_t{LargeTile::kTileRows} * device.sm_count) {
+  if (v[2].usable && enough(LargeTile::kTileRows)) {
     choice = 2;
-  } else if (v[1].usable && rows >= int64_t{MediumTile::kTileRows} * device.sm_count) {
+  } else if (v[1].usable && enough(MediumTile::kTileRows)) {
     choice = 1;
   } else if (v[0].usable) {
     choice = 0;

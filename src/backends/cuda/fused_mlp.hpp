@@ -24,6 +24,10 @@ namespace fusednn::cuda {
 constexpr int kFusedMlpMaxLayers = 8;
 constexpr int kFusedMlpMaxWidth = 256;  // widest output a block computes whole
 constexpr int kFusedMlpVariants = 3;
+// The small-batch form (fused_mlp_cluster.cu, compute capability 9.0 and newer): a cluster of
+// kFusedMlpClusterBlocks blocks per kFusedMlpClusterRows rows, the columns split across them.
+constexpr int kFusedMlpClusterBlocks = 8;
+constexpr int kFusedMlpClusterRows = 8;
 
 struct FusedMlpLayerDesc {
   const float* weight_t = nullptr;  // [in][padded_out], transposed, columns past out zero
@@ -49,6 +53,7 @@ struct FusedMlpPlan {
   int32_t even_width = 0;  // most features an even layer reads (activation buffer 0)
   int32_t odd_width = 0;   // most features an odd layer reads (activation buffer 1)
   std::array<FusedMlpVariant, kFusedMlpVariants> variants;
+  size_t cluster_shared_bytes = 0;  // 0: the cluster form is not used for this chain
 };
 
 // Whether `layers` can run fused: 1 to kFusedMlpMaxLayers layers, each reading the previous
@@ -59,6 +64,14 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceIn
 
 // Lets every variant use the device's whole opt-in shared memory (once per device, at load).
 void prepare_fused_mlp_kernels(const DeviceInfo& device);
+
+// Shared memory one block of the cluster form needs for the chain in `plan`.
+size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan);
+// Whether a cluster with that much shared memory per block can be resident on the current device.
+bool fused_mlp_cluster_fits(size_t shared_bytes);
+void prepare_fused_mlp_cluster_kernel(const DeviceInfo& device);
+void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
+                              cudaStream_t stream);
 
 // y[rows][last out] = chain(x[rows][first in]).
 void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
