@@ -18,6 +18,7 @@
 #include "backends/cuda/linear.hpp"
 #include "backends/cuda/pool2d.hpp"
 #include "backends/cuda/softmax.hpp"
+#include "common/elementwise_op.hpp"
 #include "common/error.hpp"
 
 namespace fusednn {
@@ -55,6 +56,30 @@ struct OpRefs {
   std::vector<size_t> layer_weight;
   std::vector<size_t> layer_bias;
 };
+
+static_assert(kOpReLU == static_cast<int>(ElementwiseKind::ReLU) &&
+                  kOpLeakyReLU == static_cast<int>(ElementwiseKind::LeakyReLU) &&
+                  kOpGeluErf == static_cast<int>(ElementwiseKind::GeluErf) &&
+                  kOpGeluTanh == static_cast<int>(ElementwiseKind::GeluTanh) &&
+                  kOpSiLU == static_cast<int>(ElementwiseKind::SiLU) &&
+                  kOpSigmoid == static_cast<int>(ElementwiseKind::Sigmoid) &&
+                  kOpTanh == static_cast<int>(ElementwiseKind::Tanh) &&
+                  kOpScale == static_cast<int>(ElementwiseKind::Scale),
+              "device op codes must equal ElementwiseKind's values");
+
+// The epilogue in pieces of at most kMaxEpilogueOps, in order; one empty piece for an empty
+// epilogue, so that result.front() is always what the producing kernel applies.
+std::vector<DeviceEpilogue> split_epilogue(const Epilogue& epilogue) {
+  std::vector<DeviceEpilogue> pieces(1);
+  for (const ElementwiseOp& op : epilogue) {
+    if (pieces.back().count == kMaxEpilogueOps) pieces.emplace_back();
+    DeviceEpilogue& piece = pieces.back();
+    piece.kind[piece.count] = static_cast<int32_t>(op.kind);
+    piece.parameter[piece.count] = op.parameter;
+    ++piece.count;
+  }
+  return pieces;
+}
 
 int32_t as_int32(int64_t value, const Step& step, const char* what) {
   if (value > INT32_MAX) {

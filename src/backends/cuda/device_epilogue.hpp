@@ -1,36 +1,34 @@
 // An Epilogue as kernels take it: a fixed-size, trivially copyable list of at most
 // kMaxEpilogueOps operations, passed by value inside each kernel's parameter struct. Longer
 // chains are split: the producing kernel applies the first kMaxEpilogueOps and in-place
-// elementwise passes apply the rest (split_epilogue).
+// elementwise passes apply the rest (cuda_backend.cpp's split_epilogue).
+//
+// Kernels see only this header, not common/elementwise_op.hpp (host code the CUDA compiler need
+// not parse); the op codes below equal ElementwiseKind's values, which cuda_backend.cpp checks
+// at compile time.
 #pragma once
 
 #include <cstdint>
-#include <vector>
-
-#include "common/elementwise_op.hpp"
 
 namespace fusednn::cuda {
 
 constexpr int kMaxEpilogueOps = 4;
 
-struct DeviceEpilogue {
-  int32_t count = 0;
-  int32_t kind[kMaxEpilogueOps] = {};  // ElementwiseKind values
-  float parameter[kMaxEpilogueOps] = {};
+enum DeviceOp : int32_t {
+  kOpReLU = 0,
+  kOpLeakyReLU = 1,
+  kOpGeluErf = 2,
+  kOpGeluTanh = 3,
+  kOpSiLU = 4,
+  kOpSigmoid = 5,
+  kOpTanh = 6,
+  kOpScale = 7,
 };
 
-// The epilogue in pieces of at most kMaxEpilogueOps, in order; one empty piece for an empty
-// epilogue, so that result.front() is always what the producing kernel applies.
-inline std::vector<DeviceEpilogue> split_epilogue(const Epilogue& epilogue) {
-  std::vector<DeviceEpilogue> pieces(1);
-  for (const ElementwiseOp& op : epilogue) {
-    if (pieces.back().count == kMaxEpilogueOps) pieces.emplace_back();
-    DeviceEpilogue& piece = pieces.back();
-    piece.kind[piece.count] = static_cast<int32_t>(op.kind);
-    piece.parameter[piece.count] = op.parameter;
-    ++piece.count;
-  }
-  return pieces;
-}
+struct DeviceEpilogue {
+  int32_t count = 0;
+  int32_t kind[kMaxEpilogueOps] = {};  // DeviceOp values
+  float parameter[kMaxEpilogueOps] = {};
+};
 
 }  // namespace fusednn::cuda

@@ -1,6 +1,6 @@
-// Device side of DeviceEpilogue: the formulas of common/elementwise_op.hpp's apply(), in the
-// same order of operations, with CUDA's correctly rounded division and its erff / tanhf / expf
-// (within 2 ulp; the library is built without --use_fast_math).
+// Device side of DeviceEpilogue: the formulas of common/elementwise_op.hpp's apply() (PyTorch's
+// definitions), with CUDA's correctly rounded division and its erff / tanhf / expf (within 2 ulp;
+// the library is built without --use_fast_math).
 #pragma once
 
 #include "backends/cuda/device_epilogue.hpp"
@@ -8,24 +8,24 @@
 namespace fusednn::cuda {
 
 __device__ __forceinline__ float apply_op(int kind, float parameter, float x) {
-  switch (static_cast<ElementwiseKind>(kind)) {
-    case ElementwiseKind::ReLU:
+  switch (kind) {
+    case kOpReLU:
       return x > 0.0f ? x : 0.0f;
-    case ElementwiseKind::LeakyReLU:
+    case kOpLeakyReLU:
       return x >= 0.0f ? x : x * parameter;
-    case ElementwiseKind::GeluErf:
+    case kOpGeluErf:
       return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case ElementwiseKind::GeluTanh: {
+    case kOpGeluTanh: {
       const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
       return 0.5f * x * (1.0f + tanhf(inner));
     }
-    case ElementwiseKind::SiLU:
+    case kOpSiLU:
       return x / (1.0f + expf(-x));
-    case ElementwiseKind::Sigmoid:
+    case kOpSigmoid:
       return 1.0f / (1.0f + expf(-x));
-    case ElementwiseKind::Tanh:
+    case kOpTanh:
       return tanhf(x);
-    case ElementwiseKind::Scale:
+    case kOpScale:
       return x * parameter;
   }
   return x;
