@@ -190,8 +190,9 @@ fdnn_status fdnn_model_memory_info(const fdnn_model* model, fdnn_memory_info* in
     fdnn_memory_info result{};
     result.struct_size = info->struct_size;
     result.parameter_count = model->model.graph().parameter_count();
-    result.weight_bytes = model->model.weight_bytes();
-    result.context_bytes = model->model.context_bytes();
+    const fusednn::Model::MemoryFigures figures = model->model.memory_figures();
+    result.weight_bytes = figures.weight_bytes;
+    result.context_bytes = figures.context_bytes;
     copy_to_caller(result, info, info->struct_size,
                    offsetof(fdnn_memory_info, context_bytes) + sizeof(size_t), "fdnn_memory_info");
   });

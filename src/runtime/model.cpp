@@ -180,9 +180,16 @@ std::shared_ptr<const PreparedModel> Model::make_prepared(const WeightStore& wei
   return prepared;
 }
 
-size_t Model::weight_bytes() const { return make_prepared(weights_)->backend->weight_bytes(); }
-
-size_t Model::context_bytes() const { return make_prepared(weights_)->backend->context_bytes(); }
+Model::MemoryFigures Model::memory_figures() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!memory_figures_) {
+    const std::shared_ptr<const PreparedModel> prepared =
+        prepared_ ? prepared_ : make_prepared(weights_);
+    memory_figures_ = MemoryFigures{prepared->backend->weight_bytes(),
+                                    prepared->backend->context_bytes()};
+  }
+  return *memory_figures_;
+}
 
 std::shared_ptr<const PreparedModel> Model::prepare() {
   std::lock_guard<std::mutex> lock(mutex_);

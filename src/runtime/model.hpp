@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,8 +64,13 @@ class Model {
 
   const Graph& graph() const { return graph_; }
   const ResolvedOptions& options() const { return options_; }
-  size_t weight_bytes() const;
-  size_t context_bytes() const;
+  struct MemoryFigures {
+    size_t weight_bytes = 0;
+    size_t context_bytes = 0;
+  };
+  // Known before the weights are loaded; they depend only on the graph and the options, so they
+  // are worked out once (a GPU model would otherwise upload its weights on every query).
+  MemoryFigures memory_figures() const;
 
   // Freezes the weights on first use and returns the shared plan and backend.
   std::shared_ptr<const PreparedModel> prepare();
@@ -79,9 +85,10 @@ class Model {
   Graph graph_;
   ResolvedOptions options_;
   WeightStore weights_;
-  std::mutex mutex_;  // guards prepared_ and idle_contexts_
+  mutable std::mutex mutex_;  // guards prepared_ and idle_contexts_
   std::shared_ptr<const PreparedModel> prepared_;
   std::vector<std::unique_ptr<Context>> idle_contexts_;
+  mutable std::optional<MemoryFigures> memory_figures_;  // guarded by mutex_
 };
 
 }  // namespace fusednn

@@ -1,5 +1,6 @@
 // The C API contract: versions, statuses, lifecycle, queries, frozen weights, contexts, threads.
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <thread>
 
@@ -329,4 +330,42 @@ TEST(ApiContract, CpuThreadsDoNotChangeResults) {
   }
   fdnn_model_destroy(single);
   fdnn_model_destroy(multi);
+}
+
+TEST(ApiContract, LayerNormWithoutBias) {
+  // LayerNorm(2, bias=False): x = [1, 3] has mean 2 and variance 1, so
+  // y = [(1 - 2), (3 - 2)] / sqrt(1 + eps) * gamma with gamma = [2, 3].
+  const std::string spec = R"({"fusednn": 1, "input": {"shape": [2]}, "layers": [
+      {"type": "LayerNorm", "name": "ln", "normalized_shape": 2, "bias": false}]})";
+  fdnn_model* model = nullptr;
+  ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), nullptr, &model), FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  const float gamma[] = {2, 3};
+  const int64_t shape[] = {2};
+  ASSERT_EQ(fdnn_model_set_weight(model, "ln.weight", FDNN_DTYPE_FLOAT32, gamma, shape, 1),
+            FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  const float input[] = {1, 3};
+  float output[2] = {NAN, NAN};
+  ASSERT_EQ(fdnn_model_run(model, 1, input, 2, output, 2), FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  const float rstd = 1.0f / std::sqrt(1.0f + 1e-5f);
+  EXPECT_NEAR(output[0], -2.0f * rstd, 1e-6f);
+  EXPECT_NEAR(output[1], 3.0f * rstd, 1e-6f);
+  fdnn_model_destroy(model);
+}
+
+TEST(ApiContract, MemoryInfoIsStableAcrossQueriesAndRuns) {
+  fdnn_model* model = make_seed_mlp(2, 32);
+  fdnn_memory_info before{}, again{}, after{};
+  before.struct_size = again.struct_size = after.struct_size = sizeof(fdnn_memory_info);
+  ASSERT_EQ(fdnn_model_memory_info(model, &before), FDNN_STATUS_OK);
+  ASSERT_EQ(fdnn_model_memory_info(model, &again), FDNN_STATUS_OK);
+  std::vector<float> input(100, 0.5f), output(10);
+  ASSERT_EQ(fdnn_model_run(model, 1, input.data(), 100, output.data(), 10), FDNN_STATUS_OK);
+  ASSERT_EQ(fdnn_model_memory_info(model, &after), FDNN_STATUS_OK);
+  EXPECT_EQ(before.context_bytes, again.context_bytes);
+  EXPECT_EQ(before.context_bytes, after.context_bytes);
+  EXPECT_EQ(before.weight_bytes, after.weight_bytes);
+  fdnn_model_destroy(model);
 }

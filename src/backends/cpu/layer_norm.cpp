@@ -58,10 +58,12 @@ void layer_norm_forward(const float* x, const float* gamma, const float* beta, f
     const float mean = row_sum(x_row, row_size) * inverse_size;
     const float variance = row_squared_deviation(x_row, row_size, mean) * inverse_size;
     const float rstd = 1.0f / std::sqrt(variance + eps);
-    if (gamma) {
+    if (gamma && beta) {
       for (int64_t i = 0; i < row_size; ++i) {
         y_row[i] = (x_row[i] - mean) * rstd * gamma[i] + beta[i];
       }
+    } else if (gamma) {  // LayerNorm(bias=False)
+      for (int64_t i = 0; i < row_size; ++i) y_row[i] = (x_row[i] - mean) * rstd * gamma[i];
     } else {
       for (int64_t i = 0; i < row_size; ++i) y_row[i] = (x_row[i] - mean) * rstd;
     }
