@@ -17,7 +17,7 @@ fdnn_status guarded(const char* function, Body&& body) noexcept {
   try {
     body();
     return FDNN_STATUS_OK;
-  } catch (const Error& error) {
+  } catch (const StatusError& error) {
     return record_error(error.status(), function, error.what());
   } catch (const std::bad_alloc&) {
     return record_error(FDNN_STATUS_OUT_OF_MEMORY, function, "out of host memory");

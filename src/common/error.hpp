@@ -1,4 +1,5 @@
-// The one exception type inside the library. The C API firewall (src/api) turns it into a status
+// The one exception type inside the library (not the public C++ wrapper's fusednn::Error, which
+// users see; this one never leaves libfusednn). The C API firewall (src/api) turns it into a status
 // and the calling thread's message; nothing else crosses the boundary.
 #pragma once
 
@@ -11,9 +12,9 @@
 
 namespace fusednn {
 
-class Error : public std::runtime_error {
+class StatusError : public std::runtime_error {
  public:
-  Error(fdnn_status status, const std::string& message)
+  StatusError(fdnn_status status, const std::string& message)
       : std::runtime_error(message), status_(status) {}
   fdnn_status status() const noexcept { return status_; }
 
@@ -26,7 +27,7 @@ template <typename... Parts>
 [[noreturn]] void fail(fdnn_status status, Parts&&... parts) {
   std::ostringstream message;
   (message << ... << std::forward<Parts>(parts));
-  throw Error(status, message.str());
+  throw StatusError(status, message.str());
 }
 
 }  // namespace fusednn

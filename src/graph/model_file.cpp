@@ -64,7 +64,7 @@ ModelFile open_model_file(const std::string& path) {
   // Neither: let the safetensors reader say what is wrong (truncated, bad length, ...).
   try {
     return open_bundle(bytes, path);
-  } catch (const Error& e) {
+  } catch (const StatusError& e) {
     if (e.status() != FDNN_STATUS_PARSE_ERROR) throw;
     fail(FDNN_STATUS_PARSE_ERROR, "'", path,
          "' is neither a JSON model spec (it does not start with '{') nor a safetensors bundle: ",

@@ -196,7 +196,7 @@ std::shared_ptr<const PreparedModel> Model::prepare() {
   if (!prepared_) {
     try {
       weights_.require_complete();
-    } catch (const Error& error) {
+    } catch (const StatusError& error) {
       fail(FDNN_STATUS_INVALID_STATE, "model '", graph_.name,
            "' cannot run before its weights are loaded: ", error.what());
     }

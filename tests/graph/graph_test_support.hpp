@@ -17,12 +17,12 @@
 
 namespace fusednn::testing {
 
-// Runs `call`, expects a fusednn::Error with `status` whose message contains every fragment.
+// Runs `call`, expects a fusednn::StatusError with `status` whose message contains every fragment.
 inline void expect_error(const std::function<void()>& call, fdnn_status status,
                          std::initializer_list<std::string> fragments) {
   try {
     call();
-  } catch (const Error& e) {
+  } catch (const StatusError& e) {
     EXPECT_EQ(e.status(), status) << "message: " << e.what();
     const std::string message = e.what();
     for (const std::string& fragment : fragments) {

@@ -1,5 +1,5 @@
 // Every kernel of the CUDA backend is launched through launch_kernel(): one by-value parameter
-// struct per kernel, a launch error turned into fusednn::Error naming the kernel, and, while a
+// struct per kernel, a launch error turned into fusednn::StatusError naming the kernel, and, while a
 // context captures a CUDA graph on this thread, a record of the launch (its graph node and the
 // bytes of its parameters) so that the context can later point the graph's kernels at other
 // caller buffers with cudaGraphExecKernelNodeSetParams instead of capturing again.
