@@ -20,42 +20,8 @@ if ! command -v mcs >/dev/null || ! command -v mono >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q mono-complete >/dev/null
 fi
 
-# Prints the folder holding libfusednn.so for a file, folder or prefix; fails if none.
-library_dir() {
-  local given="$1"
-  if [[ -f "$given" ]]; then dirname "$(readlink -f "$given")"; return; fi
-  for dir in "$given" "$given/lib" "$given/lib64"; do
-    if [[ -e "$dir/libfusednn.so" ]]; then (cd "$dir" && pwd); return; fi
-  done
-  echo "run_tests.sh: no libfusednn.so in $given, $given/lib or $given/lib64" >&2
-  return 1
-}
-
-if [[ $# -ge 1 ]]; then
-  lib_dir="$(library_dir "$1")"
-elif [[ -n "${FUSEDNN_LIBRARY_DIR:-}" ]]; then
-  lib_dir="$(library_dir "$FUSEDNN_LIBRARY_DIR")"
-else
-  # The newest library in a build folder, skipping sanitizer builds (their runtime must be
-  # loaded first, which cargo's and Mono's test processes do not do).
-  newest=""
-  while read -r _ candidate; do
-    needed="$(readelf -d "$candidate" 2>/dev/null || true)"
-    if [[ ! "$needed" =~ lib(a|ub|t)san ]]; then
-      newest="$candidate"
-      break
-    fi
-  done < <(find "$root" -maxdepth 5 -path "$root/bindings" -prune -o -path '*/build*' \
-             -name 'libfusednn.so' -printf '%T@ %p\n' 2>/dev/null | sort -nr)
-  if [[ -n "$newest" ]]; then
-    lib_dir="$(dirname "$newest")"
-  else
-    echo "run_tests.sh: no libfusednn.so found; building it into bindings/csharp/build/native"
-    cmake -S "$root" -B "$out/native" -DFUSEDNN_BUILD_TOOLS=OFF -DFUSEDNN_BUILD_TESTS=OFF >/dev/null
-    cmake --build "$out/native" -j2 --target fusednn
-    lib_dir="$(dirname "$(find "$out/native" -name 'libfusednn.so' | head -n1)")"
-  fi
-fi
+source "$root/bindings/find_library.sh"
+lib_dir="$(fusednn_library_dir "${1:-${FUSEDNN_LIBRARY_DIR:-}}" "$root" "$out/native")"
 echo "run_tests.sh: testing against $lib_dir/libfusednn.so"
 
 mkdir -p "$out"
