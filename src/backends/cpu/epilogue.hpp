@@ -8,8 +8,9 @@
 namespace fusednn::cpu {
 
 // data[i] = apply(epilogue, data[i]) for i < count, bit for bit: each op runs over the whole range
-// in its own loop, specialised on its kind, so that plain arithmetic (ReLU, LeakyReLU, Scale)
-// vectorises while the transcendental ones call the same scalar std:: functions apply() does.
+// in its own loop, specialised on its kind, and every loop vectorises (the transcendental ops
+// through common/float_math.hpp); those run eight lanes wide with AVX2 (when GemmIsa::Avx2Fma is
+// chosen or forced).
 void apply_epilogue(const Epilogue& epilogue, float* data, int64_t count);
 
 }  // namespace fusednn::cpu
