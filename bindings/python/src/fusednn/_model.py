@@ -11,7 +11,7 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple, Type, Union
 
 import numpy as np
 
-from . import _native
+from . import _dlpack, _native
 from ._native import ContextHandle, LayerInfoStruct, MemoryInfoStruct, ModelHandle, Shape
 
 __all__ = ["Context", "LayerInfo", "MemoryInfo", "Model", "cuda_device_count"]
@@ -150,6 +150,20 @@ def _device_buffer(array: Any, where: str, what: str,
     return pointer, shape
 
 
+def _device_or_dlpack_buffer(array: Any, where: str, what: str, writable: bool,
+                             stream: Optional[int],
+                             device_id: int) -> Tuple[Optional[int], Tuple[int, ...], Any]:
+    """(data pointer, shape, capsule to keep alive) of a device array.
+
+    __cuda_array_interface__ is preferred when an object has both protocols (it needs no
+    capsule); otherwise __dlpack__ / __dlpack_device__ are used.
+    """
+    if getattr(array, "__cuda_array_interface__", None) is None and _dlpack.has_dlpack(array):
+        return _dlpack.device_buffer(array, stream, device_id, where, what)
+    pointer, shape = _device_buffer(array, where, what, writable)
+    return pointer, shape, None
+
+
 def _stream_pointer(stream: Any) -> Optional[int]:
     if stream is None or isinstance(stream, int):
         return stream or None
@@ -182,6 +196,7 @@ class Model:
     """
 
     _handle: Optional[Any] = None  # set last in __init__, so __del__ is safe if it fails
+    _device_id = 0  # the GPU ordinal asked for; from_file / from_spec set it
 
     def __init__(self, handle: Any) -> None:
         """Wrap a native handle; use :meth:`from_file` or :meth:`from_spec` instead."""
@@ -237,7 +252,9 @@ class Model:
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_file")(_path_bytes(path), ctypes.byref(options),
                                                     ctypes.byref(handle))
-        return cls(handle)
+        model = cls(handle)
+        model._device_id = device_id
+        return model
 
     @classmethod
     def from_spec(cls: Type["Model"], spec: Union[str, bytes, Mapping[str, Any]], *,
@@ -266,7 +283,9 @@ class Model:
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_spec")(text, len(text), ctypes.byref(options),
                                                     ctypes.byref(handle))
-        return cls(handle)
+        model = cls(handle)
+        model._device_id = device_id
+        return model
 
     # --- weights -------------------------------------------------------------------------------
 
@@ -461,6 +480,7 @@ class Context:
         self._output_shape = model.output_shape
         self._max_batch = model.max_batch
         self._device = model.device
+        self._device_id = model._device_id
         handle = ContextHandle()
         library.cdll.fdnn_context_create(model._live_handle(), ctypes.byref(handle))
         self._handle = handle
@@ -500,8 +520,13 @@ class Context:
 
         Args:
             x: The input in device memory: any object with ``__cuda_array_interface__`` (a CUDA
-                torch tensor, a CuPy or Numba array), float32, C-contiguous, shaped like the
-                input of :meth:`run`.
+                torch tensor, a CuPy or Numba array) or, failing that, ``__dlpack__`` and
+                ``__dlpack_device__`` on kDLCUDA of the model's device; float32, C-contiguous,
+                shaped like the input of :meth:`run`. A DLPack producer is handed ``stream`` so
+                it orders its pending work before the run (with ``stream=None`` it is told the
+                legacy default stream, which does not order the context's own non-blocking
+                stream: pass the producer's stream when it has work in flight). Nothing is
+                copied and the capsule is left to the producer's destructor.
             out: The output in device memory, written in place: float32, C-contiguous, shape
                 ``(batch, *output_shape)`` (or ``output_shape`` for a single sample).
             stream: The ``cudaStream_t`` to queue the work on: an int, or an object with a
@@ -516,8 +541,13 @@ class Context:
         if self._handle is None:
             raise ValueError("the context is closed")
         where = "Context.run_device"
-        x_pointer, x_shape = _device_buffer(x, where, "input", writable=False)
-        out_pointer, out_shape = _device_buffer(out, where, "output", writable=True)
+        stream_pointer = _stream_pointer(stream)
+        # Both capsules (None for __cuda_array_interface__) stay referenced until the run is
+        # queued, so a producer cannot free the memory behind the pointers before then.
+        x_pointer, x_shape, x_capsule = _device_or_dlpack_buffer(
+            x, where, "input", False, stream_pointer, self._device_id)
+        out_pointer, out_shape, out_capsule = _device_or_dlpack_buffer(
+            out, where, "output", True, stream_pointer, self._device_id)
         if x_shape == self._input_shape:
             batch, expected_out = 1, self._output_shape
         elif len(x_shape) == len(self._input_shape) + 1 and x_shape[1:] == self._input_shape:
@@ -531,7 +561,8 @@ class Context:
         if out_shape != expected_out:
             raise ValueError(f"{where}: output shape {out_shape} should be {expected_out}")
         self._run_device_function(self._handle, batch, x_pointer, math.prod(x_shape),
-                                  out_pointer, math.prod(out_shape), _stream_pointer(stream))
+                                  out_pointer, math.prod(out_shape), stream_pointer)
+        del x_capsule, out_capsule
 
     @property
     def closed(self) -> bool:
