@@ -59,11 +59,14 @@ class CpuContext final : public ExecutionContext {
   void run_host(int64_t batch, const float* input, float* output) override;
 
  private:
-  void run_slice(int64_t first, int64_t count, const float* input, float* output, float* scratch);
+  // Runs samples [first, first + count) with thread `slot`'s scratch and concat pointer table.
+  void run_slice(int64_t first, int64_t count, const float* input, float* output, int slot);
 
   const CpuBackend& backend_;
   std::vector<float> workspace_;
   std::vector<float> scratch_;  // conv scratch, one region per thread
+  // Concat input pointers, one table per thread, sized at creation: runs allocate nothing.
+  std::vector<std::vector<const float*>> concat_parts_;
 };
 
 class CpuBackend final : public Backend {
@@ -116,14 +119,19 @@ class CpuBackend final : public Backend {
 CpuContext::CpuContext(const CpuBackend& backend)
     : backend_(backend),
       workspace_(static_cast<size_t>(backend.plan().workspace_floats_per_sample * backend.max_batch())),
-      scratch_(static_cast<size_t>(backend.scratch_floats() * backend.threads())) {}
+      scratch_(static_cast<size_t>(backend.scratch_floats() * backend.threads())),
+      concat_parts_(static_cast<size_t>(backend.threads())) {
+  size_t most_parts = 0;
+  for (const Step& step : backend.plan().steps) {
+    if (step.kind == StepKind::Concat) most_parts = std::max(most_parts, step.inputs.size());
+  }
+  for (auto& parts : concat_parts_) parts.resize(most_parts);
+}
 
 void CpuContext::run_host(int64_t batch, const float* input, float* output) {
   const int threads = backend_.threads_for(batch);
-  float* scratch = scratch_.data();
-  const int64_t scratch_stride = backend_.scratch_floats();
   if (threads == 1) {
-    run_slice(0, batch, input, output, scratch);
+    run_slice(0, batch, input, output, 0);
     return;
   }
   std::vector<std::thread> workers;
@@ -133,15 +141,16 @@ void CpuContext::run_host(int64_t batch, const float* input, float* output) {
     const int64_t first = t * per_thread;
     const int64_t count = std::min(per_thread, batch - first);
     if (count <= 0) break;
-    workers.emplace_back([=] { run_slice(first, count, input, output, scratch + t * scratch_stride); });
+    workers.emplace_back([=] { run_slice(first, count, input, output, t); });
   }
-  run_slice(0, std::min(per_thread, batch), input, output, scratch);
+  run_slice(0, std::min(per_thread, batch), input, output, 0);
   for (std::thread& worker : workers) worker.join();
 }
 
 void CpuContext::run_slice(int64_t first, int64_t count, const float* input, float* output,
-                           float* scratch) {
+                           int slot) {
   const Plan& plan = backend_.plan();
+  float* scratch = scratch_.data() + slot * backend_.scratch_floats();
   const int64_t max_batch = backend_.max_batch();
   auto data = [&](int value_id) -> float* {
     const Value& value = plan.values[value_id];
@@ -206,10 +215,9 @@ void CpuContext::run_slice(int64_t first, int64_t count, const float* input, flo
         break;
       }
       case StepKind::Concat: {
-        std::vector<const float*> parts;
-        parts.reserve(step.inputs.size());
-        for (int value : step.inputs) parts.push_back(data(value));
-        cpu::concat_forward(parts.data(), step.concat_inner.data(), static_cast<int>(parts.size()),
+        std::vector<const float*>& parts = concat_parts_[slot];
+        for (size_t k = 0; k < step.inputs.size(); ++k) parts[k] = data(step.inputs[k]);
+        cpu::concat_forward(parts.data(), step.concat_inner.data(), static_cast<int>(step.inputs.size()),
                             y, count * step.rows_per_sample);
         break;
       }
