@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -100,6 +101,19 @@ size_t add_transposed(WeightBlob& blob, const std::vector<float>& weight, int64_
   return offset;
 }
 
+// When an fp32 chain runs on tensor cores (3xTF32 split products), from
+// FUSEDNN_CUDA_FP32_TENSOR_CORES: "1" at every batch size, "auto" from the batch that gives every
+// SM a tile (where the split products should beat the FMA pipes), anything else never. The
+// default stays "never" until the kernel has been validated and timed on a GPU (bench/cuda/
+// NOTES.md). A knob for tests and benchmarks, not an API. Returns -1 for never.
+int64_t fp32_tensor_core_min_rows(const TensorCoreMlpPlan& plan, const DeviceInfo& device) {
+  const char* knob = std::getenv("FUSEDNN_CUDA_FP32_TENSOR_CORES");
+  const std::string value = knob != nullptr ? knob : "";
+  if (value == "1") return 0;
+  if (value == "auto") return int64_t{device.sm_count} * plan.tile_rows;
+  return -1;
+}
+
 int launches_for(const Op& op, const Step& step) {
   const int passes = static_cast<int>(op.epilogue.size()) - 1;
   switch (op.kind) {
@@ -138,6 +152,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   prepare_fused_mlp_kernels(device_);
 
   WeightBlob blob;
+  std::vector<uint32_t> tensor_core_blob;  // images, each on 16 bytes
+  std::vector<size_t> tensor_core_offset;  // per op, kNone when it has none
   std::vector<OpRefs> refs;
   const Plan& p = *plan_;
   std::vector<int> consumers(p.values.size(), 0);
@@ -206,6 +222,25 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             ref.layer_bias.push_back(layer_step.bias >= 0 ? blob.add(constant(layer_step.bias))
                                                           : kNone);
           }
+          // The same chain on tensor cores, where the device and the widths allow.
+          if (plan_tensor_core_mlp(op.mlp.layers, TensorCoreMath::Tf32x3, device_, &op.tensor_core)) {
+            op.tensor_core_min_rows = fp32_tensor_core_min_rows(op.tensor_core, device_);
+            if (op.tensor_core_min_rows < 0) op.tensor_core = TensorCoreMlpPlan();
+          }
+          if (op.tensor_core.tile_rows > 0) {
+            std::vector<const float*> weights, biases;
+            for (size_t index : chain) {
+              const Step& layer_step = p.steps[index];
+              weights.push_back(constant(layer_step.weight).data());
+              biases.push_back(layer_step.bias >= 0 ? constant(layer_step.bias).data() : nullptr);
+            }
+            const std::vector<uint32_t> image =
+                build_tensor_core_mlp_image(op.tensor_core, weights, biases);
+            tensor_core_blob.resize((tensor_core_blob.size() + 3) / 4 * 4, 0u);
+            tensor_core_offset.resize(ops_.size() + 1, kNone);
+            tensor_core_offset[ops_.size()] = tensor_core_blob.size();
+            tensor_core_blob.insert(tensor_core_blob.end(), image.begin(), image.end());
+          }
         } else {
           op.kind = OpKind::Linear;
           as_int32(step.in_features, step, "in_features");
@@ -267,6 +302,16 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     FDNN_CUDA_CHECK(cudaMemcpy(weights_.data(), floats.data(), floats.size() * sizeof(float),
                                cudaMemcpyHostToDevice));
   }
+  tensor_core_images_ = DeviceArray<uint32_t>(tensor_core_blob.size());
+  if (!tensor_core_blob.empty()) {
+    FDNN_CUDA_CHECK(cudaMemcpy(tensor_core_images_.data(), tensor_core_blob.data(),
+                               tensor_core_blob.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  }
+  for (size_t i = 0; i < tensor_core_offset.size(); ++i) {
+    if (tensor_core_offset[i] != kNone) {
+      ops_[i].tensor_core.image = tensor_core_images_.data() + tensor_core_offset[i];
+    }
+  }
   const float* base = weights_.data();
   auto pointer = [&](size_t offset) -> const float* {
     return offset == kNone ? nullptr : base + offset;
@@ -288,6 +333,7 @@ CudaBackend::~CudaBackend() {
   if (cudaGetDevice(&previous) == cudaSuccess && previous != device_.ordinal) {
     if (cudaSetDevice(device_.ordinal) == cudaSuccess) {
       weights_ = DeviceArray<float>();  // freed while the model's device is current
+      tensor_core_images_ = DeviceArray<uint32_t>();
       cudaSetDevice(previous);
     }
   }
@@ -362,9 +408,15 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
     const int64_t count = batch * p.values[last.output].elements;
     const WindowGeometry& w = step.window;
     switch (op.kind) {
-      case OpKind::FusedMlp:
-        launch_fused_mlp(op.mlp, x, y, batch * step.rows_per_sample, device_, stream);
+      case OpKind::FusedMlp: {
+        const int64_t rows = batch * step.rows_per_sample;
+        if (op.tensor_core.tile_rows > 0 && rows >= op.tensor_core_min_rows) {
+          launch_tensor_core_mlp(op.tensor_core, x, y, rows, device_, stream);
+        } else {
+          launch_fused_mlp(op.mlp, x, y, rows, device_, stream);
+        }
         break;
+      }
       case OpKind::Linear: {
         LinearArgs args;
         args.x = x;

@@ -51,11 +51,19 @@ void CudaContext::order_after_previous(cudaStream_t stream) {
   }
 }
 
-CudaContext::CachedGraph* CudaContext::find(std::vector<CachedGraph>& graphs, int64_t batch) {
+CudaContext::CachedGraph* CudaContext::find(std::vector<CachedGraph>& graphs, int64_t batch,
+                                             int alignment) {
   for (CachedGraph& graph : graphs) {
-    if (graph.batch == batch) return &graph;
+    if (graph.batch == batch && graph.alignment == alignment) return &graph;
   }
   return nullptr;
+}
+
+// Kernels pick 16-byte or narrower memory accesses from their pointers' alignment when they are
+// launched, so a graph replays only for caller buffers of the alignment it was captured with.
+int CudaContext::alignment_class(const void* input, const void* output) {
+  return (reinterpret_cast<uintptr_t>(input) % 16 == 0 ? 1 : 0) |
+         (reinterpret_cast<uintptr_t>(output) % 16 == 0 ? 2 : 0);
 }
 
 template <typename Body>
@@ -158,7 +166,7 @@ void CudaContext::run_host(int64_t batch, const float* input, float* output) {
   };
   CachedGraph* graph = nullptr;
   if (backend_.cuda_graphs()) {
-    graph = find(host_graphs_, batch);
+    graph = find(host_graphs_, batch, 0);
     if (graph == nullptr && host_graphs_.size() < kMaxGraphs) {
       host_graphs_.push_back(capture(batch, body));
       graph = &host_graphs_.back();
@@ -197,13 +205,14 @@ void CudaContext::run_device(int64_t batch, const float* input, float* output, v
   CachedGraph* graph = nullptr;
   if (backend_.cuda_graphs() && backend_.launches_per_run() >= 2 && !caller_capturing &&
       !overlapping) {
-    graph = find(device_graphs_, batch);
+    graph = find(device_graphs_, batch, alignment_class(input, output));
     if (graph == nullptr && device_graphs_.size() < kMaxGraphs) {
       CachedGraph captured = capture(batch, [&](cudaStream_t capture_stream) {
         backend_.enqueue(batch, input, output, r.workspace.data(), capture_stream);
       });
       captured.input = input;
       captured.output = output;
+      captured.alignment = alignment_class(input, output);
       find_pointer_slots(captured, input_bytes, output_bytes);
       device_graphs_.push_back(std::move(captured));
       graph = &device_graphs_.back();

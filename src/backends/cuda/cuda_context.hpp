@@ -67,6 +67,7 @@ class CudaContext final : public ExecutionContext {
   };
   struct CachedGraph {
     int64_t batch = 0;
+    int alignment = 0;  // alignment_class() of the buffers it was captured with
     const float* input = nullptr;
     float* output = nullptr;
     Graph graph;
@@ -77,7 +78,8 @@ class CudaContext final : public ExecutionContext {
 
   template <typename Body>
   CachedGraph capture(int64_t batch, Body&& body);
-  static CachedGraph* find(std::vector<CachedGraph>& graphs, int64_t batch);
+  static CachedGraph* find(std::vector<CachedGraph>& graphs, int64_t batch, int alignment);
+  static int alignment_class(const void* input, const void* output);
   static void find_pointer_slots(CachedGraph& graph, int64_t input_bytes, int64_t output_bytes);
   static void repoint(CachedGraph& graph, const float* input, float* output);
   void order_after_previous(cudaStream_t stream);

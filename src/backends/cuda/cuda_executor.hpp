@@ -14,6 +14,7 @@
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/device_memory.hpp"
 #include "backends/cuda/fused_mlp.hpp"
+#include "backends/cuda/fused_mlp_tensor_core.hpp"
 #include "planner/plan.hpp"
 
 namespace fusednn::cuda {
@@ -40,6 +41,10 @@ struct Op {
   const float* weight = nullptr;  // device copies, laid out as the kernel wants them
   const float* bias = nullptr;
   FusedMlpPlan mlp;                      // FusedMlp only
+  // FusedMlp on tensor cores, when the chain fits (tensor_core.tile_rows > 0); used from
+  // tensor_core_min_rows rows on (0 for reduced precisions: always).
+  TensorCoreMlpPlan tensor_core;
+  int64_t tensor_core_min_rows = 0;
   std::vector<DeviceEpilogue> epilogue;  // [0] applied by the kernel, the rest in place after it
 };
 
@@ -50,7 +55,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   fdnn_device device() const override { return FDNN_DEVICE_CUDA; }
-  size_t weight_bytes() const override { return weights_.bytes(); }
+  size_t weight_bytes() const override { return weights_.bytes() + tensor_core_images_.bytes(); }
   size_t context_bytes() const override;
   std::unique_ptr<ExecutionContext> create_context() const override;
 
@@ -79,6 +84,7 @@ class CudaBackend final : public Backend {
   bool cuda_graphs_;
   DeviceInfo device_;
   DeviceArray<float> weights_;
+  DeviceArray<uint32_t> tensor_core_images_;  // the ops' TensorCoreMlpPlan images, one allocation
   std::vector<Op> ops_;
   std::vector<int64_t> value_offset_;  // device workspace offset (floats) of each workspace value
   int64_t workspace_floats_ = 0;

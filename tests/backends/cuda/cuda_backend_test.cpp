@@ -396,6 +396,61 @@ TEST(CudaBackend, EveryActivationFusedAndStandalone) {
   }
 }
 
+// Sets an environment variable for the lifetime of the object (the backend reads its knobs when
+// a model is created).
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) {
+    const char* previous = std::getenv(name);
+    if (previous != nullptr) previous_ = previous;
+    had_previous_ = previous != nullptr;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnvironment() {
+    if (had_previous_) {
+      setenv(name_.c_str(), previous_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_, previous_;
+  bool had_previous_ = false;
+};
+
+// fp32 chains on tensor cores (3xTF32 split products) at every batch size, not only the large
+// ones the backend picks them for: the same 1e-5 bound as the FMA kernels.
+TEST(CudaBackend, Fp32ChainsOnTensorCoresHoldFp32Accuracy) {
+  REQUIRE_CUDA();
+  ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "1");
+  expect_matches_cpu(seed_mlp(), all_batches(), 21, "seed MLP, 3xTF32");
+  // More tiles than resident blocks: the persistent loop and its double-buffered input.
+  expect_matches_cpu(seed_mlp(), {20000}, 42, "seed MLP, 3xTF32, 20000 rows");
+  Net net({37});
+  net.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
+  net.linear("b", 200, 13).act(R"({"type": "SiLU"})");
+  net.linear("c", 13, 256).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
+  net.linear("d", 256, 255, false).act(R"({"type": "Scale", "alpha": 0.5})");
+  net.linear("e", 255, 5).act(R"({"type": "Sigmoid"})");
+  expect_matches_cpu(net, all_batches(), 22, "37-200-13-256-255-5, 3xTF32");
+  uint32_t seed = 23;
+  for (const auto& [name, layer] : activations()) {
+    Net fused({36});
+    fused.linear("fc1", 36, 70).act(layer).linear("fc2", 70, 9).act(layer);
+    expect_matches_cpu(fused, few_batches(), seed++, name + ", 3xTF32");
+  }
+  Net unaligned({7});  // input rows not a multiple of 16 bytes: 4-byte copies
+  unaligned.linear("fc1", 7, 16).act(R"({"type": "Tanh"})").linear("fc2", 16, 3, false);
+  expect_matches_cpu(unaligned, all_batches(), 40, "7-16-3, 3xTF32");
+}
+
+TEST(CudaBackend, Fp32ChainsOnFmaPipesOnly) {
+  REQUIRE_CUDA();
+  ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "0");  // today's default
+  expect_matches_cpu(seed_mlp(), {1, 33, 4097, 20000}, 41, "seed MLP, FMA kernels");
+}
+
 TEST(CudaBackend, EpilogueLongerThanOneKernelHolds) {
   REQUIRE_CUDA();
   Net net({20});

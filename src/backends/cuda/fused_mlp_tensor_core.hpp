@@ -1,0 +1,78 @@
+// The fully fused MLP on tensor cores (compute capability 8.0 and newer): the same chains as
+// fused_mlp.hpp, with every layer's matrix work done by warp-level mma instructions.
+//
+// A persistent grid: each block copies all the chain's weights into shared memory once, in the
+// layout the mma fragments read, then walks tiles of rows. A tile's fp32 input arrives by
+// cp.async into one of two staging buffers while the previous tile is computed; activations
+// stay in shared memory between layers; only the last layer writes global memory.
+//
+// Math (TensorCoreMath):
+//   Tf32   : tf32 operands, fp32 accumulation (precision tf32).
+//   Tf32x3 : each fp32 operand split into a tf32 "big" part and a tf32 remainder; three products
+//            (small*big + big*small + big*big) recover fp32 accuracy (precision fp32 at large
+//            batches, where it beats the fp32 FMA pipes about 2x).
+//   Fp16 / Bf16 : weights and activations stored in that type, fp32 accumulation.
+//
+// Query, then run: plan_tensor_core_mlp() decides at load whether the chain fits and sizes the
+// tile and the shared memory; build_tensor_core_mlp_image() lays the weights out for the device;
+// launch_tensor_core_mlp() runs.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/cuda/device_epilogue.hpp"
+#include "backends/cuda/device_info.hpp"
+#include "backends/cuda/fused_mlp.hpp"
+
+namespace fusednn::cuda {
+
+enum class TensorCoreMath : int32_t { Tf32 = 0, Tf32x3 = 1, Fp16 = 2, Bf16 = 3 };
+
+const char* tensor_core_math_name(TensorCoreMath math);
+
+struct TensorCoreMlpLayer {
+  int32_t in = 0, out = 0;
+  int32_t k_steps = 0;        // mma k-steps over the (padded) input
+  int32_t n_frags = 0;        // 8-column mma tiles over the (padded) output
+  int32_t weight_stride = 0;  // 32-bit words between weight rows in shared memory
+  int32_t input_stride = 0;   // 32-bit words between rows of this layer's input activations
+  uint32_t weight_offset = 0;  // bytes from the start of shared memory
+  uint32_t bias_offset = 0;
+  int32_t input_buffer = 0;    // 0: the staging buffer, 1: odd buffer, 2: even buffer
+  DeviceEpilogue epilogue;
+};
+
+struct TensorCoreMlpPlan {
+  TensorCoreMath math = TensorCoreMath::Tf32;
+  int32_t tile_rows = 0;
+  int32_t layer_count = 0;
+  TensorCoreMlpLayer layers[kFusedMlpMaxLayers];
+  uint32_t image_bytes = 0;      // weights + biases, copied to shared memory offset 0
+  uint32_t staging_offset[2] = {0, 0};
+  int32_t staging_stride = 0;    // words per staged input row (fp32)
+  uint32_t odd_offset = 0;       // inputs of layers 1, 3, ...
+  uint32_t even_offset = 0;      // inputs of layers 2, 4, ... (0: in the tile's staging buffer)
+  size_t shared_bytes = 0;
+  int blocks_per_sm = 0;
+  const void* image = nullptr;   // device copy of the image, set once uploaded
+};
+
+// Whether the chain runs on tensor cores on this device with `math`; fills *plan (but not
+// plan->image). Needs compute capability 8.0+, 1..kFusedMlpMaxLayers layers, widths <= 256.
+bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
+                          const DeviceInfo& device, TensorCoreMlpPlan* plan);
+
+// The shared-memory image of the chain's weights and biases (plan.image_bytes bytes):
+// weights[l] is [out][in] as PyTorch stores it, biases[l] may be null.
+std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
+                                                  const std::vector<const float*>& weights,
+                                                  const std::vector<const float*>& biases);
+
+// y[rows][last out] = chain(x[rows][first in]); the image must be uploaded.
+void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
+                            int64_t rows, const DeviceInfo& device, cudaStream_t stream);
+
+}  // namespace fusednn::cuda
