@@ -13,6 +13,8 @@
 #include <cuda_pipeline.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/launch.hpp"
@@ -356,6 +358,13 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceIn
   bool any = false;
   for (const FusedMlpVariant& variant : result.variants) any = any || variant.usable;
   if (!any) return false;
+  // The single-block small-batch form, chosen with FUSEDNN_CUDA_SMALL_BATCH_MLP=block until it
+  // has been timed against the cluster form on a GPU (bench/cuda/NOTES.md); a knob, not an API.
+  const char* small_batch = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_MLP");
+  if (small_batch != nullptr && std::string(small_batch) == "block") {
+    const size_t bytes = fused_mlp_block_shared_bytes(result);
+    if (bytes <= device.shared_per_block_optin) result.block_shared_bytes = bytes;
+  }
 #ifndef FUSEDNN_CUDA_NO_CLUSTER_MLP  // a build switch to rule the cluster form out when debugging
   if (device.major >= 9) {
     const size_t bytes = fused_mlp_cluster_shared_bytes(result);
@@ -377,11 +386,16 @@ void prepare_fused_mlp_kernels(const DeviceInfo& device) {
   FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_kernel<LargeTile>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   prepare_fused_mlp_cluster_kernel(device);
+  prepare_fused_mlp_block_kernels(device);
 }
 
 void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                       const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
+  if (plan.block_shared_bytes > 0 && rows <= kFusedMlpBlockMaxRows) {
+    launch_fused_mlp_block(plan, x, y, rows, stream);
+    return;
+  }
   // Batches small enough that clusters of 8 blocks per 8 rows fit on the SMs at once: the
   // cluster form, which spreads the weights over 8 SMs.
   if (plan.cluster_shared_bytes > 0 &&

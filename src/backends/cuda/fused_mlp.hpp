@@ -28,6 +28,10 @@ constexpr int kFusedMlpVariants = 3;
 // kFusedMlpClusterBlocks blocks per kFusedMlpClusterRows rows, the columns split across them.
 constexpr int kFusedMlpClusterBlocks = 8;
 constexpr int kFusedMlpClusterRows = 8;
+// The single-block small-batch form (fused_mlp_block.cu, any GPU): up to kFusedMlpBlockRows rows
+// per block, used up to kFusedMlpBlockMaxRows rows.
+constexpr int kFusedMlpBlockRows = 4;
+constexpr int kFusedMlpBlockMaxRows = 16;
 
 struct FusedMlpLayerDesc {
   const float* weight_t = nullptr;  // [in][padded_out], transposed, columns past out zero
@@ -54,6 +58,7 @@ struct FusedMlpPlan {
   int32_t odd_width = 0;   // most features an odd layer reads (activation buffer 1)
   std::array<FusedMlpVariant, kFusedMlpVariants> variants;
   size_t cluster_shared_bytes = 0;  // 0: the cluster form is not used for this chain
+  size_t block_shared_bytes = 0;    // 0: the single-block form is not used for this chain
 };
 
 // Whether `layers` can run fused: 1 to kFusedMlpMaxLayers layers, each reading the previous
@@ -72,6 +77,12 @@ bool fused_mlp_cluster_fits(size_t shared_bytes);
 void prepare_fused_mlp_cluster_kernel(const DeviceInfo& device);
 void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                               cudaStream_t stream);
+
+// Shared memory the single-block form needs for the chain in `plan` (at kFusedMlpBlockRows rows).
+size_t fused_mlp_block_shared_bytes(const FusedMlpPlan& plan);
+void prepare_fused_mlp_block_kernels(const DeviceInfo& device);
+void launch_fused_mlp_block(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
+                            cudaStream_t stream);
 
 // y[rows][last out] = chain(x[rows][first in]).
 void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,

@@ -451,6 +451,34 @@ TEST(CudaBackend, Fp32ChainsOnFmaPipesOnly) {
   expect_matches_cpu(seed_mlp(), {1, 33, 4097, 20000}, 41, "seed MLP, FMA kernels");
 }
 
+// The single-block small-batch form (opt-in until timed): every batch size it takes (1 to 16
+// rows) and one past it, every activation.
+TEST(CudaBackend, SmallBatchSingleBlockForm) {
+  REQUIRE_CUDA();
+  ScopedEnvironment form("FUSEDNN_CUDA_SMALL_BATCH_MLP", "block");
+  expect_matches_cpu(seed_mlp(), {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33}, 50, "seed MLP, one block");
+  Net net({37});
+  net.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
+  net.linear("b", 200, 13).act(R"({"type": "SiLU"})");
+  net.linear("c", 13, 256).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
+  net.linear("d", 256, 255, false).act(R"({"type": "Scale", "alpha": 0.5})");
+  net.linear("e", 255, 5).act(R"({"type": "Sigmoid"})");
+  // 326 KB of weights: too big for one block's shared memory, so this checks the fallback.
+  expect_matches_cpu(net, {1, 2, 3, 16}, 51, "37-200-13-256-255-5, one block");
+  Net fits({37});
+  fits.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
+  fits.linear("b", 200, 13).act(R"({"type": "SiLU"})");
+  fits.linear("c", 13, 255).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
+  fits.linear("e", 255, 5, false).act(R"({"type": "Sigmoid"})");
+  expect_matches_cpu(fits, {1, 2, 3, 16}, 53, "37-200-13-255-5, one block");
+  uint32_t seed = 52;
+  for (const auto& [name, layer] : activations()) {
+    Net fused({33});
+    fused.linear("fc1", 33, 70).act(layer).linear("fc2", 70, 9).act(layer);
+    expect_matches_cpu(fused, {1, 3}, seed++, name + ", one block");
+  }
+}
+
 TEST(CudaBackend, EpilogueLongerThanOneKernelHolds) {
   REQUIRE_CUDA();
   Net net({20});
