@@ -52,10 +52,16 @@ __host__ __device__ constexpr bool is_half(TensorCoreMath math) {
   return math == TensorCoreMath::Fp16 || math == TensorCoreMath::Bf16;
 }
 
+// The device code compiles for every target so that nothing goes unreferenced, but tf32 and the
+// mma instructions exist from sm_80 on; the launcher never runs the kernel below that.
 __device__ __forceinline__ uint32_t to_tf32(float value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   uint32_t result;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(result) : "f"(value));
   return result;
+#else
+  return __float_as_uint(value);
+#endif
 }
 
 template <TensorCoreMath kMath>
@@ -269,7 +275,6 @@ __device__ __forceinline__ void run_layer(const KernelParams& p, int l, char* sm
 template <TensorCoreMath kMath>
 __global__ void __launch_bounds__(kThreads)
     tensor_core_mlp_kernel(const __grid_constant__ KernelParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   extern __shared__ uint4 shared_memory[];
   char* const smem = reinterpret_cast<char*>(shared_memory);
   const int tid = threadIdx.x;
@@ -335,7 +340,6 @@ __global__ void __launch_bounds__(kThreads)
     buffer ^= 1;
   }
   __pipeline_wait_prior(0);  // leave no copy in flight (a block with no tile still issued one)
-#endif
 }
 
 using KernelFunction = void (*)(KernelParams);
