@@ -126,9 +126,24 @@ if [[ -f $LIB ]]; then
       phase "latency $args" 40 /tmp/latency.jsonl /tmp/device_latency \
         "tests/fixtures/golden/$1/model.safetensors" "$2" "$3" "$4"
     done
+    # Forms behind knobs until measured here: the single-block small-batch MLP and the fp32
+    # chain on tensor cores (3xTF32); each line says which knob it ran with.
+    for args in "SMALL_BATCH_MLP=block seed_mlp 1" "SMALL_BATCH_MLP=block seed_mlp 4" \
+                "SMALL_BATCH_MLP=cluster seed_mlp 1" \
+                "FP32_TENSOR_CORES=0 seed_mlp 1024" "FP32_TENSOR_CORES=1 seed_mlp 1024" \
+                "FP32_TENSOR_CORES=0 seed_mlp 16384" "FP32_TENSOR_CORES=1 seed_mlp 16384" \
+                "FP32_TENSOR_CORES=0 seed_mlp 262144" "FP32_TENSOR_CORES=1 seed_mlp 262144"; do
+      set -- $args
+      echo "{\"knob\": \"FUSEDNN_CUDA_$1\"}" >>/tmp/latency.jsonl
+      phase "latency $args" 40 /tmp/latency.jsonl env "FUSEDNN_CUDA_$1" /tmp/device_latency \
+        "tests/fixtures/golden/$2/model.safetensors" "$3" 1 8
+    done
     cat /tmp/latency.jsonl >>"$BENCH_LOG"
     grep '^{' /tmp/latency.jsonl >>"$SUMMARY"
   fi
+  phase "elementwise sweep" 60 "$OUT/elementwise_sweep.jsonl" bash -c \
+    "nvcc -O3 -arch=sm_90 bench/cuda/elementwise_sweep.cu -o /tmp/elementwise_sweep && /tmp/elementwise_sweep"
+  sort -t: -k5 -n "$OUT/elementwise_sweep.jsonl" | head -5 >>"$SUMMARY"
   export PYTHONUNBUFFERED=1
   phase "python bench" 230 "$BENCH_LOG" python3 bench/cuda/bench_cuda.py \
     --library "$LIB" --markdown "$OUT/performance_cuda.md" --json "$OUT/bench_cuda.json" \
@@ -154,11 +169,11 @@ if [[ -x $TESTS ]] && command -v compute-sanitizer >/dev/null; then
   export FUSEDNN_CUDA_TEST_QUICK=1
   phase "memcheck" 110 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --leak-check full \
     --error-exitcode 3 "$TESTS" \
-    --gtest_filter='*SeedMlp*:*OffThe*:*LongerThan*:*Convolutions*:*LayerNorm*:*Dags*:*Identity*:*RowsPerSample*:*DevicePath*'
+    --gtest_filter='*SeedMlp*:*OffThe*:*LongerThan*:*Convolutions*:*LayerNorm*:*Dags*:*Identity*:*RowsPerSample*:*DevicePath*:*TensorCore*:*SmallBatch*:*Precision*:*Cublas*'
   grep -E "ERROR SUMMARY|LEAK SUMMARY|^\[  (PASSED|FAILED) " "$OUT/memcheck.log" | tail -4 >>"$SUMMARY"
   phase "racecheck" 90 "$OUT/racecheck.log" compute-sanitizer --tool racecheck \
     --error-exitcode 3 "$TESTS" \
-    --gtest_filter='*SeedMlp*:*OffThe*:*LayerNorm*:*RowsPerSample*'
+    --gtest_filter='*SeedMlp*:*OffThe*:*LayerNorm*:*RowsPerSample*:*TensorCore*:*SmallBatch*:*Precision*'
   grep -E "RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) " "$OUT/racecheck.log" | tail -4 \
     >>"$SUMMARY"
 fi
