@@ -11,7 +11,9 @@
 // context's own stream (never on the legacy default stream, which cannot be captured) and
 // instantiated; later runs launch the graph onto the run's stream. A device-path graph captured
 // with one pair of caller buffers is pointed at another pair by rewriting the parameters of the
-// kernels that touch them (cudaGraphExecKernelNodeSetParams), not by capturing again. A plan of
+// kernels that touch them (cudaGraphExecKernelNodeSetParams), not by capturing again; where a
+// cuBLASLt call touches the caller's buffers (its kernels cannot be re-pointed so), graphs are
+// kept per pair of buffers as well as per batch size instead. A plan of
 // one kernel launch skips graphs on the device path (a graph launch costs what a kernel launch
 // does), as do runs on a stream the caller is itself capturing: those kernels go straight into
 // the caller's capture.
@@ -48,6 +50,7 @@ class CudaContext final : public ExecutionContext {
     Stream stream;
     Event order_event;
     DeviceArray<float> workspace;
+    DeviceArray<unsigned char> cublaslt_workspace;  // empty when no step runs on cuBLASLt
     DeviceArray<float> device_input;
     DeviceArray<float> device_output;
     PinnedArray<float> host_input;
@@ -77,7 +80,9 @@ class CudaContext final : public ExecutionContext {
 
   template <typename Body>
   CachedGraph capture(int64_t batch, Body&& body);
-  static CachedGraph* find(std::vector<CachedGraph>& graphs, int64_t batch);
+  // The graph for `batch`; with `input` / `output` not null, only one captured on those buffers.
+  static CachedGraph* find(std::vector<CachedGraph>& graphs, int64_t batch,
+                           const float* input = nullptr, const float* output = nullptr);
   static void find_pointer_slots(CachedGraph& graph, int64_t input_bytes, int64_t output_bytes);
   static void repoint(CachedGraph& graph, const float* input, float* output);
   void order_after_previous(cudaStream_t stream);

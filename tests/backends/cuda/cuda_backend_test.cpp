@@ -1,7 +1,8 @@
 // The CUDA backend against the CPU backend (exact fp32, itself checked against PyTorch by the
 // golden tests): every step kind, the fused MLP in all its tile shapes, every activation, the
 // host path, the device path (caller's stream, NULL stream, rotating buffers), graphs on and off.
-// The helpers and the comparison rules are in cuda_test_support.hpp.
+// The helpers and the comparison rules are in cuda_test_support.hpp; cuBLASLt's Linear has its
+// own file, cublaslt_linear_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -95,6 +96,8 @@ TEST(CudaBackend, RowsPerSampleAboveOne) {
   expect_matches_cpu(net, all_batches(), 50, "Linear over [5, 24]");
 }
 
+// Wide layers run on cuBLASLt (cublaslt_linear_test.cpp tests that path in full), the narrow
+// ones after them fused.
 TEST(CudaBackend, WideLinearLayers) {
   REQUIRE_CUDA();
   Net gelu({768});
@@ -103,7 +106,6 @@ TEST(CudaBackend, WideLinearLayers) {
   Net wide({300});
   wide.linear("fc1", 300, 700).act(R"({"type": "ReLU"})").linear("fc2", 700, 10);
   expect_matches_cpu(wide, few_batches(), 61, "300 -> 700 -> 10");
-  // An input too wide for any fused tile: the tiled GEMM fallback.
   Net tall({5000});
   tall.linear("fc1", 5000, 300).act(R"({"type": "SiLU"})").linear("fc2", 300, 30, false);
   expect_matches_cpu(tall, few_batches(), 62, "5000 -> 300 -> 30");
