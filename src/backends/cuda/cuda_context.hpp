@@ -13,10 +13,9 @@
 // with one pair of caller buffers is pointed at another pair by rewriting the parameters of the
 // kernels that touch them (cudaGraphExecKernelNodeSetParams), not by capturing again; where a
 // cuBLASLt call touches the caller's buffers (its kernels cannot be re-pointed so), graphs are
-// kept per pair of buffers as well as per batch size instead. A plan of
-// one kernel launch skips graphs on the device path (a graph launch costs what a kernel launch
-// does), as do runs on a stream the caller is itself capturing: those kernels go straight into
-// the caller's capture.
+// kept per pair of buffers as well as per batch size instead. A plan of one kernel launch skips
+// graphs on the device path (a graph launch costs what a kernel launch does), as do runs on a
+// stream the caller is itself capturing: those kernels go straight into the caller's capture.
 //
 // Consecutive runs of one context on different streams are ordered (the new stream waits for
 // the old one), since they share the workspace.
