@@ -1,6 +1,12 @@
-// The CUDA backend: lowers a plan to ops (chains of Linear steps become one fused MLP launch),
-// uploads every weight once in one allocation, in the layout its kernel reads, and queues a run
-// as a sequence of launches on one stream.
+// The CUDA backend: lowers a plan to ops, uploads every weight once in one allocation, in the
+// layout its kernel reads, and queues a run as a sequence of launches on one stream.
+//
+// Linear steps: a chain of two or more (each feeding only the next, widths up to
+// kFusedMlpMaxWidth) becomes one fused MLP launch, as does a lone layer of at most that width
+// whose input fits a tile. Any other lone Linear runs on cuBLASLt with the bias and a ReLU or
+// GELU(tanh) fused in its epilogue (linear_cublaslt.cpp; W kept in PyTorch's [out][in] layout),
+// the epilogue ops it cannot fuse running as in-place elementwise passes, and the tiled GEMM of
+// linear.cu standing in for the batch sizes cuBLASLt offers no algorithm for.
 #include "backends/cuda/cuda_backend.hpp"
 
 #include <algorithm>
@@ -17,6 +23,7 @@
 #include "backends/cuda/elementwise.hpp"
 #include "backends/cuda/layer_norm.hpp"
 #include "backends/cuda/linear.hpp"
+#include "backends/cuda/linear_cublaslt.hpp"
 #include "backends/cuda/pool2d.hpp"
 #include "backends/cuda/softmax.hpp"
 #include "common/elementwise_op.hpp"
@@ -29,17 +36,18 @@ namespace {
 constexpr size_t kNone = static_cast<size_t>(-1);
 constexpr int64_t kSlotAlignment = 64;  // floats: every workspace slot starts on 256 bytes
 
-// The host image of the device weights; every tensor starts on a 16-byte boundary.
+// The host image of the device weights; every tensor starts on a 16-byte boundary, or on
+// `alignment` floats where asked.
 class WeightBlob {
  public:
-  size_t reserve(size_t count) {
-    floats_.resize((floats_.size() + 3) / 4 * 4, 0.0f);
+  size_t reserve(size_t count, size_t alignment = 4) {
+    floats_.resize((floats_.size() + alignment - 1) / alignment * alignment, 0.0f);
     const size_t offset = floats_.size();
     floats_.resize(offset + count, 0.0f);
     return offset;
   }
-  size_t add(const std::vector<float>& values) {
-    const size_t offset = reserve(values.size());
+  size_t add(const std::vector<float>& values, size_t alignment = 4) {
+    const size_t offset = reserve(values.size(), alignment);
     std::copy(values.begin(), values.end(), floats_.begin() + static_cast<std::ptrdiff_t>(offset));
     return offset;
   }
@@ -56,6 +64,7 @@ struct OpRefs {
   size_t bias = kNone;
   std::vector<size_t> layer_weight;
   std::vector<size_t> layer_bias;
+  CublasLtActivation lt_activation = CublasLtActivation::None;  // CublasLtLinear only
 };
 
 static_assert(kOpReLU == static_cast<int>(ElementwiseKind::ReLU) &&
@@ -78,6 +87,18 @@ std::vector<DeviceEpilogue> split_epilogue(const Epilogue& epilogue) {
     piece.kind[piece.count] = static_cast<int32_t>(op.kind);
     piece.parameter[piece.count] = op.parameter;
     ++piece.count;
+  }
+  return pieces;
+}
+
+// A cuBLASLt step's epilogue: [0] the ops its own epilogue fuses after the bias (the first
+// `fused` of them), then the rest in pieces of at most kMaxEpilogueOps, applied in place.
+std::vector<DeviceEpilogue> split_cublaslt_epilogue(const Epilogue& epilogue, size_t fused) {
+  const Epilogue head(epilogue.begin(), epilogue.begin() + static_cast<std::ptrdiff_t>(fused));
+  const Epilogue tail(epilogue.begin() + static_cast<std::ptrdiff_t>(fused), epilogue.end());
+  std::vector<DeviceEpilogue> pieces{split_epilogue(head).front()};
+  if (!tail.empty()) {
+    for (const DeviceEpilogue& piece : split_epilogue(tail)) pieces.push_back(piece);
   }
   return pieces;
 }
@@ -190,9 +211,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           }
           chain.push_back(next);
         }
-        // The fused kernel if some prefix of the chain fits on chip, else the tiled GEMM.
+        // The fused kernel if some prefix of the chain fits on chip, a lone layer only when its
+        // columns fit one block; anything else runs on cuBLASLt.
         bool fused = false;
         while (!chain.empty() && step.weight >= 0) {
+          if (chain.size() == 1 && step.out_features > kFusedMlpMaxWidth) break;
           std::vector<FusedMlpLayerDesc> layers;
           for (size_t index : chain) {
             const Step& layer_step = p.steps[index];
@@ -242,13 +265,22 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             tensor_core_blob.insert(tensor_core_blob.end(), image.begin(), image.end());
           }
         } else {
-          op.kind = OpKind::Linear;
+          op.kind = OpKind::CublasLtLinear;
           as_int32(step.in_features, step, "in_features");
           as_int32(step.out_features, step, "out_features");
           if (step.weight < 0) fail(FDNN_STATUS_INTERNAL_ERROR, "Linear step '", step.label, "' has no weight");
-          ref.weight = add_transposed(blob, constant(step.weight), step.in_features,
-                                      step.out_features, step.out_features);
-          if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
+          // W as PyTorch stores it, [out][in], and the bias, each on 256 bytes (cuBLASLt's
+          // preferred alignment; the fallback GEMM reads the same layout).
+          const auto alignment = static_cast<size_t>(kSlotAlignment);
+          ref.weight = blob.add(constant(step.weight), alignment);
+          if (step.bias >= 0) ref.bias = blob.add(constant(step.bias), alignment);
+          ref.lt_activation = cublaslt_activation(step.epilogue);
+          op.epilogue =
+              split_cublaslt_epilogue(step.epilogue, cublaslt_fused_ops(ref.lt_activation));
+          if (p.values[step.inputs.front()].storage == Storage::ModelInput ||
+              p.values[step.output].storage == Storage::ModelOutput) {
+            device_graphs_repointable_ = false;
+          }
         }
         break;
       }
@@ -295,6 +327,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     s = static_cast<size_t>(ops_.back().last_step) + 1;
   }
 
+  bool uses_cublaslt = false;
+  for (const Op& op : ops_) uses_cublaslt = uses_cublaslt || op.kind == OpKind::CublasLtLinear;
+  if (uses_cublaslt) {
+    cublaslt_ = std::make_unique<CublasLtHandle>();  // on the model's device, current here
+    cublaslt_workspace_bytes_ = recommended_cublaslt_workspace_bytes(device_);
+  }
+
   // One allocation and one copy for every weight; then the ops get their pointers.
   std::vector<float>& floats = blob.floats();
   weights_ = DeviceArray<float>(floats.size());
@@ -324,18 +363,33 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       op.mlp.layers[l].weight_t = pointer(refs[i].layer_weight[l]);
       op.mlp.layers[l].bias = pointer(refs[i].layer_bias[l]);
     }
+    if (op.kind == OpKind::CublasLtLinear) {
+      const Step& step = p.steps[op.first_step];
+      op.lt = std::make_unique<CublasLtLinear>(
+          cublaslt_->get(), static_cast<int32_t>(step.in_features),
+          static_cast<int32_t>(step.out_features), refs[i].lt_activation, op.weight, op.bias,
+          cublaslt_workspace_bytes_);
+    }
   }
   assign_workspace();
 }
 
 CudaBackend::~CudaBackend() {
+  // Released while the model's device is current: the weights and cuBLASLt's handle.
   int previous = 0;
-  if (cudaGetDevice(&previous) == cudaSuccess && previous != device_.ordinal) {
-    if (cudaSetDevice(device_.ordinal) == cudaSuccess) {
-      weights_ = DeviceArray<float>();  // freed while the model's device is current
-      tensor_core_images_ = DeviceArray<uint32_t>();
-      cudaSetDevice(previous);
-    }
+  const bool restore = cudaGetDevice(&previous) == cudaSuccess && previous != device_.ordinal &&
+                       cudaSetDevice(device_.ordinal) == cudaSuccess;
+  ops_.clear();
+  cublaslt_.reset();
+  weights_ = DeviceArray<float>();
+  tensor_core_images_ = DeviceArray<uint32_t>();
+  cudaGetLastError();  // a failure above leaves nothing for the caller's next check
+  if (restore) cudaSetDevice(previous);
+}
+
+void CudaBackend::refuse_cublaslt_for_testing() {
+  for (const Op& op : ops_) {
+    if (op.lt) op.lt->refuse_for_testing();
   }
 }
 
@@ -366,9 +420,10 @@ void CudaBackend::assign_workspace() {
 }
 
 size_t CudaBackend::context_bytes() const {
-  // Device workspace and the host path's device buffers, plus as much pinned host staging.
+  // Device workspace and the host path's device buffers, plus as much pinned host staging, and
+  // cuBLASLt's workspace.
   const size_t floats = static_cast<size_t>(workspace_floats_ + 2 * (input_floats() + output_floats()));
-  return floats * sizeof(float);
+  return floats * sizeof(float) + cublaslt_workspace_bytes_;
 }
 
 std::unique_ptr<ExecutionContext> CudaBackend::create_context() const {
@@ -376,7 +431,7 @@ std::unique_ptr<ExecutionContext> CudaBackend::create_context() const {
 }
 
 void CudaBackend::enqueue(int64_t batch, const float* input, float* output, float* workspace,
-                          cudaStream_t stream) const {
+                          void* cublaslt_workspace, cudaStream_t stream) const {
   const Plan& p = *plan_;
   auto data = [&](int value_id) -> float* {
     switch (p.values[value_id].storage) {
@@ -417,13 +472,21 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         }
         break;
       }
-      case OpKind::Linear: {
+      case OpKind::CublasLtLinear: {
+        const int64_t rows = batch * step.rows_per_sample;
+        const CublasLtLinear::Choice& choice = op.lt->choose(rows, x, y);
+        if (choice.usable) {
+          op.lt->run(choice, x, y, cublaslt_workspace, stream);
+          break;
+        }
+        // No cuBLASLt algorithm for this shape (choice.reason says why): the tiled GEMM, which
+        // applies the bias and the ops cuBLASLt would have fused, so the passes stay the same.
         LinearArgs args;
         args.x = x;
-        args.weight_t = op.weight;
+        args.weight = op.weight;
         args.bias = op.bias;
         args.y = y;
-        args.rows = batch * step.rows_per_sample;
+        args.rows = rows;
         args.in = static_cast<int32_t>(step.in_features);
         args.out = static_cast<int32_t>(step.out_features);
         args.epilogue = op.epilogue.front();

@@ -14,6 +14,7 @@ constexpr size_t kMaxGraphs = 32;
 
 CudaContext::Resources::Resources(const CudaBackend& backend)
     : workspace(static_cast<size_t>(backend.workspace_floats())),
+      cublaslt_workspace(backend.cublaslt_workspace_bytes()),
       device_input(static_cast<size_t>(backend.input_floats())),
       device_output(static_cast<size_t>(backend.output_floats())),
       host_input(static_cast<size_t>(backend.input_floats())),
@@ -52,9 +53,12 @@ void CudaContext::order_after_previous(cudaStream_t stream) {
 }
 
 CudaContext::CachedGraph* CudaContext::find(std::vector<CachedGraph>& graphs, int64_t batch,
-                                             int alignment) {
+                                             int alignment, const float* input,
+                                             const float* output) {
   for (CachedGraph& graph : graphs) {
-    if (graph.batch == batch && graph.alignment == alignment) return &graph;
+    if (graph.batch != batch || graph.alignment != alignment) continue;
+    if (input != nullptr && (graph.input != input || graph.output != output)) continue;
+    return &graph;
   }
   return nullptr;
 }
@@ -160,7 +164,7 @@ void CudaContext::run_host(int64_t batch, const float* input, float* output) {
     FDNN_CUDA_CHECK(cudaMemcpyAsync(r.device_input.data(), r.host_input.data(), input_bytes,
                                     cudaMemcpyHostToDevice, stream));
     backend_.enqueue(batch, r.device_input.data(), r.device_output.data(), r.workspace.data(),
-                     stream);
+                     r.cublaslt_workspace.data(), stream);
     FDNN_CUDA_CHECK(cudaMemcpyAsync(r.host_output.data(), r.device_output.data(), output_bytes,
                                     cudaMemcpyDeviceToHost, stream));
   };
@@ -205,10 +209,14 @@ void CudaContext::run_device(int64_t batch, const float* input, float* output, v
   CachedGraph* graph = nullptr;
   if (backend_.cuda_graphs() && backend_.launches_per_run() >= 2 && !caller_capturing &&
       !overlapping) {
-    graph = find(device_graphs_, batch, alignment_class(input, output));
+    const int alignment = alignment_class(input, output);
+    graph = backend_.device_graphs_repointable()
+                ? find(device_graphs_, batch, alignment)
+                : find(device_graphs_, batch, alignment, input, output);
     if (graph == nullptr && device_graphs_.size() < kMaxGraphs) {
       CachedGraph captured = capture(batch, [&](cudaStream_t capture_stream) {
-        backend_.enqueue(batch, input, output, r.workspace.data(), capture_stream);
+        backend_.enqueue(batch, input, output, r.workspace.data(), r.cublaslt_workspace.data(),
+                         capture_stream);
       });
       captured.input = input;
       captured.output = output;
@@ -228,7 +236,8 @@ void CudaContext::run_device(int64_t batch, const float* input, float* output, v
   if (graph != nullptr) {
     FDNN_CUDA_CHECK(cudaGraphLaunch(graph->exec.get(), stream));
   } else {
-    backend_.enqueue(batch, input, output, r.workspace.data(), stream);
+    backend_.enqueue(batch, input, output, r.workspace.data(), r.cublaslt_workspace.data(),
+                     stream);
   }
   if (handle == nullptr) FDNN_CUDA_CHECK(cudaStreamSynchronize(own));
 }

@@ -11,10 +11,11 @@
 // context's own stream (never on the legacy default stream, which cannot be captured) and
 // instantiated; later runs launch the graph onto the run's stream. A device-path graph captured
 // with one pair of caller buffers is pointed at another pair by rewriting the parameters of the
-// kernels that touch them (cudaGraphExecKernelNodeSetParams), not by capturing again. A plan of
-// one kernel launch skips graphs on the device path (a graph launch costs what a kernel launch
-// does), as do runs on a stream the caller is itself capturing: those kernels go straight into
-// the caller's capture.
+// kernels that touch them (cudaGraphExecKernelNodeSetParams), not by capturing again; where a
+// cuBLASLt call touches the caller's buffers (its kernels cannot be re-pointed so), graphs are
+// kept per pair of buffers as well as per batch size instead. A plan of one kernel launch skips
+// graphs on the device path (a graph launch costs what a kernel launch does), as do runs on a
+// stream the caller is itself capturing: those kernels go straight into the caller's capture.
 //
 // Consecutive runs of one context on different streams are ordered (the new stream waits for
 // the old one), since they share the workspace.
@@ -48,6 +49,7 @@ class CudaContext final : public ExecutionContext {
     Stream stream;
     Event order_event;
     DeviceArray<float> workspace;
+    DeviceArray<unsigned char> cublaslt_workspace;  // empty when no step runs on cuBLASLt
     DeviceArray<float> device_input;
     DeviceArray<float> device_output;
     PinnedArray<float> host_input;
@@ -78,7 +80,10 @@ class CudaContext final : public ExecutionContext {
 
   template <typename Body>
   CachedGraph capture(int64_t batch, Body&& body);
-  static CachedGraph* find(std::vector<CachedGraph>& graphs, int64_t batch, int alignment);
+  // The graph for `batch` captured on buffers of `alignment` (alignment_class()); with `input` /
+  // `output` not null, only one captured on those buffers.
+  static CachedGraph* find(std::vector<CachedGraph>& graphs, int64_t batch, int alignment,
+                           const float* input = nullptr, const float* output = nullptr);
   static int alignment_class(const void* input, const void* output);
   static void find_pointer_slots(CachedGraph& graph, int64_t input_bytes, int64_t output_bytes);
   static void repoint(CachedGraph& graph, const float* input, float* output);

@@ -15,13 +15,15 @@
 #include "backends/cuda/device_memory.hpp"
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/fused_mlp_tensor_core.hpp"
+#include "backends/cuda/linear_cublaslt.hpp"
 #include "planner/plan.hpp"
 
 namespace fusednn::cuda {
 
 enum class OpKind {
-  FusedMlp,  // one or more Linear steps in one launch (fused_mlp.cu)
-  Linear,    // a Linear the fused kernel cannot hold (linear.cu)
+  FusedMlp,        // one or more Linear steps in one launch (fused_mlp.cu)
+  CublasLtLinear,  // a lone Linear the fused kernel does not take (linear_cublaslt.cpp; the
+                   // tiled GEMM of linear.cu where cuBLASLt has no algorithm)
   Conv2d,
   MaxPool2d,
   AvgPool2d,
@@ -45,7 +47,10 @@ struct Op {
   // tensor_core_min_rows rows on (0 for reduced precisions: always).
   TensorCoreMlpPlan tensor_core;
   int64_t tensor_core_min_rows = 0;
-  std::vector<DeviceEpilogue> epilogue;  // [0] applied by the kernel, the rest in place after it
+  std::unique_ptr<CublasLtLinear> lt;    // CublasLtLinear only
+  // [0] applied by the kernel (for CublasLtLinear: what cuBLASLt's epilogue fuses after the
+  // bias, which the fallback GEMM applies the same), the rest in place after it.
+  std::vector<DeviceEpilogue> epilogue;
 };
 
 class CudaBackend final : public Backend {
@@ -60,9 +65,11 @@ class CudaBackend final : public Backend {
   std::unique_ptr<ExecutionContext> create_context() const override;
 
   // Queues the whole plan for `batch` samples on `stream`: input and output are device
-  // pointers, workspace a context's workspace_floats() buffer. Nothing is allocated.
+  // pointers, workspace a context's workspace_floats() buffer and cublaslt_workspace its
+  // cublaslt_workspace_bytes() buffer. Nothing is allocated; the first run of a batch size picks
+  // the cuBLASLt algorithms for it (host work only, cached for every context).
   void enqueue(int64_t batch, const float* input, float* output, float* workspace,
-               cudaStream_t stream) const;
+               void* cublaslt_workspace, cudaStream_t stream) const;
 
   const Plan& plan() const { return *plan_; }
   const DeviceInfo& device_info() const { return device_; }
@@ -71,9 +78,20 @@ class CudaBackend final : public Backend {
   int64_t workspace_floats() const { return workspace_floats_; }
   int64_t input_floats() const { return max_batch_ * plan_->values[0].elements; }
   int64_t output_floats() const { return max_batch_ * plan_->values[plan_->output_value].elements; }
+  // The workspace each context gives cuBLASLt; 0 when no step runs on it.
+  size_t cublaslt_workspace_bytes() const { return cublaslt_workspace_bytes_; }
+  // Whether a device-path graph can be pointed at other caller buffers by rewriting its kernels'
+  // parameters: not when a cuBLASLt call reads the model input or writes the model output, since
+  // its kernels are not launched through launch_kernel and cannot be re-pointed. Such graphs are
+  // kept per pair of caller buffers instead.
+  bool device_graphs_repointable() const { return device_graphs_repointable_; }
   // Kernel launches one run makes (graphs pay off from two).
   int launches_per_run() const { return launches_per_run_; }
   const std::vector<Op>& ops() const { return ops_; }
+
+  // For tests: every cuBLASLt step refuses cuBLASLt from now on (for batch sizes not run yet),
+  // so that the tiled GEMM fallback runs.
+  void refuse_cublaslt_for_testing();
 
  private:
   void lower_plan(std::vector<float>& blob, std::vector<std::vector<size_t>>& pending);
@@ -83,9 +101,12 @@ class CudaBackend final : public Backend {
   int64_t max_batch_;
   bool cuda_graphs_;
   DeviceInfo device_;
+  std::unique_ptr<CublasLtHandle> cublaslt_;  // created at load when a step runs on cuBLASLt
   DeviceArray<float> weights_;
   DeviceArray<uint32_t> tensor_core_images_;  // the ops' TensorCoreMlpPlan images, one allocation
-  std::vector<Op> ops_;
+  std::vector<Op> ops_;  // declared after the handle and the weights they use: destroyed first
+  size_t cublaslt_workspace_bytes_ = 0;
+  bool device_graphs_repointable_ = true;
   std::vector<int64_t> value_offset_;  // device workspace offset (floats) of each workspace value
   int64_t workspace_floats_ = 0;
   int launches_per_run_ = 0;

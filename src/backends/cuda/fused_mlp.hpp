@@ -2,12 +2,13 @@
 // Each block owns a tile of rows; the tile's activations stay in shared memory from layer to
 // layer (transposed, [feature][row]) and every layer's weights stream through a ring of
 // shared-memory stages filled with cp.async, the next chunks in flight while the current one is
-// multiplied. A single wide layer (out > kFusedMlpMaxWidth) runs the same kernel with its
-// columns split across blocks (grid.y), so one Linear + epilogue of any width is one launch too.
+// multiplied. A single wide layer (out > kFusedMlpMaxWidth) can run the same kernel with its
+// columns split across blocks (grid.y); the backend sends such layers to cuBLASLt instead
+// (linear_cublaslt.hpp), so only lone layers of at most kFusedMlpMaxWidth columns come here.
 //
 // Query, then run: plan_fused_mlp() says at load whether a chain fits on this device and with
-// which tiles (none fits -> the caller uses launch_linear per layer); launch_fused_mlp() picks a
-// tile for the batch and launches.
+// which tiles (none fits -> the caller tries a shorter chain, and runs a lone layer that does not
+// fit on cuBLASLt); launch_fused_mlp() picks a tile for the batch and launches.
 #pragma once
 
 #include <cuda_runtime_api.h>

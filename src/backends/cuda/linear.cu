@@ -1,9 +1,11 @@
-// Tiled SGEMM for the Linear steps the fused MLP kernel cannot hold: each block computes a
-// BM x BN tile of y, staging BM x BK of x and BK x BN of W^T in shared memory per step of k;
-// each of its 256 threads accumulates TM x TN outputs in registers (rows and columns
-// interleaved across threads so shared-memory reads are broadcasts or consecutive). Exact fp32
-// FMAs; bias and the epilogue are applied before the one store. Two shapes: 128 x 128 tiles when
-// the grid still covers the SMs, 32 x 32 tiles with a deeper k step otherwise.
+// Tiled SGEMM, the fallback for Linear steps cuBLASLt offers no algorithm for: each block
+// computes a BM x BN tile of y, staging BM x BK of x and BK x BN of W^T in shared memory per step
+// of k; each of its 256 threads accumulates TM x TN outputs in registers (rows and columns
+// interleaved across threads so shared-memory reads are broadcasts or consecutive). W is read in
+// PyTorch's [out][in] layout, consecutive threads walking k (coalesced), and stored transposed
+// into a tile padded so that those stores do not share a bank. Exact fp32 FMAs;
+// bias and the epilogue are applied before the one store. Two shapes: 128 x 128 tiles when the
+// grid still covers the SMs, 32 x 32 tiles with a deeper k step otherwise.
 #include "backends/cuda/linear.hpp"
 
 #include "backends/cuda/epilogue.cuh"
@@ -20,8 +22,13 @@ __global__ void __launch_bounds__(kThreads) linear_kernel(LinearArgs args) {
   constexpr int kThreadCols = BN / TN;
   static_assert(kThreadRows * kThreadCols == kThreads, "one output tile per thread");
   constexpr int kAStride = BK + 1;
+  // A warp stores W^T as (32 / kSpan) columns n of kSpan consecutive k each: a row stride of
+  // BN + 32 / kSpan puts those 32 stores in 32 banks.
+  constexpr int kSpan = BK < 32 ? BK : 32;
+  constexpr int kBStride = BN + 32 / kSpan;
+  static_assert(BN % 32 == 0 && 32 % kSpan == 0, "conflict-free W^T stores need these");
   __shared__ float a_tile[BM * kAStride];  // [m][k]
-  __shared__ float b_tile[BK * BN];        // [k][n]
+  __shared__ float b_tile[BK * kBStride];  // [k][n]
 
   const int tx = threadIdx.x % kThreadCols;
   const int ty = threadIdx.x / kThreadCols;
@@ -46,12 +53,12 @@ __global__ void __launch_bounds__(kThreads) linear_kernel(LinearArgs args) {
           (row < args.rows && column < K) ? args.x[row * K + column] : 0.0f;
     }
     for (int index = threadIdx.x; index < BK * BN; index += kThreads) {
-      const int k = index / BN;
-      const int n = index - k * BN;
+      const int n = index / BK;
+      const int k = index - n * BK;
       const int kk = k0 + k;
       const int nn = n0 + n;
-      b_tile[k * BN + n] =
-          (kk < K && nn < N) ? args.weight_t[static_cast<int64_t>(kk) * N + nn] : 0.0f;
+      b_tile[k * kBStride + n] =
+          (kk < K && nn < N) ? args.weight[static_cast<int64_t>(nn) * K + kk] : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -60,7 +67,7 @@ __global__ void __launch_bounds__(kThreads) linear_kernel(LinearArgs args) {
 #pragma unroll
       for (int i = 0; i < TM; ++i) a[i] = a_tile[(ty + i * kThreadRows) * kAStride + k];
 #pragma unroll
-      for (int j = 0; j < TN; ++j) b[j] = b_tile[k * BN + tx + j * kThreadCols];
+      for (int j = 0; j < TN; ++j) b[j] = b_tile[k * kBStride + tx + j * kThreadCols];
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll

@@ -1,6 +1,7 @@
-// Linear with any in/out width: y[rows][out] = epilogue(x[rows][in] * W^T + bias), W given
-// transposed ([in][out]). The fused MLP kernel runs every Linear whose input tile fits in shared
-// memory; this tiled GEMM is the fallback for the ones that do not (very wide inputs).
+// Linear with any in/out width: y[rows][out] = epilogue(x[rows][in] * W^T + bias), W as PyTorch
+// stores it ([out][in]). The backend runs lone Linear layers through cuBLASLt
+// (linear_cublaslt.hpp), whose weights are in this layout too; this tiled GEMM is the fallback for
+// the calls where cuBLASLt's heuristic offers no algorithm.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,7 +15,7 @@ namespace fusednn::cuda {
 
 struct LinearArgs {
   const float* x = nullptr;
-  const float* weight_t = nullptr;  // [in][out]
+  const float* weight = nullptr;  // [out][in]
   const float* bias = nullptr;      // [out] or null
   float* y = nullptr;
   int64_t rows = 0;

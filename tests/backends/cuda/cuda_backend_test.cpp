@@ -1,360 +1,24 @@
 // The CUDA backend against the CPU backend (exact fp32, itself checked against PyTorch by the
 // golden tests): every step kind, the fused MLP in all its tile shapes, every activation, the
 // host path, the device path (caller's stream, NULL stream, rotating buffers), graphs on and off.
-//
-// Each check draws fresh random weights and inputs; outputs are poisoned with NaN before every
-// run, so an element left unwritten fails. The error is max |gpu - cpu| / max |cpu| and must be
-// at most 1e-5 (fp32 summed in a different order lands near 1e-7).
-//
-// Without a GPU (or in a build without the CUDA backend) every test skips with a message.
-// FUSEDNN_CUDA_TEST_QUICK=1 runs fewer batch sizes (for compute-sanitizer, which is slow).
+// The helpers and the comparison rules are in cuda_test_support.hpp; cuBLASLt's Linear has its
+// own file, cublaslt_linear_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cuda_test_support.hpp"
 #include "fusednn/fusednn.h"
-
-#if FUSEDNN_TEST_WITH_CUDART
-#include <cuda_runtime_api.h>
-#endif
 
 namespace {
 
-constexpr double kTolerance = 1e-5;
-
-bool quick() {
-  const char* value = std::getenv("FUSEDNN_CUDA_TEST_QUICK");
-  return value != nullptr && std::string(value) == "1";
-}
-
-std::vector<int64_t> all_batches() {
-  if (quick()) return {1, 3, 33, 129};
-  return {1, 2, 3, 31, 32, 33, 127, 128, 129, 1000, 4097};
-}
-
-std::vector<int64_t> few_batches() {
-  if (quick()) return {1, 33};
-  return {1, 2, 31, 33, 129};
-}
-
-#define REQUIRE_CUDA()                                                                        \
-  do {                                                                                        \
-    int32_t gpus_ = 0;                                                                        \
-    ASSERT_EQ(fdnn_cuda_device_count(&gpus_), FDNN_STATUS_OK) << fdnn_last_error_message();  \
-    if (gpus_ == 0) {                                                                         \
-      GTEST_SKIP() << "no CUDA device: fdnn_cuda_device_count() is 0 (this libfusednn has "  \
-                      "no CUDA backend, or no GPU is visible); nothing to compare";          \
-    }                                                                                         \
-  } while (0)
-
-// ------------------------------------------------------------------------------------------
-// Networks: a spec and the weights it declares.
-
-enum class Init { Weight, Bias, Gamma, Beta, Mean, Variance };
-
-struct Tensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  Init init = Init::Weight;
-  int64_t fan_in = 1;
-};
-
-class Net {
- public:
-  explicit Net(std::vector<int64_t> input_shape) : input_shape_(std::move(input_shape)) {}
-
-  Net& layer(const std::string& json) {
-    layers_ += (layers_.empty() ? "" : ",\n") + json;
-    return *this;
-  }
-  Net& linear(const std::string& name, int64_t in, int64_t out, bool bias = true,
-              const std::string& inputs = "") {
-    layer(R"({"type": "Linear", "name": ")" + name + R"(", "in_features": )" +
-          std::to_string(in) + R"(, "out_features": )" + std::to_string(out) +
-          R"(, "bias": )" + (bias ? "true" : "false") + inputs_field(inputs) + "}");
-    tensors_.push_back({name + ".weight", {out, in}, Init::Weight, in});
-    if (bias) tensors_.push_back({name + ".bias", {out}, Init::Bias, in});
-    return *this;
-  }
-  // kernel, stride, padding, dilation as [h, w].
-  Net& conv(const std::string& name, int64_t in, int64_t out, std::vector<int64_t> kernel,
-            std::vector<int64_t> stride, std::vector<int64_t> padding,
-            std::vector<int64_t> dilation, int64_t groups, bool bias) {
-    auto pair = [](const std::vector<int64_t>& v) {
-      return "[" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]";
-    };
-    layer(R"({"type": "Conv2d", "name": ")" + name + R"(", "in_channels": )" +
-          std::to_string(in) + R"(, "out_channels": )" + std::to_string(out) +
-          R"(, "kernel_size": )" + pair(kernel) + R"(, "stride": )" + pair(stride) +
-          R"(, "padding": )" + pair(padding) + R"(, "dilation": )" + pair(dilation) +
-          R"(, "groups": )" + std::to_string(groups) + R"(, "bias": )" +
-          (bias ? "true" : "false") + "}");
-    const int64_t fan_in = in / groups * kernel[0] * kernel[1];
-    tensors_.push_back({name + ".weight", {out, in / groups, kernel[0], kernel[1]}, Init::Weight,
-                        fan_in});
-    if (bias) tensors_.push_back({name + ".bias", {out}, Init::Bias, fan_in});
-    return *this;
-  }
-  Net& batch_norm(const std::string& name, const std::string& type, int64_t channels) {
-    layer(R"({"type": ")" + type + R"(", "name": ")" + name + R"(", "num_features": )" +
-          std::to_string(channels) + R"(, "eps": 0.001})");
-    tensors_.push_back({name + ".weight", {channels}, Init::Gamma});
-    tensors_.push_back({name + ".bias", {channels}, Init::Beta});
-    tensors_.push_back({name + ".running_mean", {channels}, Init::Mean});
-    tensors_.push_back({name + ".running_var", {channels}, Init::Variance});
-    return *this;
-  }
-  Net& layer_norm(const std::string& name, int64_t size, bool affine = true) {
-    layer(R"({"type": "LayerNorm", "name": ")" + name + R"(", "normalized_shape": [)" +
-          std::to_string(size) + R"(], "eps": 1e-5, "elementwise_affine": )" +
-          (affine ? "true" : "false") + "}");
-    if (affine) {
-      tensors_.push_back({name + ".weight", {size}, Init::Gamma});
-      tensors_.push_back({name + ".bias", {size}, Init::Beta});
-    }
-    return *this;
-  }
-  Net& act(const std::string& json_type) { return layer(json_type); }
-
-  std::string spec() const {
-    std::string shape;
-    for (size_t i = 0; i < input_shape_.size(); ++i) {
-      shape += (i ? ", " : "") + std::to_string(input_shape_[i]);
-    }
-    return R"({"fusednn": 1, "name": "cuda_test", "input": {"shape": [)" + shape +
-           R"(], "dtype": "float32"}, "layers": [)" + layers_ + "]}";
-  }
-  const std::vector<Tensor>& tensors() const { return tensors_; }
-
- private:
-  static std::string inputs_field(const std::string& inputs) {
-    return inputs.empty() ? "" : R"(, "inputs": )" + inputs;
-  }
-  std::vector<int64_t> input_shape_;
-  std::string layers_;
-  std::vector<Tensor> tensors_;
-};
-
-// The activations as spec layers, with a parameter off the defaults where there is one.
-const std::vector<std::pair<std::string, std::string>>& activations() {
-  static const std::vector<std::pair<std::string, std::string>> all = {
-      {"ReLU", R"({"type": "ReLU"})"},
-      {"LeakyReLU", R"({"type": "LeakyReLU", "negative_slope": 0.2})"},
-      {"GeluErf", R"({"type": "GELU", "approximate": "none"})"},
-      {"GeluTanh", R"({"type": "GELU", "approximate": "tanh"})"},
-      {"SiLU", R"({"type": "SiLU"})"},
-      {"Sigmoid", R"({"type": "Sigmoid"})"},
-      {"Tanh", R"({"type": "Tanh"})"},
-      {"Scale", R"({"type": "Scale", "alpha": -0.75})"},
-  };
-  return all;
-}
-
-std::vector<float> normal(size_t count, std::mt19937& random, float mean, float deviation) {
-  std::normal_distribution<float> distribution(mean, deviation);
-  std::vector<float> values(count);
-  for (float& v : values) v = distribution(random);
-  return values;
-}
-
-std::vector<std::vector<float>> draw_weights(const Net& net, std::mt19937& random) {
-  std::vector<std::vector<float>> values;
-  for (const Tensor& tensor : net.tensors()) {
-    size_t count = 1;
-    for (int64_t extent : tensor.shape) count *= static_cast<size_t>(extent);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(tensor.fan_in));
-    switch (tensor.init) {
-      case Init::Weight: values.push_back(normal(count, random, 0.0f, scale)); break;
-      case Init::Bias: values.push_back(normal(count, random, 0.0f, 0.1f)); break;
-      case Init::Gamma: values.push_back(normal(count, random, 1.0f, 0.1f)); break;
-      case Init::Beta: values.push_back(normal(count, random, 0.0f, 0.1f)); break;
-      case Init::Mean: values.push_back(normal(count, random, 0.0f, 0.1f)); break;
-      case Init::Variance: {
-        std::uniform_real_distribution<float> uniform(0.5f, 1.5f);
-        std::vector<float> v(count);
-        for (float& x : v) x = uniform(random);
-        values.push_back(v);
-        break;
-      }
-    }
-  }
-  return values;
-}
-
-fdnn_model* create_model(const std::string& spec, fdnn_device device, int64_t max_batch,
-                         int32_t cuda_graphs) {
-  fdnn_model_options options;
-  fdnn_model_options_init(&options, sizeof options);
-  options.max_batch = max_batch;
-  options.device = device;
-  options.cuda_graphs = cuda_graphs;
-  fdnn_model* model = nullptr;
-  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
-            FDNN_STATUS_OK)
-      << fdnn_last_error_message() << "\nspec: " << spec;
-  return model;
-}
-
-void set_weights(fdnn_model* model, const Net& net, const std::vector<std::vector<float>>& values) {
-  for (size_t i = 0; i < net.tensors().size(); ++i) {
-    const Tensor& tensor = net.tensors()[i];
-    ASSERT_EQ(fdnn_model_set_weight(model, tensor.name.c_str(), FDNN_DTYPE_FLOAT32,
-                                    values[i].data(), tensor.shape.data(),
-                                    static_cast<int32_t>(tensor.shape.size())),
-              FDNN_STATUS_OK)
-        << fdnn_last_error_message();
-  }
-}
-
-int64_t elements(const fdnn_shape& shape) {
-  int64_t count = 1;
-  for (int32_t i = 0; i < shape.rank; ++i) count *= shape.dims[i];
-  return count;
-}
-
-// max |got - expected| / max |expected|; infinite when got has a NaN or Inf.
-double relative_error(const std::vector<float>& got, const std::vector<float>& expected) {
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    worst = std::max(worst, std::fabs(double(got[i]) - double(expected[i])));
-    scale = std::max(scale, std::fabs(double(expected[i])));
-  }
-  return worst / std::max(scale, 1e-30);
-}
-
-#if FUSEDNN_TEST_WITH_CUDART
-#define CUDA_OK(call)                                                            \
-  do {                                                                           \
-    const cudaError_t cuda_error_ = (call);                                      \
-    ASSERT_EQ(cuda_error_, cudaSuccess) << #call << ": " << cudaGetErrorString(cuda_error_); \
-  } while (0)
-
-// Device buffers for the device path, sized for the largest batch of a check.
-struct DeviceBuffers {
-  float* input = nullptr;
-  float* output = nullptr;
-  cudaStream_t stream = nullptr;
-  ~DeviceBuffers() {
-    if (input) cudaFree(input);
-    if (output) cudaFree(output);
-    if (stream) cudaStreamDestroy(stream);
-  }
-};
-
-// Runs on the device path and returns the output copied back. `stream` null: the NULL stream
-// (the context's own, waited for by the call).
-void run_device(fdnn_context* context, int64_t batch, const std::vector<float>& input,
-                size_t output_count, float* device_input, float* device_output,
-                cudaStream_t stream, std::vector<float>* output) {
-  const std::vector<float> poison(output_count, NAN);
-  CUDA_OK(cudaMemcpy(device_input, input.data(), input.size() * sizeof(float),
-                     cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(device_output, poison.data(), output_count * sizeof(float),
-                     cudaMemcpyHostToDevice));
-  ASSERT_EQ(fdnn_context_run_device(context, batch, device_input, input.size(), device_output,
-                                    output_count, stream),
-            FDNN_STATUS_OK)
-      << fdnn_last_error_message();
-  if (stream) CUDA_OK(cudaStreamSynchronize(stream));
-  output->assign(output_count, 0.0f);
-  CUDA_OK(cudaMemcpy(output->data(), device_output, output_count * sizeof(float),
-                     cudaMemcpyDeviceToHost));
-}
-#endif
-
-// The CPU model as the reference and CUDA models with graphs on and off, same weights; every
-// batch through the host path, the device path on a stream and (first batch) the NULL stream
-// and fdnn_model_run's pool.
-void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batches, uint32_t seed,
-                        const std::string& what) {
-  SCOPED_TRACE(what);
-  std::mt19937 random(seed);
-  const std::vector<std::vector<float>> weights = draw_weights(net, random);
-  const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
-  const std::string spec = net.spec();
-
-  fdnn_model* cpu = create_model(spec, FDNN_DEVICE_CPU, max_batch, 1);
-  ASSERT_NE(cpu, nullptr);
-  set_weights(cpu, net, weights);
-  fdnn_shape in_shape, out_shape;
-  ASSERT_EQ(fdnn_model_input_shape(cpu, &in_shape), FDNN_STATUS_OK);
-  ASSERT_EQ(fdnn_model_output_shape(cpu, &out_shape), FDNN_STATUS_OK);
-  const int64_t in_elements = elements(in_shape);
-  const int64_t out_elements = elements(out_shape);
-
-  for (int32_t graphs : {1, 0}) {
-    SCOPED_TRACE(graphs ? "cuda_graphs = 1" : "cuda_graphs = 0");
-    fdnn_model* gpu = create_model(spec, FDNN_DEVICE_CUDA, max_batch, graphs);
-    ASSERT_NE(gpu, nullptr);
-    set_weights(gpu, net, weights);
-    fdnn_device device = FDNN_DEVICE_CPU;
-    ASSERT_EQ(fdnn_model_device(gpu, &device), FDNN_STATUS_OK);
-    EXPECT_EQ(device, FDNN_DEVICE_CUDA);
-    fdnn_context* context = nullptr;
-    ASSERT_EQ(fdnn_context_create(gpu, &context), FDNN_STATUS_OK) << fdnn_last_error_message();
-
-#if FUSEDNN_TEST_WITH_CUDART
-    DeviceBuffers buffers;
-    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buffers.input),
-                       sizeof(float) * max_batch * in_elements));
-    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buffers.output),
-                       sizeof(float) * max_batch * out_elements));
-    CUDA_OK(cudaStreamCreateWithFlags(&buffers.stream, cudaStreamNonBlocking));
-#endif
-
-    bool first = true;
-    for (int64_t batch : batches) {
-      SCOPED_TRACE("batch " + std::to_string(batch));
-      const std::vector<float> input = normal(static_cast<size_t>(batch * in_elements), random,
-                                              0.0f, 1.0f);
-      const size_t output_count = static_cast<size_t>(batch * out_elements);
-      std::vector<float> expected(output_count, NAN);
-      ASSERT_EQ(fdnn_model_run(cpu, batch, input.data(), input.size(), expected.data(),
-                               expected.size()),
-                FDNN_STATUS_OK)
-          << fdnn_last_error_message();
-
-      std::vector<float> got(output_count, NAN);
-      ASSERT_EQ(fdnn_context_run(context, batch, input.data(), input.size(), got.data(),
-                                 got.size()),
-                FDNN_STATUS_OK)
-          << fdnn_last_error_message();
-      EXPECT_LE(relative_error(got, expected), kTolerance) << "host path";
-
-      if (first) {
-        std::fill(got.begin(), got.end(), NAN);
-        ASSERT_EQ(fdnn_model_run(gpu, batch, input.data(), input.size(), got.data(), got.size()),
-                  FDNN_STATUS_OK)
-            << fdnn_last_error_message();
-        EXPECT_LE(relative_error(got, expected), kTolerance) << "fdnn_model_run";
-      }
-#if FUSEDNN_TEST_WITH_CUDART
-      run_device(context, batch, input, output_count, buffers.input, buffers.output,
-                 buffers.stream, &got);
-      EXPECT_LE(relative_error(got, expected), kTolerance) << "device path, caller's stream";
-      if (first) {
-        run_device(context, batch, input, output_count, buffers.input, buffers.output, nullptr,
-                   &got);
-        EXPECT_LE(relative_error(got, expected), kTolerance) << "device path, NULL stream";
-      }
-#endif
-      first = false;
-      if (::testing::Test::HasFatalFailure()) break;
-    }
-    fdnn_context_destroy(context);
-    fdnn_model_destroy(gpu);
-  }
-  fdnn_model_destroy(cpu);
-}
+using namespace fusednn_cuda_test;
 
 // ------------------------------------------------------------------------------------------
 
@@ -515,6 +179,8 @@ TEST(CudaBackend, RowsPerSampleAboveOne) {
   expect_matches_cpu(net, all_batches(), 50, "Linear over [5, 24]");
 }
 
+// Wide layers run on cuBLASLt (cublaslt_linear_test.cpp tests that path in full), the narrow
+// ones after them fused.
 TEST(CudaBackend, WideLinearLayers) {
   REQUIRE_CUDA();
   Net gelu({768});
@@ -523,7 +189,6 @@ TEST(CudaBackend, WideLinearLayers) {
   Net wide({300});
   wide.linear("fc1", 300, 700).act(R"({"type": "ReLU"})").linear("fc2", 700, 10);
   expect_matches_cpu(wide, few_batches(), 61, "300 -> 700 -> 10");
-  // An input too wide for any fused tile: the tiled GEMM fallback.
   Net tall({5000});
   tall.linear("fc1", 5000, 300).act(R"({"type": "SiLU"})").linear("fc2", 300, 30, false);
   expect_matches_cpu(tall, few_batches(), 62, "5000 -> 300 -> 30");
@@ -652,83 +317,15 @@ TEST(CudaBackend, GoldenBundles) {
 // recaptured), a second stream, and runs queued back to back before one synchronisation.
 TEST(CudaBackend, DevicePathRotatingBuffersAndStreams) {
   REQUIRE_CUDA();
-  for (const bool lenet : {false, true}) {
-    Net net = seed_mlp();
-    if (lenet) {
-      net = Net({1, 28, 28});
-      net.conv("c1", 1, 6, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
-      net.layer(R"({"type": "AvgPool2d", "name": "p1", "kernel_size": 2, "stride": 2})");
-      net.conv("c2", 6, 16, {5, 5}, {1, 1}, {0, 0}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
-      net.layer(R"({"type": "AvgPool2d", "name": "p2", "kernel_size": 2, "stride": 2})");
-      net.layer(R"({"type": "Flatten"})").linear("f1", 400, 120).act(R"({"type": "Tanh"})");
-      net.linear("f2", 120, 84).act(R"({"type": "Tanh"})").linear("f3", 84, 10);
-    }
-    SCOPED_TRACE(lenet ? "LeNet-5" : "seed MLP");
-    std::mt19937 random(lenet ? 300 : 301);
-    const auto weights = draw_weights(net, random);
-    const int64_t batch = 33;
-    fdnn_model* cpu = create_model(net.spec(), FDNN_DEVICE_CPU, batch, 1);
-    fdnn_model* gpu = create_model(net.spec(), FDNN_DEVICE_CUDA, batch, 1);
-    ASSERT_TRUE(cpu && gpu);
-    set_weights(cpu, net, weights);
-    set_weights(gpu, net, weights);
-    fdnn_shape in_shape, out_shape;
-    ASSERT_EQ(fdnn_model_input_shape(cpu, &in_shape), FDNN_STATUS_OK);
-    ASSERT_EQ(fdnn_model_output_shape(cpu, &out_shape), FDNN_STATUS_OK);
-    const size_t in_count = static_cast<size_t>(batch * elements(in_shape));
-    const size_t out_count = static_cast<size_t>(batch * elements(out_shape));
-    fdnn_context* context = nullptr;
-    ASSERT_EQ(fdnn_context_create(gpu, &context), FDNN_STATUS_OK) << fdnn_last_error_message();
-
-    constexpr int kSets = 3;
-    std::vector<std::vector<float>> inputs, expected;
-    float* device_in[kSets] = {};
-    float* device_out[kSets] = {};
-    cudaStream_t streams[2] = {};
-    for (cudaStream_t& stream : streams) {
-      CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    }
-    const std::vector<float> poison(out_count, NAN);
-    for (int k = 0; k < kSets; ++k) {
-      inputs.push_back(normal(in_count, random, 0.0f, 1.0f));
-      expected.emplace_back(out_count, NAN);
-      ASSERT_EQ(fdnn_model_run(cpu, batch, inputs[k].data(), in_count, expected[k].data(),
-                               out_count),
-                FDNN_STATUS_OK);
-      CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&device_in[k]), in_count * sizeof(float)));
-      CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&device_out[k]), out_count * sizeof(float)));
-      CUDA_OK(cudaMemcpy(device_in[k], inputs[k].data(), in_count * sizeof(float),
-                         cudaMemcpyHostToDevice));
-    }
-    for (int round = 0; round < 3; ++round) {
-      for (int k = 0; k < kSets; ++k) {
-        CUDA_OK(cudaMemcpy(device_out[k], poison.data(), out_count * sizeof(float),
-                           cudaMemcpyHostToDevice));
-      }
-      // Queued back to back, alternating streams, one wait at the end.
-      for (int k = 0; k < kSets; ++k) {
-        ASSERT_EQ(fdnn_context_run_device(context, batch, device_in[k], in_count, device_out[k],
-                                          out_count, streams[(round + k) % 2]),
-                  FDNN_STATUS_OK)
-            << fdnn_last_error_message();
-      }
-      CUDA_OK(cudaDeviceSynchronize());
-      for (int k = 0; k < kSets; ++k) {
-        std::vector<float> got(out_count);
-        CUDA_OK(cudaMemcpy(got.data(), device_out[k], out_count * sizeof(float),
-                           cudaMemcpyDeviceToHost));
-        EXPECT_LE(relative_error(got, expected[k]), kTolerance) << "round " << round << " set " << k;
-      }
-    }
-    fdnn_context_destroy(context);
-    for (int k = 0; k < kSets; ++k) {
-      cudaFree(device_in[k]);
-      cudaFree(device_out[k]);
-    }
-    for (cudaStream_t stream : streams) cudaStreamDestroy(stream);
-    fdnn_model_destroy(cpu);
-    fdnn_model_destroy(gpu);
-  }
+  expect_rotating_buffers_match(seed_mlp(), 301, "seed MLP");
+  Net lenet({1, 28, 28});
+  lenet.conv("c1", 1, 6, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  lenet.layer(R"({"type": "AvgPool2d", "name": "p1", "kernel_size": 2, "stride": 2})");
+  lenet.conv("c2", 6, 16, {5, 5}, {1, 1}, {0, 0}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  lenet.layer(R"({"type": "AvgPool2d", "name": "p2", "kernel_size": 2, "stride": 2})");
+  lenet.layer(R"({"type": "Flatten"})").linear("f1", 400, 120).act(R"({"type": "Tanh"})");
+  lenet.linear("f2", 120, 84).act(R"({"type": "Tanh"})").linear("f3", 84, 10);
+  expect_rotating_buffers_match(lenet, 300, "LeNet-5");
 }
 #endif
 

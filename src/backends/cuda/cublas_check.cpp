@@ -1,0 +1,31 @@
+#include "backends/cuda/cublas_check.hpp"
+
+#include <cstring>
+
+#include "common/error.hpp"
+
+namespace fusednn::cuda {
+
+std::string cublas_status_text(cublasStatus_t status) {
+  const char* text = cublasLtGetStatusString(status);
+  const char* name = cublasLtGetStatusName(status);
+  std::string result = text != nullptr ? text : "unknown cuBLAS status";
+  result += " (";
+  result += name != nullptr ? name : std::to_string(static_cast<int>(status));
+  result += ")";
+  return result;
+}
+
+void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
+  // Only the file's name: the build machine's directories mean nothing to the caller.
+  const char* slash = std::strrchr(file, '/');
+  const char* name = slash ? slash + 1 : file;
+  if (status == CUBLAS_STATUS_ALLOC_FAILED) {
+    fail(FDNN_STATUS_OUT_OF_MEMORY, "cuBLAS call ", call, " failed (", name, ":", line, "): ",
+         cublas_status_text(status), "; lower max_batch or free GPU memory");
+  }
+  fail(FDNN_STATUS_DEVICE_ERROR, "cuBLAS call ", call, " failed (", name, ":", line, "): ",
+       cublas_status_text(status));
+}
+
+}  // namespace fusednn::cuda

@@ -1,0 +1,298 @@
+// The cuBLASLt Linear seen from inside the library (this executable links its objects, C API
+// included, instead of libfusednn.so, which exports only fdnn_*): which op each Linear step
+// became and with which cuBLASLt epilogue, that cuBLASLt's heuristic offers an algorithm for the
+// seed's shapes, that runs really go through cublasLtMatmul, that the tiled GEMM fallback is
+// right wherever cuBLASLt is refused, and how accurate cuBLASLt's GELU epilogue is.
+//
+// Helpers and comparison rules: cuda_test_support.hpp. Without a GPU every test skips.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "api/handles.hpp"
+#include "backends/cuda/cuda_executor.hpp"
+#include "cuda_test_support.hpp"
+#include "fusednn/fusednn.h"
+
+namespace {
+
+using namespace fusednn_cuda_test;
+using fusednn::cuda::CublasLtLinear;
+using fusednn::cuda::CudaBackend;
+using fusednn::cuda::Op;
+using fusednn::cuda::OpKind;
+
+// The model's CUDA backend (preparing the model if it is not yet); null for a CPU model.
+CudaBackend* backend_of(fdnn_model* model) {
+  const std::shared_ptr<const fusednn::PreparedModel> prepared = model->model.prepare();
+  return dynamic_cast<CudaBackend*>(prepared->backend.get());
+}
+
+std::vector<const CublasLtLinear*> cublaslt_ops(fdnn_model* model) {
+  std::vector<const CublasLtLinear*> result;
+  CudaBackend* backend = backend_of(model);
+  if (backend == nullptr) return result;
+  for (const Op& op : backend->ops()) {
+    if (op.lt) result.push_back(op.lt.get());
+  }
+  return result;
+}
+
+int64_t matmuls_queued(fdnn_model* model) {
+  int64_t total = 0;
+  for (const CublasLtLinear* lt : cublaslt_ops(model)) total += lt->matmuls_queued();
+  return total;
+}
+
+// A CUDA model of `net` with random weights, prepared; destroy with fdnn_model_destroy.
+fdnn_model* prepared_cuda_model(const Net& net, int64_t max_batch, uint32_t seed) {
+  std::mt19937 random(seed);
+  fdnn_model* model = create_model(net.spec(), FDNN_DEVICE_CUDA, max_batch, 1);
+  if (model == nullptr) return nullptr;
+  set_weights(model, net, draw_weights(net, random));
+  return model;
+}
+
+const char* kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::FusedMlp: return "FusedMlp";
+    case OpKind::CublasLtLinear: return "CublasLtLinear";
+    default: return "another op";
+  }
+}
+
+Net lone(int64_t in, int64_t out, bool bias, std::vector<const char*> epilogue) {
+  Net net({in});
+  net.linear("fc", in, out, bias);
+  for (const char* layer : epilogue) net.act(layer);
+  return net;
+}
+
+constexpr const char* kGeluTanh = R"({"type": "GELU", "approximate": "tanh"})";
+constexpr const char* kGeluErf = R"({"type": "GELU", "approximate": "none"})";
+constexpr const char* kReLU = R"({"type": "ReLU"})";
+constexpr const char* kScale = R"({"type": "Scale", "alpha": -0.75})";
+constexpr const char* kSiLU = R"({"type": "SiLU"})";
+
+// Which op each Linear step becomes, the cuBLASLt epilogue chosen, the passes after it.
+TEST(CublasLtInternal, LoneWideLinearsRunOnCublasLt) {
+  REQUIRE_CUDA();
+  const bool fuses_gelu = fusednn::cuda::kCublasLtFusesGeluTanh;
+  struct Case {
+    std::string what;
+    Net net;
+    std::vector<OpKind> kinds;
+    const char* epilogue;  // of the one cuBLASLt op, if any
+    size_t pieces;         // op.epilogue.size() of the cuBLASLt op: 1 + the passes after it
+    bool repointable;
+  };
+  Net mixed({64});
+  mixed.linear("fc1", 64, 128).act(kReLU).linear("fc2", 128, 96).act(R"({"type": "Tanh"})");
+  mixed.linear("wide", 96, 520).act(kGeluTanh);
+  mixed.linear("fc3", 520, 64).act(kReLU).linear("fc4", 64, 10);
+  const std::vector<Case> cases = {
+      {"768 -> 3072 + bias + GELU(tanh)", lone(768, 3072, true, {kGeluTanh}),
+       {OpKind::CublasLtLinear}, fuses_gelu ? "GELU_BIAS" : "BIAS", fuses_gelu ? 1u : 2u, false},
+      {"768 -> 3072 + bias + GELU(erf)", lone(768, 3072, true, {kGeluErf}),
+       {OpKind::CublasLtLinear}, "BIAS", 2, false},
+      {"768 -> 3072 + ReLU", lone(768, 3072, false, {kReLU}), {OpKind::CublasLtLinear}, "RELU",
+       1, false},
+      {"768 -> 3072 + bias + ReLU + Scale", lone(768, 3072, true, {kReLU, kScale}),
+       {OpKind::CublasLtLinear}, "RELU_BIAS", 2, false},
+      {"768 -> 3072", lone(768, 3072, false, {}), {OpKind::CublasLtLinear}, "DEFAULT", 1, false},
+      {"768 -> 3072 + bias + Scale", lone(768, 3072, true, {kScale}), {OpKind::CublasLtLinear},
+       "BIAS", 2, false},
+      {"300 -> 520 + GELU(tanh) + Scale", lone(300, 520, false, {kGeluTanh, kScale}),
+       {OpKind::CublasLtLinear}, fuses_gelu ? "GELU" : "DEFAULT", 2, false},
+      {"300 -> 520 + bias + SiLU", lone(300, 520, true, {kSiLU}), {OpKind::CublasLtLinear},
+       "BIAS", 2, false},
+      {"6000 -> 64 + bias + ReLU (input too wide for a tile)", lone(6000, 64, true, {kReLU}),
+       {OpKind::CublasLtLinear}, "RELU_BIAS", 1, false},
+      {"100 -> 256 (a lone layer that fits: fused)", lone(100, 256, true, {kReLU}),
+       {OpKind::FusedMlp}, nullptr, 0, true},
+      {"64-128-96 | 520 | 64-10", mixed,
+       {OpKind::FusedMlp, OpKind::CublasLtLinear, OpKind::FusedMlp},
+       fuses_gelu ? "GELU_BIAS" : "BIAS", fuses_gelu ? 1u : 2u, true},
+  };
+  uint32_t seed = 2000;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    fdnn_model* model = prepared_cuda_model(c.net, 8, seed++);
+    ASSERT_NE(model, nullptr);
+    CudaBackend* backend = backend_of(model);
+    ASSERT_NE(backend, nullptr);
+    const std::vector<Op>& ops = backend->ops();
+    ASSERT_EQ(ops.size(), c.kinds.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      EXPECT_EQ(kind_name(ops[i].kind), std::string(kind_name(c.kinds[i]))) << "op " << i;
+      EXPECT_EQ(ops[i].lt != nullptr, ops[i].kind == OpKind::CublasLtLinear) << "op " << i;
+      if (ops[i].lt) {
+        EXPECT_STREQ(ops[i].lt->epilogue_name(), c.epilogue);
+        EXPECT_EQ(ops[i].epilogue.size(), c.pieces);
+      }
+    }
+    EXPECT_EQ(backend->device_graphs_repointable(), c.repointable);
+    EXPECT_EQ(backend->cublaslt_workspace_bytes() > 0, c.epilogue != nullptr);
+    fdnn_model_destroy(model);
+  }
+}
+
+// cuBLASLt's heuristic offers an algorithm for the seed's shape at small and large batches with
+// 256-byte-aligned buffers (as the host path's and the workspace's are). For buffers aligned to
+// only 4 bytes it may have none; then the choice must say why (the fallback GEMM runs), and what
+// it said is printed.
+TEST(CublasLtInternal, HeuristicOffersAnAlgorithm) {
+  REQUIRE_CUDA();
+  fdnn_model* model = prepared_cuda_model(lone(768, 3072, true, {kGeluTanh}), 4097, 2100);
+  ASSERT_NE(model, nullptr);
+  const std::vector<const CublasLtLinear*> ops = cublaslt_ops(model);
+  ASSERT_EQ(ops.size(), 1u);
+  // Only the addresses' alignment matters to the choice; nothing is dereferenced.
+  const auto* aligned = reinterpret_cast<const float*>(uintptr_t{1} << 20);
+  const float* misaligned = aligned + 1;
+  for (int64_t rows : {1, 2, 31, 32, 33, 4097}) {
+    for (const float* pointer : {aligned, misaligned}) {
+      const CublasLtLinear::Choice& choice = ops[0]->choose(rows, pointer, pointer);
+      if (pointer == aligned) {
+        EXPECT_TRUE(choice.usable) << rows << " rows: " << choice.reason;
+      } else if (!choice.usable) {
+        std::cout << "[ cuBLASLt ] 4-byte-aligned buffers, " << rows << " rows: " << choice.reason
+                  << "\n";
+        EXPECT_NE(choice.reason.find("cublasLtMatmulAlgoGetHeuristic"), std::string::npos)
+            << choice.reason;
+      }
+      if (choice.usable) {
+        EXPECT_LE(choice.algorithm_workspace_bytes, ops[0]->workspace_bytes());
+      }
+      // Cached: the same object answers again.
+      EXPECT_EQ(&ops[0]->choose(rows, pointer, pointer), &choice);
+    }
+  }
+  fdnn_model_destroy(model);
+}
+
+// Runs of a cuBLASLt step really queue cublasLtMatmul (graphs on: once per captured batch size;
+// off: once per run).
+TEST(CublasLtInternal, RunsGoThroughCublasLt) {
+  REQUIRE_CUDA();
+  GpuHooks hooks;
+  hooks.before_runs = [](fdnn_model* model) { EXPECT_EQ(matmuls_queued(model), 0); };
+  hooks.after_runs = [](fdnn_model* model) {
+    EXPECT_GT(matmuls_queued(model), 0) << "no run went through cublasLtMatmul";
+  };
+  expect_matches_cpu(lone(768, 3072, true, {kGeluTanh}), {1, 32, 33}, 2200,
+                     "768 -> 3072 + GELU(tanh)", hooks);
+  expect_matches_cpu(lone(300, 520, false, {kGeluErf, kScale}), all_batches(), 2201,
+                     "300 -> 520 + GELU(erf) + Scale", hooks);
+}
+
+// The tiled GEMM where cuBLASLt is refused: the same epilogue (bias and the fused op applied by
+// the GEMM, the rest as passes), every batch size, W in PyTorch's layout.
+TEST(CublasLtInternal, FallbackGemmWhenCublasLtRefuses) {
+  REQUIRE_CUDA();
+  GpuHooks hooks;
+  hooks.before_runs = [](fdnn_model* model) { backend_of(model)->refuse_cublaslt_for_testing(); };
+  hooks.after_runs = [](fdnn_model* model) {
+    EXPECT_EQ(matmuls_queued(model), 0);
+    for (const CublasLtLinear* lt : cublaslt_ops(model)) {
+      const auto* aligned = reinterpret_cast<const float*>(uintptr_t{1} << 20);
+      const CublasLtLinear::Choice& choice = lt->choose(1, aligned, aligned);
+      EXPECT_FALSE(choice.usable);
+      EXPECT_NE(choice.reason.find("refused for testing"), std::string::npos) << choice.reason;
+      EXPECT_NE(choice.reason.find("tiled GEMM"), std::string::npos) << choice.reason;
+    }
+  };
+  uint32_t seed = 2300;
+  for (const char* first : {kGeluTanh, kGeluErf, kReLU, kScale}) {
+    for (const bool bias : {true, false}) {
+      expect_matches_cpu(lone(300, 520, bias, {first, kScale}), all_batches(), seed++,
+                         std::string("300 -> 520, ") + first + (bias ? ", bias" : ""), hooks);
+    }
+  }
+  expect_matches_cpu(lone(768, 3072, true, {kGeluTanh}), {1, 32, 33}, seed++,
+                     "768 -> 3072 + GELU(tanh)", hooks);
+  expect_matches_cpu(lone(6000, 64, true, {kReLU}), few_batches(), seed++, "6000 -> 64 + ReLU",
+                     hooks);
+  Net rows({5, 300});
+  rows.linear("fc", 300, 520).act(kSiLU);
+  expect_matches_cpu(rows, few_batches(), seed++, "300 -> 520 over [5, 300]", hooks);
+}
+
+// cuBLASLt's GELU epilogue against the formula, whatever kCublasLtFusesGeluTanh says: the
+// GELU_BIAS output of the seed's shape against GELU(tanh) computed in double from the BIAS output
+// of the same weights and inputs (so the GEMM's own rounding cancels, up to the two algorithms'
+// summation orders), for row counts that may get different kernels. With the constant true the
+// error must be within the tests' 1e-5 (else set it to false: GELU(tanh) then runs as a pass);
+// with it false the figure printed says whether it could be true.
+TEST(CublasLtInternal, GeluEpilogueMatchesTheFormula) {
+  REQUIRE_CUDA();
+  using fusednn::cuda::CublasLtActivation;
+  using fusednn::cuda::CublasLtHandle;
+  using fusednn::cuda::DeviceArray;
+  constexpr int32_t kIn = 768;
+  constexpr int32_t kOut = 3072;
+  constexpr int64_t kMaxRows = 1000;
+  std::mt19937 random(2400);
+  const std::vector<float> weight = normal(size_t{kIn} * kOut, random, 0.0f, 0.036f);
+  const std::vector<float> bias = normal(kOut, random, 0.0f, 0.1f);
+  const std::vector<float> input = normal(size_t{kIn} * kMaxRows, random, 0.0f, 1.0f);
+  DeviceArray<float> device_weight(weight.size()), device_bias(bias.size());
+  DeviceArray<float> x(input.size()), y_gelu(size_t{kOut} * kMaxRows);
+  DeviceArray<float> y_plain(size_t{kOut} * kMaxRows);
+  DeviceArray<unsigned char> workspace(size_t{32} << 20);
+  CUDA_OK(cudaMemcpy(device_weight.data(), weight.data(), weight.size() * sizeof(float),
+                     cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(device_bias.data(), bias.data(), bias.size() * sizeof(float),
+                     cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(x.data(), input.data(), input.size() * sizeof(float),
+                     cudaMemcpyHostToDevice));
+  CublasLtHandle handle;
+  const CublasLtLinear gelu(handle.get(), kIn, kOut, CublasLtActivation::GeluTanh,
+                            device_weight.data(), device_bias.data(), workspace.bytes());
+  const CublasLtLinear plain(handle.get(), kIn, kOut, CublasLtActivation::None,
+                             device_weight.data(), device_bias.data(), workspace.bytes());
+  EXPECT_STREQ(gelu.epilogue_name(), "GELU_BIAS");
+  EXPECT_STREQ(plain.epilogue_name(), "BIAS");
+  for (int64_t rows : {int64_t{1}, int64_t{32}, kMaxRows}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    const CublasLtLinear::Choice& gelu_choice = gelu.choose(rows, x.data(), y_gelu.data());
+    const CublasLtLinear::Choice& plain_choice = plain.choose(rows, x.data(), y_plain.data());
+    ASSERT_TRUE(gelu_choice.usable) << gelu_choice.reason;
+    ASSERT_TRUE(plain_choice.usable) << plain_choice.reason;
+    const size_t count = static_cast<size_t>(rows) * kOut;
+    const std::vector<float> poison(count, NAN);
+    CUDA_OK(cudaMemcpy(y_gelu.data(), poison.data(), count * sizeof(float),
+                       cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(y_plain.data(), poison.data(), count * sizeof(float),
+                       cudaMemcpyHostToDevice));
+    gelu.run(gelu_choice, x.data(), y_gelu.data(), workspace.data(), nullptr);
+    plain.run(plain_choice, x.data(), y_plain.data(), workspace.data(), nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<float> got(count), pre(count), formula(count);
+    CUDA_OK(cudaMemcpy(got.data(), y_gelu.data(), count * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(pre.data(), y_plain.data(), count * sizeof(float),
+                       cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) {
+      const double v = pre[i];
+      formula[i] = static_cast<float>(
+          0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+    }
+    const double error = relative_error(got, formula);
+    std::cout << "[ cuBLASLt ] 768 -> 3072, " << rows
+              << " rows: GELU_BIAS against GELU(tanh) of the BIAS output: " << error
+              << (error <= kTolerance ? " (within" : " (beyond") << " the tests' " << kTolerance
+              << ")\n";
+    if (fusednn::cuda::kCublasLtFusesGeluTanh) {
+      EXPECT_LE(error, kTolerance) << "cuBLASLt's GELU epilogue is not GELU(tanh) to 1e-5: set "
+                                      "kCublasLtFusesGeluTanh to false (linear_cublaslt.hpp)";
+    }
+  }
+}
+
+}  // namespace

@@ -1,0 +1,242 @@
+// The cuBLASLt Linear (lone Linear layers wider than the fused MLP's 256 columns, or with inputs
+// too wide for its tiles) against the CPU backend through the public API: every epilogue cuBLASLt
+// fuses (bias, bias + ReLU, bias + GELU(tanh), and their bias-free forms), the ones it cannot
+// (GELU(erf), SiLU, Scale, ... as in-place passes), every batch size, graphs on and off, host
+// and device paths, buffers that change between runs, several threads at once, and the
+// workspace counted in the context's memory. That the cuBLASLt path is the one taken (and the
+// fallback GEMM when cuBLASLt refuses) is checked with the library's internals in
+// cublaslt_internal_test.cpp.
+//
+// Helpers and comparison rules: cuda_test_support.hpp (relative error <= 1e-5, fresh random data
+// per check, outputs poisoned with NaN). Without a GPU every test skips.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cuda_test_support.hpp"
+#include "fusednn/fusednn.h"
+
+namespace {
+
+using namespace fusednn_cuda_test;
+
+struct Activation {
+  const char* name;
+  const char* layer;  // "" for none
+};
+
+// What cuBLASLt's epilogue fuses (GELU(tanh), ReLU), what runs as a pass (GELU(erf)), and none.
+const Activation kActivations[] = {
+    {"GELU(tanh)", R"({"type": "GELU", "approximate": "tanh"})"},
+    {"GELU(erf)", R"({"type": "GELU", "approximate": "none"})"},
+    {"ReLU", R"({"type": "ReLU"})"},
+    {"no activation", ""},
+};
+
+constexpr const char* kScale = R"({"type": "Scale", "alpha": -0.75})";
+
+Net lone_linear(int64_t in, int64_t out, const Activation& activation, bool bias, bool scale) {
+  Net net({in});
+  net.linear("fc", in, out, bias);
+  if (*activation.layer != '\0') net.act(activation.layer);
+  if (scale) net.act(kScale);
+  return net;
+}
+
+std::string describe(int64_t in, int64_t out, const Activation& activation, bool bias,
+                     bool scale) {
+  return std::to_string(in) + " -> " + std::to_string(out) + ", " + activation.name +
+         (bias ? ", bias" : ", no bias") + (scale ? ", then Scale" : "");
+}
+
+std::vector<int64_t> seed_shape_batches() {
+  if (quick()) return {1, 33};
+  return {1, 32, 33};
+}
+
+// The seed's shape, 768 -> 3072, in every combination of activation, bias and a trailing Scale.
+TEST(CublasLtLinear, EveryEpilogueAt768To3072) {
+  REQUIRE_CUDA();
+  uint32_t seed = 1000;
+  for (const Activation& activation : kActivations) {
+    for (const bool bias : {true, false}) {
+      for (const bool scale : {false, true}) {
+        expect_matches_cpu(lone_linear(768, 3072, activation, bias, scale), seed_shape_batches(),
+                           seed++, describe(768, 3072, activation, bias, scale));
+      }
+    }
+  }
+}
+
+// Every batch size on a smaller shape: each activation with and without bias, half of them with
+// a trailing Scale.
+TEST(CublasLtLinear, EveryEpilogueEveryBatchSize) {
+  REQUIRE_CUDA();
+  uint32_t seed = 1100;
+  int index = 0;
+  for (const Activation& activation : kActivations) {
+    for (const bool bias : {true, false}) {
+      const bool scale = (index++ + (bias ? 1 : 0)) % 2 == 1;
+      expect_matches_cpu(lone_linear(300, 520, activation, bias, scale), all_batches(), seed++,
+                         describe(300, 520, activation, bias, scale));
+    }
+  }
+}
+
+// Every activation first in the epilogue: ReLU and GELU(tanh) fused, the others (which cuBLASLt
+// has no epilogue for) as a pass after a BIAS or DEFAULT epilogue.
+TEST(CublasLtLinear, EveryActivationFirst) {
+  REQUIRE_CUDA();
+  uint32_t seed = 1200;
+  bool bias = true;
+  for (const auto& [name, layer] : activations()) {
+    const Activation activation{name.c_str(), layer.c_str()};
+    expect_matches_cpu(lone_linear(300, 520, activation, bias, false), few_batches(), seed++,
+                       describe(300, 520, activation, bias, false));
+    bias = !bias;
+  }
+}
+
+// Epilogues longer than one pass holds (kMaxEpilogueOps), after a fused and an unfused first op.
+TEST(CublasLtLinear, EpilogueLongerThanOnePassHolds) {
+  REQUIRE_CUDA();
+  for (const char* first : {R"({"type": "ReLU"})", R"({"type": "GELU"})"}) {
+    Net net({300});
+    net.linear("fc", 300, 520)
+        .act(first)
+        .act(R"({"type": "Scale", "alpha": 1.5})")
+        .act(R"({"type": "Tanh"})")
+        .act(R"({"type": "Scale", "alpha": 2.0})")
+        .act(R"({"type": "SiLU"})")
+        .act(R"({"type": "Scale", "alpha": 0.5})");
+    expect_matches_cpu(net, few_batches(), 1300, std::string("six ops after ") + first);
+  }
+}
+
+TEST(CublasLtLinear, RowsPerSampleAboveOne) {
+  REQUIRE_CUDA();
+  Net net({5, 300});
+  net.linear("fc", 300, 520).act(R"({"type": "GELU", "approximate": "tanh"})");
+  expect_matches_cpu(net, few_batches(), 1400, "Linear 300 -> 520 over [5, 300]");
+}
+
+// A narrow layer whose input no fused tile holds (6000 floats per row of activations).
+TEST(CublasLtLinear, InputTooWideForAFusedTile) {
+  REQUIRE_CUDA();
+  Net net({6000});
+  net.linear("fc", 6000, 64).act(R"({"type": "ReLU"})");
+  expect_matches_cpu(net, few_batches(), 1500, "6000 -> 64 + ReLU");
+}
+
+// Fused chains before and after a cuBLASLt layer, which reads and writes the workspace.
+TEST(CublasLtLinear, BetweenFusedChains) {
+  REQUIRE_CUDA();
+  Net net({64});
+  net.linear("fc1", 64, 128).act(R"({"type": "ReLU"})");
+  net.linear("fc2", 128, 96).act(R"({"type": "Tanh"})");
+  net.linear("wide", 96, 520).act(R"({"type": "GELU", "approximate": "tanh"})");
+  net.linear("fc3", 520, 64).act(R"({"type": "ReLU"})");
+  net.linear("fc4", 64, 10);
+  expect_matches_cpu(net, all_batches(), 1600, "64-128-96 | 520 on cuBLASLt | 64-10");
+  // Two cuBLASLt layers side by side on the model input, summed, then a fused head.
+  Net branches({48});
+  branches.linear("a", 48, 300, true, R"(["input"])").act(R"({"type": "SiLU", "name": "a_act"})");
+  branches.linear("b", 48, 300, false, R"(["input"])");
+  branches.layer(R"({"type": "Add", "name": "sum", "inputs": ["a_act", "b"]})");
+  branches.linear("head", 300, 10);
+  expect_matches_cpu(branches, few_batches(), 1601, "(48 -> 300 + SiLU) + (48 -> 300), head");
+}
+
+#if FUSEDNN_TEST_WITH_CUDART
+// The device path with changing buffers: where the cuBLASLt call reads the model input and
+// writes the model output its graphs cannot be re-pointed and are kept per pair of buffers (and
+// a misaligned pair gets an algorithm chosen for its alignment); where it only touches the
+// workspace, graphs are re-pointed as usual.
+TEST(CublasLtLinear, DevicePathRotatingBuffers) {
+  REQUIRE_CUDA();
+  Net edge({300});
+  edge.linear("fc", 300, 520).act(R"({"type": "SiLU"})");  // cuBLASLt, then a pass
+  expect_rotating_buffers_match(edge, 1700, "300 -> 520 + SiLU on the caller's buffers", true);
+  Net inner({64});
+  inner.linear("fc1", 64, 128).act(R"({"type": "ReLU"})");
+  inner.linear("wide", 128, 520).act(R"({"type": "GELU", "approximate": "tanh"})");
+  inner.linear("fc2", 520, 10);
+  expect_rotating_buffers_match(inner, 1701, "cuBLASLt between fused layers");
+}
+#endif
+
+// Threads running different batch sizes at once on one model: the first run of each batch size
+// chooses cuBLASLt's algorithm while others run.
+TEST(CublasLtLinear, ThreadsRunDifferentBatchSizesAtOnce) {
+  REQUIRE_CUDA();
+  Net net({300});
+  net.linear("fc", 300, 520).act(R"({"type": "GELU", "approximate": "tanh"})").act(kScale);
+  std::mt19937 random(1800);
+  const auto weights = draw_weights(net, random);
+  constexpr int kThreads = 4;
+  const std::vector<int64_t> batches = {1, 3, 17, 64, 100, 129, 200, 256};
+  fdnn_model* cpu = create_model(net.spec(), FDNN_DEVICE_CPU, 256, 1);
+  fdnn_model* gpu = create_model(net.spec(), FDNN_DEVICE_CUDA, 256, 1);
+  ASSERT_TRUE(cpu && gpu);
+  set_weights(cpu, net, weights);
+  set_weights(gpu, net, weights);
+  std::vector<std::vector<float>> inputs, expected;
+  for (int64_t batch : batches) {
+    inputs.push_back(normal(static_cast<size_t>(batch * 300), random, 0.0f, 1.0f));
+    expected.emplace_back(static_cast<size_t>(batch * 520), NAN);
+    ASSERT_EQ(fdnn_model_run(cpu, batch, inputs.back().data(), inputs.back().size(),
+                             expected.back().data(), expected.back().size()),
+              FDNN_STATUS_OK);
+  }
+  std::vector<double> errors(kThreads, INFINITY);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      double worst = 0;
+      for (int round = 0; round < 5; ++round) {
+        for (size_t i = 0; i < batches.size(); ++i) {
+          const size_t b = (i + static_cast<size_t>(t) * 3) % batches.size();  // each its order
+          std::vector<float> got(expected[b].size(), NAN);
+          if (fdnn_model_run(gpu, batches[b], inputs[b].data(), inputs[b].size(), got.data(),
+                             got.size()) != FDNN_STATUS_OK) {
+            errors[t] = INFINITY;
+            return;
+          }
+          worst = std::max(worst, relative_error(got, expected[b]));
+        }
+      }
+      errors[t] = worst;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_LE(errors[t], kTolerance) << "thread " << t;
+  fdnn_model_destroy(cpu);
+  fdnn_model_destroy(gpu);
+}
+
+// A context's memory includes cuBLASLt's workspace (at least 4 MiB) exactly when a step uses it.
+TEST(CublasLtLinear, ContextMemoryCountsTheWorkspace) {
+  REQUIRE_CUDA();
+  auto context_bytes = [](const Net& net) -> size_t {
+    fdnn_model* model = create_model(net.spec(), FDNN_DEVICE_CUDA, 1, 1);
+    if (model == nullptr) return 0;
+    fdnn_memory_info info{};
+    info.struct_size = sizeof info;
+    EXPECT_EQ(fdnn_model_memory_info(model, &info), FDNN_STATUS_OK) << fdnn_last_error_message();
+    fdnn_model_destroy(model);
+    return info.context_bytes;
+  };
+  Net fused({8});
+  fused.linear("fc", 8, 200);
+  Net wide({8});
+  wide.linear("fc", 8, 300);
+  EXPECT_LT(context_bytes(fused), size_t{1} << 20) << "fused only: no cuBLASLt workspace";
+  EXPECT_GE(context_bytes(wide), size_t{4} << 20) << "a cuBLASLt step: its workspace counts";
+}
+
+}  // namespace
