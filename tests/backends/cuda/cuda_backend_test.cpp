@@ -60,29 +60,6 @@ TEST(CudaBackend, EveryActivationFusedAndStandalone) {
   }
 }
 
-// Sets an environment variable for the lifetime of the object (the backend reads its knobs when
-// a model is created).
-class ScopedEnvironment {
- public:
-  ScopedEnvironment(const char* name, const char* value) : name_(name) {
-    const char* previous = std::getenv(name);
-    if (previous != nullptr) previous_ = previous;
-    had_previous_ = previous != nullptr;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnvironment() {
-    if (had_previous_) {
-      setenv(name_.c_str(), previous_.c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_, previous_;
-  bool had_previous_ = false;
-};
-
 // fp32 chains on tensor cores (3xTF32 split products) at every batch size, not only the large
 // ones the backend picks them for: the same 1e-5 bound as the FMA kernels.
 TEST(CudaBackend, Fp32ChainsOnTensorCoresHoldFp32Accuracy) {

@@ -33,6 +33,29 @@ namespace fusednn_cuda_test {
 
 inline constexpr double kTolerance = 1e-5;
 
+// Sets an environment variable for the lifetime of the object (the backend reads its knobs when
+// a model is created).
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) {
+    const char* previous = std::getenv(name);
+    if (previous != nullptr) previous_ = previous;
+    had_previous_ = previous != nullptr;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnvironment() {
+    if (had_previous_) {
+      setenv(name_.c_str(), previous_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_, previous_;
+  bool had_previous_ = false;
+};
+
 inline bool quick() {
   const char* value = std::getenv("FUSEDNN_CUDA_TEST_QUICK");
   return value != nullptr && std::string(value) == "1";
