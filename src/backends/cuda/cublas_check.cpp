@@ -1,5 +1,7 @@
 #include "backends/cuda/cublas_check.hpp"
 
+#include "backends/cuda/cublaslt_library.hpp"
+
 #include <cstring>
 
 #include "common/error.hpp"
@@ -7,8 +9,9 @@
 namespace fusednn::cuda {
 
 std::string cublas_status_text(cublasStatus_t status) {
-  const char* text = cublasLtGetStatusString(status);
-  const char* name = cublasLtGetStatusName(status);
+  const CublasLtLibrary* library = cublaslt_library(nullptr);
+  const char* text = library != nullptr ? library->status_string(status) : nullptr;
+  const char* name = library != nullptr ? library->status_name(status) : nullptr;
   std::string result = text != nullptr ? text : "unknown cuBLAS status";
   result += " (";
   result += name != nullptr ? name : std::to_string(static_cast<int>(status));

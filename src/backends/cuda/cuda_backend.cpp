@@ -18,6 +18,7 @@
 #include "backends/cuda/channel_affine.hpp"
 #include "backends/cuda/concat.hpp"
 #include "backends/cuda/conv2d.hpp"
+#include "backends/cuda/cublaslt_library.hpp"
 #include "backends/cuda/cuda_context.hpp"
 #include "backends/cuda/cuda_executor.hpp"
 #include "backends/cuda/elementwise.hpp"
@@ -329,7 +330,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
 
   bool uses_cublaslt = false;
   for (const Op& op : ops_) uses_cublaslt = uses_cublaslt || op.kind == OpKind::CublasLtLinear;
-  if (uses_cublaslt) {
+  // Without a loadable cuBLASLt those steps run on the tiled GEMM (the reason is kept for
+  // cublaslt_unavailable_reason()).
+  if (uses_cublaslt && cublaslt_library(&cublaslt_unavailable_reason_) != nullptr) {
     cublaslt_ = std::make_unique<CublasLtHandle>();  // on the model's device, current here
     cublaslt_workspace_bytes_ = recommended_cublaslt_workspace_bytes(device_);
   }
@@ -363,7 +366,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       op.mlp.layers[l].weight_t = pointer(refs[i].layer_weight[l]);
       op.mlp.layers[l].bias = pointer(refs[i].layer_bias[l]);
     }
-    if (op.kind == OpKind::CublasLtLinear) {
+    if (op.kind == OpKind::CublasLtLinear && cublaslt_) {
       const Step& step = p.steps[op.first_step];
       op.lt = std::make_unique<CublasLtLinear>(
           cublaslt_->get(), static_cast<int32_t>(step.in_features),
@@ -474,10 +477,12 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
       }
       case OpKind::CublasLtLinear: {
         const int64_t rows = batch * step.rows_per_sample;
-        const CublasLtLinear::Choice& choice = op.lt->choose(rows, x, y);
-        if (choice.usable) {
-          op.lt->run(choice, x, y, cublaslt_workspace, stream);
-          break;
+        if (op.lt) {
+          const CublasLtLinear::Choice& choice = op.lt->choose(rows, x, y);
+          if (choice.usable) {
+            op.lt->run(choice, x, y, cublaslt_workspace, stream);
+            break;
+          }
         }
         // No cuBLASLt algorithm for this shape (choice.reason says why): the tiled GEMM, which
         // applies the bias and the ops cuBLASLt would have fused, so the passes stay the same.

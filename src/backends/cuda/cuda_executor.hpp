@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -80,6 +81,8 @@ class CudaBackend final : public Backend {
   int64_t output_floats() const { return max_batch_ * plan_->values[plan_->output_value].elements; }
   // The workspace each context gives cuBLASLt; 0 when no step runs on it.
   size_t cublaslt_workspace_bytes() const { return cublaslt_workspace_bytes_; }
+  // Why steps meant for cuBLASLt run on the tiled GEMM instead; empty when cuBLASLt is in use.
+  const std::string& cublaslt_unavailable_reason() const { return cublaslt_unavailable_reason_; }
   // Whether a device-path graph can be pointed at other caller buffers by rewriting its kernels'
   // parameters: not when a cuBLASLt call reads the model input or writes the model output, since
   // its kernels are not launched through launch_kernel and cannot be re-pointed. Such graphs are
@@ -106,6 +109,7 @@ class CudaBackend final : public Backend {
   DeviceArray<uint32_t> tensor_core_images_;  // the ops' TensorCoreMlpPlan images, one allocation
   std::vector<Op> ops_;  // declared after the handle and the weights they use: destroyed first
   size_t cublaslt_workspace_bytes_ = 0;
+  std::string cublaslt_unavailable_reason_;  // set when cuBLASLt could not be loaded
   bool device_graphs_repointable_ = true;
   std::vector<int64_t> value_offset_;  // device workspace offset (floats) of each workspace value
   int64_t workspace_floats_ = 0;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backends/cuda/cublas_check.hpp"
+#include "backends/cuda/cublaslt_library.hpp"
 #include "common/error.hpp"
 
 namespace fusednn::cuda {
@@ -38,12 +39,23 @@ cublasLtEpilogue_t epilogue_for(CublasLtActivation activation, bool has_bias) {
   return has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+// The loaded library; the backend creates no cuBLASLt object unless cublaslt_library() succeeded.
+const CublasLtLibrary& lt() {
+  const CublasLtLibrary* library = cublaslt_library(nullptr);
+  if (library == nullptr) {
+    std::string reason;
+    cublaslt_library(&reason);
+    fail(FDNN_STATUS_UNSUPPORTED, reason);
+  }
+  return *library;
+}
+
 // Owns a heuristic preference descriptor for the length of one choice.
 class Preference {
  public:
-  explicit Preference(cublasStatus_t* status) { *status = cublasLtMatmulPreferenceCreate(&pref_); }
+  explicit Preference(cublasStatus_t* status) { *status = lt().preference_create(&pref_); }
   ~Preference() {
-    if (pref_ != nullptr) cublasLtMatmulPreferenceDestroy(pref_);
+    if (pref_ != nullptr) lt().preference_destroy(pref_);
   }
   Preference(const Preference&) = delete;
   Preference& operator=(const Preference&) = delete;
@@ -71,10 +83,10 @@ size_t recommended_cublaslt_workspace_bytes(const DeviceInfo& device) {
   return device.major >= 9 ? size_t{32} << 20 : size_t{4} << 20;
 }
 
-CublasLtHandle::CublasLtHandle() { FDNN_CUBLAS_CHECK(cublasLtCreate(&handle_)); }
+CublasLtHandle::CublasLtHandle() { FDNN_CUBLAS_CHECK(lt().create(&handle_)); }
 
 CublasLtHandle::~CublasLtHandle() {
-  if (handle_ != nullptr) cublasLtDestroy(handle_);
+  if (handle_ != nullptr) lt().destroy(handle_);
 }
 
 CublasLtLinear::CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out,
@@ -91,24 +103,24 @@ CublasLtLinear::CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out,
   if (in < 1 || out < 1 || weight == nullptr) {
     fail(FDNN_STATUS_INTERNAL_ERROR, "cuBLASLt Linear ", in, " -> ", out, " without weights");
   }
-  FDNN_CUBLAS_CHECK(cublasLtMatmulDescInit(&matmul_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  FDNN_CUBLAS_CHECK(lt().matmul_desc_init(&matmul_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const int32_t transpose_a = CUBLAS_OP_T;
   const int32_t transpose_b = CUBLAS_OP_N;
-  FDNN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(&matmul_, CUBLASLT_MATMUL_DESC_TRANSA,
+  FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(&matmul_, CUBLASLT_MATMUL_DESC_TRANSA,
                                                    &transpose_a, sizeof transpose_a));
-  FDNN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(&matmul_, CUBLASLT_MATMUL_DESC_TRANSB,
+  FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(&matmul_, CUBLASLT_MATMUL_DESC_TRANSB,
                                                    &transpose_b, sizeof transpose_b));
   const uint32_t epilogue = epilogue_;
-  FDNN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(&matmul_, CUBLASLT_MATMUL_DESC_EPILOGUE,
+  FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(&matmul_, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                    &epilogue, sizeof epilogue));
   if (bias != nullptr) {
     // The heuristic reads the pointer's alignment, so it is set before any choice.
     const void* pointer = bias;
-    FDNN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(&matmul_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+    FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(&matmul_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                      &pointer, sizeof pointer));
     // The bias's type defaults to D's, fp32.
   }
-  FDNN_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&weight_layout_, CUDA_R_32F,
+  FDNN_CUBLAS_CHECK(lt().matrix_layout_init(&weight_layout_, CUDA_R_32F,
                                              static_cast<uint64_t>(in),
                                              static_cast<uint64_t>(out), in));
 }
@@ -148,11 +160,11 @@ void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_align
   };
   if (refused_for_testing_.load()) return refuse("cuBLASLt refused for testing");
 
-  cublasStatus_t status = cublasLtMatrixLayoutInit(&choice.x_layout, CUDA_R_32F,
+  cublasStatus_t status = lt().matrix_layout_init(&choice.x_layout, CUDA_R_32F,
                                                    static_cast<uint64_t>(in_),
                                                    static_cast<uint64_t>(rows), in_);
   if (status == CUBLAS_STATUS_SUCCESS) {
-    status = cublasLtMatrixLayoutInit(&choice.y_layout, CUDA_R_32F, static_cast<uint64_t>(out_),
+    status = lt().matrix_layout_init(&choice.y_layout, CUDA_R_32F, static_cast<uint64_t>(out_),
                                       static_cast<uint64_t>(rows), out_);
   }
   if (status != CUBLAS_STATUS_SUCCESS) {
@@ -176,7 +188,7 @@ void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_align
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &y_alignment, sizeof y_alignment},
   };
   for (const auto& setting : settings) {
-    status = cublasLtMatmulPreferenceSetAttribute(preference.get(), setting.attribute,
+    status = lt().preference_set_attribute(preference.get(), setting.attribute,
                                                   setting.value, setting.size);
     if (status != CUBLAS_STATUS_SUCCESS) {
       return refuse("cublasLtMatmulPreferenceSetAttribute: " + cublas_status_text(status));
@@ -187,7 +199,7 @@ void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_align
   auto* weight_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&weight_layout_);
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  status = cublasLtMatmulAlgoGetHeuristic(handle_, matmul, weight_layout, &choice.x_layout,
+  status = lt().algo_get_heuristic(handle_, matmul, weight_layout, &choice.x_layout,
                                           &choice.y_layout, &choice.y_layout, preference.get(), 1,
                                           &result, &returned);
   if (status != CUBLAS_STATUS_SUCCESS) {
@@ -222,7 +234,7 @@ void CublasLtLinear::run(const Choice& choice, const float* x, float* y, void* w
   auto* weight_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&weight_layout_);
   auto* x_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&choice.x_layout);
   auto* y_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&choice.y_layout);
-  FDNN_CUBLAS_CHECK(cublasLtMatmul(handle_, matmul, &alpha, weight_, weight_layout, x, x_layout,
+  FDNN_CUBLAS_CHECK(lt().matmul(handle_, matmul, &alpha, weight_, weight_layout, x, x_layout,
                                    &beta, y, y_layout, y, y_layout, &choice.algo, workspace,
                                    workspace_bytes_, stream));
   matmuls_queued_.fetch_add(1, std::memory_order_relaxed);
