@@ -356,13 +356,30 @@ void CudaBackend::assign_workspace() {
     slot_start[offset] = start;
     end = start + elements * max_batch_;
   }
-  workspace_floats_ = end;
   value_offset_.assign(p.values.size(), 0);
   for (size_t v = 0; v < p.values.size(); ++v) {
     if (p.values[v].storage == Storage::Workspace) {
       value_offset_[v] = slot_start[p.values[v].workspace_offset];
     }
   }
+  // The planner frees a step's inputs after that step, so a later step's output may take their
+  // slot. An op that runs several steps in one kernel (a fused MLP chain, a conv with its
+  // pooling) still reads its first step's inputs while its blocks write its last step's output,
+  // so such an output gets a region of its own instead of sharing one with an input.
+  for (const Op& op : ops_) {
+    const int output = p.steps[op.last_step].output;
+    if (op.first_step == op.last_step || p.values[output].storage != Storage::Workspace) continue;
+    for (int input : p.steps[op.first_step].inputs) {
+      if (p.values[input].storage == Storage::Workspace &&
+          p.values[input].workspace_offset == p.values[output].workspace_offset) {
+        const int64_t start = (end + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+        value_offset_[output] = start;
+        end = start + p.values[output].elements * max_batch_;
+        break;
+      }
+    }
+  }
+  workspace_floats_ = end;
 }
 
 size_t CudaBackend::context_bytes() const {
