@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/cuda/conv_pool.hpp"
 #include "backends/cuda/device_epilogue.hpp"
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/device_memory.hpp"
@@ -23,6 +24,7 @@ enum class OpKind {
   FusedMlp,  // one or more Linear steps in one launch (fused_mlp.cu)
   Linear,    // a Linear the fused kernel cannot hold (linear.cu)
   Conv2d,
+  ConvPool,  // a Conv2d and the pooling step after it, or a Conv2d alone (conv_pool.cu)
   MaxPool2d,
   AvgPool2d,
   Elementwise,
@@ -45,6 +47,7 @@ struct Op {
   // tensor_core_min_rows rows on (0 for reduced precisions: always).
   TensorCoreMlpPlan tensor_core;
   int64_t tensor_core_min_rows = 0;
+  ConvPoolPlan conv_pool;                // ConvPool only
   std::vector<DeviceEpilogue> epilogue;  // [0] applied by the kernel, the rest in place after it
 };
 
