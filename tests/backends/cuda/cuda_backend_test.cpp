@@ -555,6 +555,18 @@ TEST(CudaBackend, ConvolutionsAndPooling) {
   expect_matches_cpu(c, few_batches(), 72, "non-square kernel, avg pool counting padding");
 }
 
+// A Linear chain reading a workspace value (a conv's output, 64 floats per sample) whose slot
+// the planner hands to the chain's output (200 per sample): one fused kernel reads the first and
+// writes the second, so the backend must give the output a region of its own.
+TEST(CudaBackend, FusedChainOutputKeepsOffItsInputSlot) {
+  REQUIRE_CUDA();
+  Net net({2, 4, 4});
+  net.conv("conv", 2, 4, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
+  net.layer(R"({"type": "Flatten"})").linear("fc1", 64, 32).act(R"({"type": "ReLU"})");
+  net.linear("fc2", 32, 200).layer(R"({"type": "Softmax", "dim": -1})");
+  expect_matches_cpu(net, all_batches(), 95, "conv -> 64-32-200 chain -> Softmax");
+}
+
 // ------------------------------------------------------------------------------------------
 // Fused Conv2d + bias + activation + pooling (conv_pool.cu), on while FUSEDNN_CUDA_FUSED_CONV=1
 // is set around model creation (the backend reads it when a model prepares: at its first context
