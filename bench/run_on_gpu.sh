@@ -99,13 +99,15 @@ fi
 
 # Registers, spills and the fused kernels' instruction mix (no device time to speak of).
 {
-  obj=$(find "$BUILD" -name 'fused_mlp.cu.o' | head -1)
-  if [[ -n $obj ]] && command -v cuobjdump >/dev/null; then
-    echo "--- fused_mlp.cu.o (sm_90): resource usage and opcode counts over its kernels"
-    cuobjdump --dump-resource-usage "$obj" | grep -E "Function|REG|STACK|SHARED|LOCAL" | head -12
-    cuobjdump --dump-sass "$obj" | grep -oE '(LDS(\.[0-9A-Z]+)*|FFMA|LDGSTS(\.[A-Z0-9]+)*|LDL|STL)\b' \
-      | sort | uniq -c
-  fi
+  for name in fused_mlp conv_pool; do
+    obj=$(find "$BUILD" -name "$name.cu.o" | head -1)
+    if [[ -n $obj ]] && command -v cuobjdump >/dev/null; then
+      echo "--- $name.cu.o (sm_90): resource usage and opcode counts over its kernels"
+      cuobjdump --dump-resource-usage "$obj" | grep -E "Function|REG|STACK|SHARED|LOCAL" | head -24
+      cuobjdump --dump-sass "$obj" | grep -oE '(LDS(\.[0-9A-Z]+)*|FFMA|LDGSTS(\.[A-Z0-9]+)*|LDL|STL)\b' \
+        | sort | uniq -c
+    fi
+  done
 } >>"$SUMMARY" 2>&1
 
 LIB=$ROOT/$BUILD/src/api/libfusednn.so
@@ -134,13 +136,16 @@ if [[ -f $LIB ]]; then
       phase "latency $args" 40 /tmp/latency.jsonl /tmp/device_latency \
         "tests/fixtures/golden/$1/model.safetensors" "$2" "$3" "$4"
     done
-    # Forms behind knobs until measured here: the single-block small-batch MLP and the fp32
-    # chain on tensor cores (3xTF32); each line says which knob it ran with.
+    # Forms behind knobs until measured here: the single-block small-batch MLP, the fp32
+    # chain on tensor cores (3xTF32) and the fused conv + pool; each line says which knob it ran
+    # with.
     for args in "SMALL_BATCH_MLP=block seed_mlp 1" "SMALL_BATCH_MLP=block seed_mlp 4" \
                 "SMALL_BATCH_MLP=cluster seed_mlp 1" \
                 "FP32_TENSOR_CORES=0 seed_mlp 1024" "FP32_TENSOR_CORES=1 seed_mlp 1024" \
                 "FP32_TENSOR_CORES=0 seed_mlp 16384" "FP32_TENSOR_CORES=1 seed_mlp 16384" \
-                "FP32_TENSOR_CORES=0 seed_mlp 262144" "FP32_TENSOR_CORES=1 seed_mlp 262144"; do
+                "FP32_TENSOR_CORES=0 seed_mlp 262144" "FP32_TENSOR_CORES=1 seed_mlp 262144" \
+                "FUSED_CONV=1 lenet5 1" "FUSED_CONV=1 lenet5 1024" \
+                "FUSED_CONV=0 lenet5 16384" "FUSED_CONV=1 lenet5 16384"; do
       set -- $args
       echo "{\"knob\": \"FUSEDNN_CUDA_$1\"}" >>/tmp/latency.jsonl
       phase "latency $args" 40 /tmp/latency.jsonl env "FUSEDNN_CUDA_$1" /tmp/device_latency \
@@ -174,6 +179,9 @@ if [[ -f $LIB ]]; then
       tests/fixtures/golden/seed_mlp/model.safetensors 262144 1 1
     phase "ncu lenet b1024" 60 "$BENCH_LOG" $NCU -c 5 /tmp/device_latency \
       tests/fixtures/golden/lenet5/model.safetensors 1024 0 1
+    phase "ncu lenet fused b16384" 60 "$BENCH_LOG" env FUSEDNN_CUDA_FUSED_CONV=1 $NCU \
+      --section MemoryWorkloadAnalysis -k regex:conv_pool -c 2 /tmp/device_latency \
+      tests/fixtures/golden/lenet5/model.safetensors 16384 0 1
     grep -E "^  [a-z_]+.*\(|Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Block Limit" \
       "$BENCH_LOG" | tail -60 >>"$SUMMARY"
   fi
@@ -183,11 +191,11 @@ if [[ -x $TESTS ]] && command -v compute-sanitizer >/dev/null; then
   export FUSEDNN_CUDA_TEST_QUICK=1
   phase "memcheck" 110 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --leak-check full \
     --error-exitcode 3 "$TESTS" \
-    --gtest_filter='*SeedMlp*:*OffThe*:*LongerThan*:*Convolutions*:*LayerNorm*:*Dags*:*Identity*:*RowsPerSample*:*DevicePath*:*TensorCore*:*SmallBatch*:*Precision*:*Cublas*'
+    --gtest_filter='*SeedMlp*:*OffThe*:*LongerThan*:*Convolutions*:*LayerNorm*:*Dags*:*Identity*:*RowsPerSample*:*DevicePath*:*TensorCore*:*SmallBatch*:*Precision*:*Cublas*:*FusedConvPool*:*FusedConvLeNet*'
   grep -E "ERROR SUMMARY|LEAK SUMMARY|^\[  (PASSED|FAILED) " "$OUT/memcheck.log" | tail -4 >>"$SUMMARY"
   phase "racecheck" 90 "$OUT/racecheck.log" compute-sanitizer --tool racecheck \
     --error-exitcode 3 "$TESTS" \
-    --gtest_filter='*SeedMlp*:*OffThe*:*LayerNorm*:*RowsPerSample*:*TensorCore*:*SmallBatch*:*Precision*'
+    --gtest_filter='*SeedMlp*:*OffThe*:*LayerNorm*:*RowsPerSample*:*TensorCore*:*SmallBatch*:*Precision*:*FusedConvPool*:*FusedConvLeNet*'
   grep -E "RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) " "$OUT/racecheck.log" | tail -4 \
     >>"$SUMMARY"
 fi

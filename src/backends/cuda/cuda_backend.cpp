@@ -18,6 +18,7 @@
 #include "backends/cuda/channel_affine.hpp"
 #include "backends/cuda/concat.hpp"
 #include "backends/cuda/conv2d.hpp"
+#include "backends/cuda/conv_pool.hpp"
 #include "backends/cuda/cublaslt_library.hpp"
 #include "backends/cuda/cuda_context.hpp"
 #include "backends/cuda/cuda_executor.hpp"
@@ -136,6 +137,74 @@ int64_t fp32_tensor_core_min_rows(const TensorCoreMlpPlan& plan, const DeviceInf
   return -1;
 }
 
+// The Conv2d step s as conv_pool.cu's fused kernel (FUSEDNN_CUDA_FUSED_CONV=1 until validated on
+// a GPU): together with the pooling step after it when that step is the only reader of the
+// conv's workspace output and its windows equal its stride (1 or 2, no dilation), else alone.
+// Fills op's kind, last step, epilogue and conv_pool plan; false when the layer does not fit,
+// and the caller lowers it as before.
+bool lower_conv_pool(const Plan& p, size_t s, const std::vector<int>& consumers,
+                     const DeviceInfo& device, Op* op) {
+  const Step& conv = p.steps[s];
+  const WindowGeometry& w = conv.window;
+  for (int64_t extent : {w.in_channels, w.in_height, w.in_width, w.out_channels, w.out_height,
+                         w.out_width, w.kernel[0], w.kernel[1], w.stride[0], w.stride[1],
+                         w.padding[0], w.padding[1], w.dilation[0], w.dilation[1], w.groups}) {
+    if (extent < 0 || extent > (int64_t{1} << 14)) return false;
+  }
+  if (conv.weight < 0 || conv.inputs.size() != 1) return false;
+  ConvPoolDesc desc;
+  desc.in_channels = static_cast<int32_t>(w.in_channels);
+  desc.in_height = static_cast<int32_t>(w.in_height);
+  desc.in_width = static_cast<int32_t>(w.in_width);
+  desc.out_channels = static_cast<int32_t>(w.out_channels);
+  desc.conv_height = static_cast<int32_t>(w.out_height);
+  desc.conv_width = static_cast<int32_t>(w.out_width);
+  desc.kernel_height = static_cast<int32_t>(w.kernel[0]);
+  desc.kernel_width = static_cast<int32_t>(w.kernel[1]);
+  desc.stride_height = static_cast<int32_t>(w.stride[0]);
+  desc.stride_width = static_cast<int32_t>(w.stride[1]);
+  desc.padding_height = static_cast<int32_t>(w.padding[0]);
+  desc.padding_width = static_cast<int32_t>(w.padding[1]);
+  desc.dilation_height = static_cast<int32_t>(w.dilation[0]);
+  desc.dilation_width = static_cast<int32_t>(w.dilation[1]);
+  desc.groups = static_cast<int32_t>(w.groups);
+  desc.pooled_height = desc.conv_height;
+  desc.pooled_width = desc.conv_width;
+  const std::vector<DeviceEpilogue> pieces = split_epilogue(conv.epilogue);
+  desc.epilogue = pieces.front();
+
+  if (s + 1 < p.steps.size() && pieces.size() == 1) {  // the whole epilogue before the pooling
+    const Step& pool = p.steps[s + 1];
+    const WindowGeometry& g = pool.window;
+    const bool pooling = pool.kind == StepKind::MaxPool2d || pool.kind == StepKind::AvgPool2d;
+    if (pooling && pool.inputs.size() == 1 && pool.inputs[0] == conv.output &&
+        consumers[conv.output] == 1 && p.values[conv.output].storage == Storage::Workspace &&
+        g.kernel[0] == g.kernel[1] && g.stride[0] == g.kernel[0] && g.stride[1] == g.kernel[1] &&
+        (g.kernel[0] == 1 || g.kernel[0] == 2) && g.dilation[0] == 1 && g.dilation[1] == 1 &&
+        g.padding[0] >= 0 && g.padding[0] <= 1 && g.padding[1] >= 0 && g.padding[1] <= 1 &&
+        g.out_height <= w.out_height + 2 && g.out_width <= w.out_width + 2) {
+      ConvPoolDesc pooled = desc;
+      pooled.pool = pool.kind == StepKind::MaxPool2d ? ConvPoolKind::Max : ConvPoolKind::Average;
+      pooled.pool_window = static_cast<int32_t>(g.kernel[0]);
+      pooled.pool_padding_height = static_cast<int32_t>(g.padding[0]);
+      pooled.pool_padding_width = static_cast<int32_t>(g.padding[1]);
+      pooled.pooled_height = static_cast<int32_t>(g.out_height);
+      pooled.pooled_width = static_cast<int32_t>(g.out_width);
+      pooled.count_include_pad = g.count_include_pad;
+      if (plan_conv_pool(pooled, device, &op->conv_pool)) {
+        op->kind = OpKind::ConvPool;
+        op->last_step = static_cast<int>(s + 1);
+        op->epilogue = split_epilogue(pool.epilogue);
+        return true;
+      }
+    }
+  }
+  if (!plan_conv_pool(desc, device, &op->conv_pool)) return false;
+  op->kind = OpKind::ConvPool;
+  op->epilogue = pieces;  // pieces past the first run in place after the kernel, as for Conv2d
+  return true;
+}
+
 int launches_for(const Op& op, const Step& step) {
   const int passes = static_cast<int>(op.epilogue.size()) - 1;
   switch (op.kind) {
@@ -172,6 +241,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_ordinal));
   device_.shared_per_sm = static_cast<size_t>(value);
   prepare_fused_mlp_kernels(device_);
+  const bool fused_conv = conv_pool_enabled();  // FUSEDNN_CUDA_FUSED_CONV=1
+  if (fused_conv) prepare_conv_pool_kernels(device_);
 
   WeightBlob blob;
   std::vector<uint32_t> tensor_core_blob;  // images, each on 16 bytes
@@ -286,6 +357,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         break;
       }
       case StepKind::Conv2d:
+        if (fused_conv && lower_conv_pool(p, s, consumers, device_, &op)) {
+          ref.weight = blob.add(build_conv_pool_weights(op.conv_pool, constant(step.weight)));
+          if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
+          break;
+        }
         op.kind = OpKind::Conv2d;
         ref.weight = blob.add(constant(step.weight));
         if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
@@ -413,13 +489,30 @@ void CudaBackend::assign_workspace() {
     slot_start[offset] = start;
     end = start + elements * max_batch_;
   }
-  workspace_floats_ = end;
   value_offset_.assign(p.values.size(), 0);
   for (size_t v = 0; v < p.values.size(); ++v) {
     if (p.values[v].storage == Storage::Workspace) {
       value_offset_[v] = slot_start[p.values[v].workspace_offset];
     }
   }
+  // The planner frees a step's inputs after that step, so a later step's output may take their
+  // slot. An op that runs several steps in one kernel (a fused MLP chain, a conv with its
+  // pooling) still reads its first step's inputs while its blocks write its last step's output,
+  // so such an output gets a region of its own instead of sharing one with an input.
+  for (const Op& op : ops_) {
+    const int output = p.steps[op.last_step].output;
+    if (op.first_step == op.last_step || p.values[output].storage != Storage::Workspace) continue;
+    for (int input : p.steps[op.first_step].inputs) {
+      if (p.values[input].storage == Storage::Workspace &&
+          p.values[input].workspace_offset == p.values[output].workspace_offset) {
+        const int64_t start = (end + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+        value_offset_[output] = start;
+        end = start + p.values[output].elements * max_batch_;
+        break;
+      }
+    }
+  }
+  workspace_floats_ = end;
 }
 
 size_t CudaBackend::context_bytes() const {
@@ -524,6 +617,9 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         launch_conv2d(args, device_, stream);
         break;
       }
+      case OpKind::ConvPool:
+        launch_conv_pool(op.conv_pool, x, op.weight, op.bias, y, batch, device_, stream);
+        break;
       case OpKind::MaxPool2d:
       case OpKind::AvgPool2d: {
         Pool2dArgs args;

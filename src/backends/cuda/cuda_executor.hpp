@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/cuda/conv_pool.hpp"
 #include "backends/cuda/device_epilogue.hpp"
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/device_memory.hpp"
@@ -26,6 +27,7 @@ enum class OpKind {
   CublasLtLinear,  // a lone Linear the fused kernel does not take (linear_cublaslt.cpp; the
                    // tiled GEMM of linear.cu where cuBLASLt has no algorithm)
   Conv2d,
+  ConvPool,  // a Conv2d and the pooling step after it, or a Conv2d alone (conv_pool.cu)
   MaxPool2d,
   AvgPool2d,
   Elementwise,
@@ -49,6 +51,7 @@ struct Op {
   TensorCoreMlpPlan tensor_core;
   int64_t tensor_core_min_rows = 0;
   std::unique_ptr<CublasLtLinear> lt;    // CublasLtLinear only
+  ConvPoolPlan conv_pool;                // ConvPool only
   // [0] applied by the kernel (for CublasLtLinear: what cuBLASLt's epilogue fuses after the
   // bias, which the fallback GEMM applies the same), the rest in place after it.
   std::vector<DeviceEpilogue> epilogue;

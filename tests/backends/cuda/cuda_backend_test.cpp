@@ -197,6 +197,328 @@ TEST(CudaBackend, ConvolutionsAndPooling) {
   expect_matches_cpu(c, few_batches(), 72, "non-square kernel, avg pool counting padding");
 }
 
+// A Linear chain reading a workspace value (a conv's output, 64 floats per sample) whose slot
+// the planner hands to the chain's output (200 per sample): one fused kernel reads the first and
+// writes the second, so the backend must give the output a region of its own.
+TEST(CudaBackend, FusedChainOutputKeepsOffItsInputSlot) {
+  REQUIRE_CUDA();
+  Net net({2, 4, 4});
+  net.conv("conv", 2, 4, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
+  net.layer(R"({"type": "Flatten"})").linear("fc1", 64, 32).act(R"({"type": "ReLU"})");
+  net.linear("fc2", 32, 200).layer(R"({"type": "Softmax", "dim": -1})");
+  expect_matches_cpu(net, all_batches(), 95, "conv -> 64-32-200 chain -> Softmax");
+}
+
+// ------------------------------------------------------------------------------------------
+// Fused Conv2d + bias + activation + pooling (conv_pool.cu), on while FUSEDNN_CUDA_FUSED_CONV=1
+// is set around model creation (the backend reads it when a model prepares: at its first context
+// or run). Each net is checked against the CPU at batch sizes that take both launch forms (one
+// sample split into row slabs below the SM count, several samples per block above it), and the
+// kernel launches of one run are counted to show which path ran.
+
+// Batch sizes for the fused convolution: below the SM count (small tile, row slabs), just above
+// it (one sample per block), and large enough for several samples per block.
+std::vector<int64_t> conv_batches() {
+  if (quick()) return {1, 33, 300};
+  return {1, 2, 3, 31, 129, 133, 300, 1000, 4097};
+}
+
+Net lenet5() {
+  Net net({1, 28, 28});
+  net.conv("c1", 1, 6, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  net.layer(R"({"type": "AvgPool2d", "name": "p1", "kernel_size": 2, "stride": 2})");
+  net.conv("c2", 6, 16, {5, 5}, {1, 1}, {0, 0}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  net.layer(R"({"type": "AvgPool2d", "name": "p2", "kernel_size": 2, "stride": 2})");
+  net.layer(R"({"type": "Flatten"})").linear("f1", 400, 120).act(R"({"type": "Tanh"})");
+  net.linear("f2", 120, 84).act(R"({"type": "Tanh"})").linear("f3", 84, 10);
+  return net;
+}
+
+#if FUSEDNN_TEST_WITH_CUDART
+// Kernel launches one run of `net` queues: the run is made on a stream the test captures, so it
+// is recorded into the test's graph (not run) and the graph's kernel nodes are counted.
+void count_kernels(const Net& net, int64_t batch, int* kernels) {
+  *kernels = -1;
+  std::mt19937 random(7);
+  const std::vector<std::vector<float>> weights = draw_weights(net, random);
+  fdnn_model* model = create_model(net.spec(), FDNN_DEVICE_CUDA, batch, 0);
+  ASSERT_NE(model, nullptr);
+  set_weights(model, net, weights);
+  fdnn_context* context = nullptr;
+  ASSERT_EQ(fdnn_context_create(model, &context), FDNN_STATUS_OK) << fdnn_last_error_message();
+  fdnn_shape in_shape, out_shape;
+  ASSERT_EQ(fdnn_model_input_shape(model, &in_shape), FDNN_STATUS_OK);
+  ASSERT_EQ(fdnn_model_output_shape(model, &out_shape), FDNN_STATUS_OK);
+  const size_t in_count = static_cast<size_t>(batch * elements(in_shape));
+  const size_t out_count = static_cast<size_t>(batch * elements(out_shape));
+  DeviceBuffers buffers;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buffers.input), in_count * sizeof(float)));
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buffers.output), out_count * sizeof(float)));
+  CUDA_OK(cudaStreamCreateWithFlags(&buffers.stream, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamBeginCapture(buffers.stream, cudaStreamCaptureModeThreadLocal));
+  const fdnn_status status = fdnn_context_run_device(context, batch, buffers.input, in_count,
+                                                     buffers.output, out_count, buffers.stream);
+  const std::string message = fdnn_last_error_message();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(buffers.stream, &graph);
+  fdnn_context_destroy(context);
+  fdnn_model_destroy(model);
+  ASSERT_EQ(status, FDNN_STATUS_OK) << message;
+  CUDA_OK(ended);
+  size_t count = 0;
+  CUDA_OK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  CUDA_OK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  int found = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    CUDA_OK(cudaGraphNodeGetType(node, &type));
+    if (type == cudaGraphNodeTypeKernel) ++found;
+  }
+  CUDA_OK(cudaGraphDestroy(graph));
+  *kernels = found;
+}
+
+// The launches the fused path saves on `net`: unfused count - fused count.
+void expect_launches_saved(const Net& net, int saved, const std::string& what) {
+  SCOPED_TRACE(what);
+  int fused = -1, unfused = -1;
+  {
+    ScopedEnvironment on("FUSEDNN_CUDA_FUSED_CONV", "1");
+    count_kernels(net, 3, &fused);
+  }
+  {
+    ScopedEnvironment off("FUSEDNN_CUDA_FUSED_CONV", "0");
+    count_kernels(net, 3, &unfused);
+  }
+  ASSERT_GT(fused, 0);
+  EXPECT_EQ(unfused - fused, saved) << "fused path: " << fused << " launches, unfused: " << unfused;
+}
+#else
+void expect_launches_saved(const Net&, int, const std::string&) {}
+#endif
+
+// The fused path against the CPU, and (with the CUDA runtime) the launches it saves.
+void expect_fused_conv_matches_cpu(const Net& net, const std::vector<int64_t>& batches,
+                                   uint32_t seed, int launches_saved, const std::string& what) {
+  {
+    ScopedEnvironment on("FUSEDNN_CUDA_FUSED_CONV", "1");
+    expect_matches_cpu(net, batches, seed, what);
+  }
+  expect_launches_saved(net, launches_saved, what);
+}
+
+TEST(CudaBackend, FusedConvLeNet5EveryBatchSize) {
+  REQUIRE_CUDA();
+  // Both convolutions absorb their pooling: 5 launches (conv, pool, conv, pool, MLP) become 3.
+  expect_fused_conv_matches_cpu(lenet5(), all_batches(), 500, 2, "LeNet-5, fused conv + pool");
+  if (!quick()) expect_fused_conv_matches_cpu(lenet5(), {16384}, 501, 2, "LeNet-5, batch 16384");
+}
+
+TEST(CudaBackend, FusedConvPoolGeometries) {
+  REQUIRE_CUDA();
+  const std::vector<int64_t> batches = conv_batches();
+  // 3x3, padding 1, odd sizes (13 x 11); MaxPool2d(2) with padding 1: 7 x 6.
+  Net max_padded({3, 13, 11});
+  max_padded.conv("conv", 3, 10, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true)
+      .act(R"({"type": "ReLU"})");
+  max_padded.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2,
+                       "padding": 1})");
+  max_padded.layer(R"({"type": "Flatten"})").linear("fc", 420, 7);
+  expect_fused_conv_matches_cpu(max_padded, batches, 510, 1, "3x3, max pool with padding");
+
+  Net avg_exclusive({3, 13, 11});
+  avg_exclusive.conv("conv", 3, 10, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true)
+      .act(R"({"type": "GELU", "approximate": "none"})");
+  avg_exclusive.layer(R"({"type": "AvgPool2d", "name": "pool", "kernel_size": 2, "stride": 2,
+                          "padding": 1, "count_include_pad": false})");
+  avg_exclusive.layer(R"({"type": "Flatten"})").linear("fc", 420, 7);
+  expect_fused_conv_matches_cpu(avg_exclusive, batches, 511, 1,
+                                "3x3, avg pool with padding, count_include_pad false");
+
+  // Padding on one axis only, counted in the divisor: 13 x 11 -> 6 x 6.
+  Net avg_inclusive({3, 13, 11});
+  avg_inclusive.conv("conv", 3, 9, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false)
+      .act(R"({"type": "SiLU"})");
+  avg_inclusive.layer(R"({"type": "AvgPool2d", "name": "pool", "kernel_size": 2, "stride": 2,
+                          "padding": [0, 1], "count_include_pad": true})");
+  avg_inclusive.layer(R"({"type": "Flatten"})").linear("fc", 324, 5);
+  expect_fused_conv_matches_cpu(avg_inclusive, batches, 512, 1,
+                                "3x3 without bias, avg pool padding [0, 1], count_include_pad");
+
+  // 5x5 with 12 channels (a group and a half of 8): 13 x 11 -> pooled 6 x 5.
+  Net five({4, 13, 11});
+  five.conv("conv", 4, 12, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  five.layer(R"({"type": "AvgPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+  five.layer(R"({"type": "Flatten"})").linear("fc", 360, 6);
+  expect_fused_conv_matches_cpu(five, batches, 513, 1, "5x5, 12 channels, avg pool, 13 x 11");
+
+  // 7x7 (the generic kernel): 15 x 13 -> 7 x 6.
+  Net seven({2, 15, 13});
+  seven.conv("conv", 2, 5, {7, 7}, {1, 1}, {3, 3}, {1, 1}, 1, true)
+      .act(R"({"type": "LeakyReLU", "negative_slope": 0.2})");
+  seven.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+  seven.layer(R"({"type": "Flatten"})").linear("fc", 210, 4);
+  expect_fused_conv_matches_cpu(seven, batches, 514, 1, "7x7, max pool");
+
+  // Stride 2: 17 x 19 -> 9 x 10 -> 4 x 5.
+  Net strided({3, 17, 19});
+  strided.conv("conv", 3, 8, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "Sigmoid"})");
+  strided.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+  strided.layer(R"({"type": "Flatten"})").linear("fc", 160, 3);
+  expect_fused_conv_matches_cpu(strided, batches, 515, 1, "3x3 stride 2, max pool");
+
+  // Non-square kernel and stride: 9 x 12 -> 5 x 12 -> avg pool padding [1, 0] -> 3 x 6.
+  Net uneven({4, 9, 12});
+  uneven.conv("conv", 4, 7, {3, 5}, {2, 1}, {1, 2}, {1, 1}, 1, true)
+      .act(R"({"type": "GELU", "approximate": "tanh"})");
+  uneven.layer(R"({"type": "AvgPool2d", "name": "pool", "kernel_size": 2, "stride": 2,
+                   "padding": [1, 0], "count_include_pad": false})");
+  uneven.layer(R"({"type": "Flatten"})").linear("fc", 126, 5);
+  expect_fused_conv_matches_cpu(uneven, batches, 516, 1, "3x5 stride [2, 1], avg pool");
+
+  // A 1x1 pooling window is the identity: still one launch.
+  Net unit_pool({2, 8, 9});
+  unit_pool.conv("conv", 2, 6, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
+  unit_pool.layer(R"({"type": "AvgPool2d", "name": "pool", "kernel_size": 1, "stride": 1})");
+  unit_pool.layer(R"({"type": "Flatten"})").linear("fc", 432, 4);
+  expect_fused_conv_matches_cpu(unit_pool, batches, 517, 1, "3x3, 1x1 avg pool");
+
+  // The conv reads a workspace value (a ReLU on the input) whose slot the planner gives to the
+  // pooling's output, 4x larger: the fused kernel must not write where other blocks still read.
+  Net reused_slot({3, 12, 12});
+  reused_slot.act(R"({"type": "ReLU"})");
+  reused_slot.conv("conv", 3, 16, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true)
+      .act(R"({"type": "Tanh"})");
+  reused_slot.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+  reused_slot.layer(R"({"type": "Flatten"})").linear("fc", 576, 5);
+  expect_fused_conv_matches_cpu(reused_slot, batches, 519, 1, "pooled output in the input's slot");
+
+  // Two fused layers in a row, the second's pooling output being the model's output.
+  Net stacked({3, 20, 18});
+  stacked.conv("c1", 3, 8, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
+  stacked.layer(R"({"type": "MaxPool2d", "name": "p1", "kernel_size": 2, "stride": 2})");
+  stacked.conv("c2", 8, 16, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  stacked.layer(R"({"type": "AvgPool2d", "name": "p2", "kernel_size": 2, "stride": 2})");
+  expect_fused_conv_matches_cpu(stacked, batches, 518, 2, "two conv + pool layers, pool output");
+}
+
+// A Conv2d with no pooling after it runs the same kernel with a 1x1 window.
+TEST(CudaBackend, FusedConvWithoutPooling) {
+  REQUIRE_CUDA();
+  const std::vector<int64_t> batches = conv_batches();
+  Net wide({3, 13, 11});
+  wide.conv("conv", 3, 20, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  wide.layer(R"({"type": "Flatten"})").linear("fc", 2860, 5);
+  expect_fused_conv_matches_cpu(wide, batches, 520, 0, "5x5, 20 channels, no pooling");
+  // The conv's output is the model's output.
+  Net last({2, 8, 8});
+  last.conv("conv", 2, 3, {3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, true);
+  expect_fused_conv_matches_cpu(last, batches, 521, 0, "3x3 as the model output, no epilogue");
+  // Stride 2 and a 1x1 kernel (the generic kernel).
+  Net strided({4, 15, 16});
+  strided.conv("c1", 4, 9, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, false).act(R"({"type": "SiLU"})");
+  strided.conv("c2", 9, 6, {3, 3}, {2, 2}, {0, 1}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
+  strided.layer(R"({"type": "Flatten"})").linear("fc", 336, 4);
+  expect_fused_conv_matches_cpu(strided, batches, 522, 0, "1x1, then 3x3 stride 2");
+  // Pooling the kernel cannot absorb (a 3x3 window with stride 2) runs after the fused conv.
+  Net overlapping({3, 16, 16});
+  overlapping.conv("conv", 3, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true)
+      .act(R"({"type": "ReLU"})");
+  overlapping.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 3, "stride": 2,
+                        "padding": 1})");
+  overlapping.layer(R"({"type": "Flatten"})").linear("fc", 512, 5);
+  expect_fused_conv_matches_cpu(overlapping, batches, 523, 0, "3x3, then a 3x3 stride-2 max pool");
+}
+
+TEST(CudaBackend, FusedConvEveryActivation) {
+  REQUIRE_CUDA();
+  uint32_t seed = 530;
+  const std::vector<int64_t> batches = quick() ? std::vector<int64_t>{1, 300}
+                                               : std::vector<int64_t>{1, 3, 129, 300, 1000};
+  for (const auto& [name, layer] : activations()) {
+    Net avg({3, 12, 12});
+    avg.conv("conv", 3, 6, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(layer);
+    avg.layer(R"({"type": "AvgPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+    avg.layer(R"({"type": "Flatten"})").linear("fc", 216, 5);
+    expect_fused_conv_matches_cpu(avg, batches, seed++, 1, name + ", 5x5 + avg pool");
+    Net max({2, 11, 9});
+    max.conv("conv", 2, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(layer);
+    max.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+    max.layer(R"({"type": "Flatten"})").linear("fc", 160, 5);
+    expect_fused_conv_matches_cpu(max, batches, seed++, 1, name + ", 3x3 + max pool");
+  }
+}
+
+// Cases that must not fuse the pooling, and still give the right answer.
+TEST(CudaBackend, FusedConvLeavesWhatItCannotTake) {
+  REQUIRE_CUDA();
+  const std::vector<int64_t> batches = conv_batches();
+  // The conv's output has two readers: the conv runs alone, both pools after it.
+  Net shared({2, 10, 10});
+  shared.conv("conv", 2, 4, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true)
+      .act(R"({"type": "ReLU", "name": "relu"})");
+  shared.layer(R"({"type": "MaxPool2d", "name": "max", "kernel_size": 2, "stride": 2,
+                   "inputs": ["relu"]})");
+  shared.layer(R"({"type": "AvgPool2d", "name": "avg", "kernel_size": 2, "stride": 2,
+                   "inputs": ["relu"]})");
+  shared.layer(R"({"type": "Add", "name": "sum", "inputs": ["max", "avg"]})");
+  shared.layer(R"({"type": "Flatten"})").linear("fc", 100, 3);
+  expect_fused_conv_matches_cpu(shared, batches, 540, 0, "conv output read by two pools");
+  // An epilogue longer than one kernel applies: the rest runs in place, so no pooling joins.
+  Net long_epilogue({3, 12, 12});
+  long_epilogue.conv("conv", 3, 6, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true)
+      .act(R"({"type": "ReLU"})")
+      .act(R"({"type": "Scale", "alpha": 1.5})")
+      .act(R"({"type": "Tanh"})")
+      .act(R"({"type": "Scale", "alpha": 2.0})")
+      .act(R"({"type": "SiLU"})");
+  long_epilogue.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+  long_epilogue.layer(R"({"type": "Flatten"})").linear("fc", 216, 4);
+  expect_fused_conv_matches_cpu(long_epilogue, batches, 541, 0, "five-op epilogue before a pool");
+  // Too large for shared memory (4 x 154 x 156 padded floats per sample, ~384 KB): today's
+  // kernels.
+  Net large({4, 150, 150});
+  large.conv("conv", 4, 8, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
+  large.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+  large.layer(R"({"type": "Flatten"})").linear("fc", 45000, 3);
+  expect_fused_conv_matches_cpu(large, {1, 2, 5}, 542, 0, "input too large to stage");
+  // Grouped and dilated convolutions stay on the Conv2d kernel.
+  Net grouped({4, 12, 12});
+  grouped.conv("conv", 4, 6, {3, 3}, {1, 1}, {2, 2}, {2, 2}, 2, false).act(R"({"type": "ReLU"})");
+  grouped.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+  grouped.layer(R"({"type": "Flatten"})").linear("fc", 216, 3);
+  expect_fused_conv_matches_cpu(grouped, batches, 543, 0, "groups 2, dilation 2");
+}
+
+// BatchNorm after a Conv2d is folded into the conv's weights and bias by the planner; the fused
+// kernel must get the folded ones. Unfoldable (after an activation) it stays a ChannelAffine
+// step, so the conv fuses alone.
+TEST(CudaBackend, FusedConvAfterFoldedBatchNorm) {
+  REQUIRE_CUDA();
+  const std::vector<int64_t> batches = conv_batches();
+  Net folded({3, 14, 14});
+  folded.conv("conv", 3, 8, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, false);
+  folded.batch_norm("bn", "BatchNorm2d", 8).act(R"({"type": "ReLU"})");
+  folded.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+  folded.layer(R"({"type": "Flatten"})").linear("fc", 392, 5);
+  expect_fused_conv_matches_cpu(folded, batches, 550, 1,
+                                "conv without bias + BatchNorm + ReLU + max pool");
+  Net biased({6, 14, 14});
+  biased.conv("conv", 6, 16, {5, 5}, {1, 1}, {0, 0}, {1, 1}, 1, true);
+  biased.batch_norm("bn", "BatchNorm2d", 16).act(R"({"type": "Tanh"})");
+  biased.layer(R"({"type": "AvgPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+  biased.layer(R"({"type": "Flatten"})").linear("fc", 400, 5);
+  expect_fused_conv_matches_cpu(biased, batches, 551, 1, "conv + BatchNorm + Tanh + avg pool");
+  Net unfolded({3, 12, 12});
+  unfolded.conv("conv", 3, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
+  unfolded.batch_norm("bn", "BatchNorm2d", 8);
+  unfolded.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
+  unfolded.layer(R"({"type": "Flatten"})").linear("fc", 288, 5);
+  expect_fused_conv_matches_cpu(unfolded, batches, 552, 0,
+                                "conv + ReLU + BatchNorm (unfolded) + pool");
+}
+
 TEST(CudaBackend, LayerNormAndSoftmax) {
   REQUIRE_CUDA();
   Net rows({7, 50});

@@ -1,0 +1,796 @@
+// Conv2d + bias + epilogue + pooling in one launch (see conv_pool.hpp for what fits).
+//
+// Napkin math, LeNet-5 (per sample):
+//   conv1 1->6, 5x5, pad 2, 28x28: 6 x 784 x 25 = 117.6 K multiply-adds; conv2 6->16, 5x5,
+//   14x14 -> 10x10: 16 x 100 x 150 = 240 K. Together 358 K multiply-adds = 715 KFLOP, and
+//   4704 + 1600 tanh. Bytes: conv1 reads 784 floats and writes its pooled 1176, conv2 reads
+//   those and writes 400: 14 KB per sample, where the unfused kernels also write and re-read
+//   the 4704 + 1600 conv outputs (+50 KB).
+//   batch 16384: 11.7 GFLOP, ~195 us at ~60 TFLOP/s of fp32; 232 MB, ~58 us at ~4 TB/s. So
+//     arithmetic-bound, and what counts is the share of issue slots that are FFMAs. The plan
+//     picks 6 channels x 2 x 4 positions per thread for conv1 (no padded channels) and
+//     8 x 2 x 2 for conv2 (no ragged columns on its 5-wide output); per input channel a conv1
+//     thread issues 1200 FFMAs against 62 shared loads (12 x 16-byte input rows, 25 x (16 + 8)
+//     byte filter broadcasts), a conv2 thread 800 against 68. Per sample that is ~360 K FFMAs,
+//     ~26 K shared loads, ~126 K instructions of tanh (~20 each), ~23 K of staging and ~15 K
+//     of pooling and stores: ~550 K thread instructions, 17 K warp instructions. At 4 per clock
+//     on 132 SMs at 1.98 GHz: ~270 us at perfect issue for both convs; expected ~330-380 us.
+//   batch 1024: ~17 us at perfect issue; expected ~30-40 us for both (one wave, uneven tails).
+//   batch 1: 358 K multiply-adds are nothing for 132 SMs; the time is the launch (~2-3 us in a
+//     graph), the trip of the input and the filters from L2, and each thread's dependent chain.
+//     The small tile (4 channels x 2 x 2 positions) and row slabs spread one sample over 7
+//     blocks (conv1, 400 FFMAs per thread) and 3 blocks (conv2, 2400): expected ~1.5 and ~3 us.
+//
+// The work. A block owns `samples_per_block` samples and a slab of patch rows (grid.y splits a
+// sample's rows across blocks when the batch is small). It stages its samples' input planes with
+// every zero it will read (convolution padding, pooling padding, the ragged last patch) and all
+// filters in shared memory (cp.async), then one barrier; after that a thread's reads need no
+// bounds checks. A thread owns kCo output channels x kR x kC conv positions (a "patch") and keeps
+// them in registers; for 3x3 and 5x5 stride-1 kernels (compile-time taps) each input row segment
+// of the patch is loaded once per kernel row with vector loads and slides across the kernel
+// columns, and each filter tap is one or two broadcast vector loads (kCo channels padded to a
+// multiple of 4). Then bias, epilogue, and the pooling windows (window = stride = 2, or 1 for
+// no pooling) are reduced in registers in the CPU backend's order (rows top to bottom, columns
+// left to right), divided as it divides. The 3x3 / 5x5 kernels unroll a whole input channel
+// (up to ~1700 instructions, 27 KB of code for 5x5 at 8 x 2 x 4); the generic one loops over taps.
+//
+// Threads are numbered channel group slowest, then sample, patch row, patch column, so a warp
+// shares its filter reads (broadcasts); the staged row pitch is picked at plan time by counting
+// the bank wavefronts of the first input loads of two warps.
+#include "backends/cuda/conv_pool.hpp"
+
+#include <cuda_pipeline.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+
+#include "backends/cuda/epilogue.cuh"
+#include "backends/cuda/launch.hpp"
+#include "common/error.hpp"
+
+namespace fusednn::cuda {
+namespace {
+
+constexpr int kMaxThreads = 256;
+constexpr int kStageLanes = 8;  // threads per staged input row
+constexpr int kMaxSamplesPerBlock = 16;
+
+struct ConvPoolParams {
+  const float* x;
+  const float* weight;  // this kernel's image: [in][channel group][kh][kw][kTapStride]
+  const float* bias;    // [out_channels] or null
+  float* y;
+  int64_t batch;
+  int32_t in_channels, in_height, in_width;
+  int32_t out_channels, conv_height, conv_width;
+  int32_t kernel_height, kernel_width, stride_height, stride_width;
+  int32_t pool_window;  // 1: none, 2: 2x2 windows with stride 2
+  int32_t pool_max;     // 1: max, 0: average
+  int32_t count_include_pad;
+  int32_t pool_padding_height, pool_padding_width;
+  int32_t pooled_height, pooled_width;
+  int32_t channel_groups, patch_rows, patch_cols;
+  int32_t samples_per_block;
+  int32_t slab_rows;  // patch rows per block
+  int32_t staged_width, row_pitch;
+  int32_t plane_floats;  // one staged input plane (row_pitch x staged rows of a full slab)
+  int32_t origin_row, origin_col;  // input coordinates of staged element (0, 0) of slab 0
+  int32_t weight_floats;
+  DeviceEpilogue epilogue;
+};
+
+template <int kChannels, int kRows, int kCols>
+struct Tile {
+  static constexpr int kCo = kChannels;  // output channels per thread
+  static constexpr int kR = kRows;       // conv rows per thread
+  static constexpr int kC = kCols;       // conv columns per thread
+  static constexpr int kValues = kCo * kR * kC;
+  static constexpr int kInputAlign = kC % 4 == 0 ? 4 : (kC % 2 == 0 ? 2 : 1);
+  // A tap's kCo filter values start on 16 bytes (padded to kTapStride), so they load as float4s.
+  static constexpr int kTapStride = (kCo + 3) / 4 * 4;
+  static_assert(kR % 2 == 0 && kC % 2 == 0, "a patch holds whole 2x2 pooling windows");
+};
+
+// values[kStart, kLen) = source[kStart, kLen), in 16-byte then 8-byte then 4-byte loads;
+// source + kStart must be aligned to kAlign floats.
+template <int kLen, int kAlign, int kStart = 0>
+__device__ __forceinline__ void load_floats(const float* source, float (&values)[kLen]) {
+  if constexpr (kStart < kLen) {
+    if constexpr (kAlign >= 4 && kLen - kStart >= 4) {
+      const float4 v = *reinterpret_cast<const float4*>(source + kStart);
+      values[kStart] = v.x;
+      values[kStart + 1] = v.y;
+      values[kStart + 2] = v.z;
+      values[kStart + 3] = v.w;
+      load_floats<kLen, kAlign, kStart + 4>(source, values);
+    } else if constexpr (kAlign >= 2 && kLen - kStart >= 2) {
+      const float2 v = *reinterpret_cast<const float2*>(source + kStart);
+      values[kStart] = v.x;
+      values[kStart + 1] = v.y;
+      load_floats<kLen, kAlign, kStart + 2>(source, values);
+    } else {
+      values[kStart] = source[kStart];
+      load_floats<kLen, kAlign, kStart + 1>(source, values);
+    }
+  }
+}
+
+template <class T>
+__device__ __forceinline__ constexpr int at(int dy, int dx, int j) {
+  return (dy * T::kC + dx) * T::kCo + j;
+}
+
+// One input channel, kK x kK taps at stride 1. `input` is the patch's top-left staged element,
+// `weight` the channel group's taps ([kh][kw][kTapStride]).
+template <int kK, class T>
+__device__ __forceinline__ void accumulate_fixed(const float* input, int pitch, const float* weight,
+                                                 float (&acc)[T::kValues]) {
+  constexpr int kLen = T::kC + kK - 1;
+#pragma unroll
+  for (int kh = 0; kh < kK; ++kh) {
+    float row[T::kR][kLen];
+#pragma unroll
+    for (int dy = 0; dy < T::kR; ++dy) {
+      load_floats<kLen, T::kInputAlign>(input + (kh + dy) * pitch, row[dy]);
+    }
+#pragma unroll
+    for (int kw = 0; kw < kK; ++kw) {
+      float w[T::kCo];
+      load_floats<T::kCo, 4>(weight + (kh * kK + kw) * T::kTapStride, w);
+#pragma unroll
+      for (int dy = 0; dy < T::kR; ++dy)
+#pragma unroll
+        for (int dx = 0; dx < T::kC; ++dx)
+#pragma unroll
+          for (int j = 0; j < T::kCo; ++j) {
+            acc[at<T>(dy, dx, j)] = fmaf(row[dy][dx + kw], w[j], acc[at<T>(dy, dx, j)]);
+          }
+    }
+  }
+}
+
+// One input channel, any kernel size and stride: kR x kC scalar loads per tap.
+template <class T>
+__device__ __forceinline__ void accumulate_generic(const float* input, int pitch,
+                                                   const float* weight, int kernel_height,
+                                                   int kernel_width,
+                                                   const int (&offset)[T::kR][T::kC],
+                                                   float (&acc)[T::kValues]) {
+  for (int kh = 0; kh < kernel_height; ++kh) {
+    const float* row = input + kh * pitch;
+    for (int kw = 0; kw < kernel_width; ++kw) {
+      float w[T::kCo];
+      load_floats<T::kCo, 4>(weight, w);
+      weight += T::kTapStride;
+      float v[T::kR][T::kC];
+#pragma unroll
+      for (int dy = 0; dy < T::kR; ++dy)
+#pragma unroll
+        for (int dx = 0; dx < T::kC; ++dx) v[dy][dx] = row[offset[dy][dx] + kw];
+#pragma unroll
+      for (int dy = 0; dy < T::kR; ++dy)
+#pragma unroll
+        for (int dx = 0; dx < T::kC; ++dx)
+#pragma unroll
+          for (int j = 0; j < T::kCo; ++j) {
+            acc[at<T>(dy, dx, j)] = fmaf(v[dy][dx], w[j], acc[at<T>(dy, dx, j)]);
+          }
+    }
+  }
+}
+
+template <int kOp, int kN>
+__device__ __forceinline__ void apply_op_to_all(float parameter, float (&values)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) values[i] = apply_op(kOp, parameter, values[i]);
+}
+
+// apply_epilogue() on every value, with the op's switch outside the loop over the values: one
+// copy of each op's code per value, and only the taken op's copies run.
+template <int kN>
+__device__ __forceinline__ void apply_epilogue_to_all(const DeviceEpilogue& epilogue,
+                                                      float (&values)[kN]) {
+#pragma unroll 1
+  for (int op = 0; op < epilogue.count; ++op) {
+    const float parameter = epilogue.parameter[op];
+    switch (epilogue.kind[op]) {
+      case kOpReLU: apply_op_to_all<kOpReLU>(parameter, values); break;
+      case kOpLeakyReLU: apply_op_to_all<kOpLeakyReLU>(parameter, values); break;
+      case kOpGeluErf: apply_op_to_all<kOpGeluErf>(parameter, values); break;
+      case kOpGeluTanh: apply_op_to_all<kOpGeluTanh>(parameter, values); break;
+      case kOpSiLU: apply_op_to_all<kOpSiLU>(parameter, values); break;
+      case kOpSigmoid: apply_op_to_all<kOpSigmoid>(parameter, values); break;
+      case kOpTanh: apply_op_to_all<kOpTanh>(parameter, values); break;
+      case kOpScale: apply_op_to_all<kOpScale>(parameter, values); break;
+      default: break;
+    }
+  }
+}
+
+// Bias, epilogue, pooling and the stores of one patch: sample n, channel group g, patch (ty, tx)
+// of the whole sample. One channel at a time, so that the epilogue's temporaries sit next to one
+// channel's kR x kC values (the whole tile at once spilled) and channels past out_channels (the
+// group's padding) skip it.
+template <class T>
+__device__ __forceinline__ void finish_patch(const ConvPoolParams& p,
+                                             const float (&acc)[T::kValues], int64_t n, int g,
+                                             int ty, int tx) {
+  constexpr int kPositions = T::kR * T::kC;
+  constexpr int kWindowRows = T::kR / 2, kWindowCols = T::kC / 2;  // 2x2 windows in the patch
+  const int co0 = g * T::kCo;
+  const int plane = p.pooled_height * p.pooled_width;
+  float* const y = p.y + (n * p.out_channels + co0) * static_cast<int64_t>(plane);
+  // Conv coordinates of the patch's top-left position (negative inside the pooling padding).
+  const int r0 = ty * T::kR - p.pool_padding_height;
+  const int c0 = tx * T::kC - p.pool_padding_width;
+
+  // Where each position or window lands, the same for every channel. Window (pi, pj) covers
+  // conv rows r0 + 2 pi + {0, 1} and columns c0 + 2 pj + {0, 1}; inside[] says which of the
+  // patch's rows and columns lie in the conv output, divisor[] is PyTorch's (the CPU backend's)
+  // average divisor; offset < 0 marks a window or position past the output.
+  bool row_inside[T::kR], col_inside[T::kC];
+#pragma unroll
+  for (int dy = 0; dy < T::kR; ++dy) row_inside[dy] = r0 + dy >= 0 && r0 + dy < p.conv_height;
+#pragma unroll
+  for (int dx = 0; dx < T::kC; ++dx) col_inside[dx] = c0 + dx >= 0 && c0 + dx < p.conv_width;
+  const bool pooled = p.pool_window == 2;
+  int offset[kPositions];  // pooled: only the first kWindowRows x kWindowCols are used
+  float divisor[kWindowRows * kWindowCols];
+  if (pooled) {
+#pragma unroll
+    for (int pi = 0; pi < kWindowRows; ++pi)
+#pragma unroll
+      for (int pj = 0; pj < kWindowCols; ++pj) {
+        const int py = ty * kWindowRows + pi;
+        const int px = tx * kWindowCols + pj;
+        const int w = pi * kWindowCols + pj;
+        offset[w] = (py < p.pooled_height && px < p.pooled_width) ? py * p.pooled_width + px : -1;
+        const int row_start = r0 + 2 * pi, col_start = c0 + 2 * pj;
+        const int row_begin = max(row_start, 0), row_end = min(row_start + 2, p.conv_height);
+        const int col_begin = max(col_start, 0), col_end = min(col_start + 2, p.conv_width);
+        int count = 0;
+        if (row_begin < row_end && col_begin < col_end) {
+          if (p.count_include_pad) {
+            const int padded_row_end = min(row_start + 2, p.conv_height + p.pool_padding_height);
+            const int padded_col_end = min(col_start + 2, p.conv_width + p.pool_padding_width);
+            count = (padded_row_end - row_start) * (padded_col_end - col_start);
+          } else {
+            count = (row_end - row_begin) * (col_end - col_begin);
+          }
+        }
+        divisor[w] = static_cast<float>(count);
+      }
+  } else {
+#pragma unroll
+    for (int dy = 0; dy < T::kR; ++dy)
+#pragma unroll
+      for (int dx = 0; dx < T::kC; ++dx) {
+        offset[dy * T::kC + dx] =
+            (row_inside[dy] && col_inside[dx]) ? (r0 + dy) * p.pooled_width + c0 + dx : -1;
+      }
+  }
+
+#pragma unroll
+  for (int j = 0; j < T::kCo; ++j) {
+    if (co0 + j >= p.out_channels) continue;
+    const float b = p.bias != nullptr ? p.bias[co0 + j] : 0.0f;
+    float values[kPositions];
+#pragma unroll
+    for (int v = 0; v < kPositions; ++v) values[v] = acc[v * T::kCo + j] + b;
+    apply_epilogue_to_all(p.epilogue, values);
+    float* const out = y + j * static_cast<int64_t>(plane);
+    if (!pooled) {
+#pragma unroll
+      for (int v = 0; v < kPositions; ++v) {
+        if (offset[v] >= 0) out[offset[v]] = values[v];
+      }
+      continue;
+    }
+#pragma unroll
+    for (int pi = 0; pi < kWindowRows; ++pi)
+#pragma unroll
+      for (int pj = 0; pj < kWindowCols; ++pj) {
+        const int w = pi * kWindowCols + pj;
+        if (offset[w] < 0) continue;
+        // The window's conv outputs in the CPU backend's order: rows top to bottom, columns
+        // left to right, only those inside the output.
+        float result;
+        if (p.pool_max) {
+          result = -INFINITY;
+#pragma unroll
+          for (int a = 0; a < 2; ++a)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const float value = values[(2 * pi + a) * T::kC + 2 * pj + c];
+              if (row_inside[2 * pi + a] && col_inside[2 * pj + c] &&
+                  ((value > result) | (value != value))) {
+                result = value;
+              }
+            }
+        } else {
+          float sum = 0.0f;
+#pragma unroll
+          for (int a = 0; a < 2; ++a)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              if (row_inside[2 * pi + a] && col_inside[2 * pj + c]) {
+                sum += values[(2 * pi + a) * T::kC + 2 * pj + c];
+              }
+            }
+          result = divisor[w] == 0.0f ? 0.0f : sum / divisor[w];
+        }
+        out[offset[w]] = result;
+      }
+  }
+}
+
+// kK: 3 or 5 for square kernels at stride 1 (compile-time taps), 0 for any size and stride.
+template <int kK, class T>
+__global__ void __launch_bounds__(kMaxThreads, 2)
+    conv_pool_kernel(const __grid_constant__ ConvPoolParams p) {
+  extern __shared__ float4 shared_memory[];
+  float* const weights = reinterpret_cast<float*>(shared_memory);  // p.weight_floats
+  float* const inputs = weights + p.weight_floats;  // [sample][in channel][staged row][row_pitch]
+
+  const int tid = threadIdx.x;
+  const int threads = blockDim.x;  // a multiple of 32
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * p.samples_per_block;
+  const int samples =
+      static_cast<int>(min(static_cast<int64_t>(p.samples_per_block), p.batch - n0));
+  const int ty0 = blockIdx.y * p.slab_rows;
+  const int slab_rows = min(p.slab_rows, p.patch_rows - ty0);
+  const int stride_height = kK > 0 ? 1 : p.stride_height;
+  const int stride_width = kK > 0 ? 1 : p.stride_width;
+  const int kernel_height = kK > 0 ? kK : p.kernel_height;
+  const int staged_height = (slab_rows * T::kR - 1) * stride_height + kernel_height;
+
+  // Filters: a straight 16-byte copy of the image (its size is a multiple of 4 floats).
+  {
+    const float4* source = reinterpret_cast<const float4*>(p.weight);
+    for (int i = tid; i < p.weight_floats / 4; i += threads) {
+      __pipeline_memcpy_async(shared_memory + i, source + i, 16);
+    }
+  }
+  // Input rows, kStageLanes threads per row: staged element (i, j) of a plane is input element
+  // (origin_row + i, origin_col + j), or zero outside the input.
+  {
+    const int origin_row = p.origin_row + ty0 * T::kR * stride_height;
+    const int64_t in_plane = static_cast<int64_t>(p.in_height) * p.in_width;
+    const float* x = p.x + n0 * p.in_channels * in_plane;
+    const int rows = samples * p.in_channels * staged_height;
+    const int lane = tid % kStageLanes;
+    for (int q = tid / kStageLanes; q < rows; q += threads / kStageLanes) {
+      const int plane = q / staged_height;  // sample * in_channels + channel
+      const int i = q - plane * staged_height;
+      const int row = origin_row + i;
+      const bool row_inside = row >= 0 && row < p.in_height;
+      float* destination = inputs + plane * p.plane_floats + i * p.row_pitch;
+      const float* source =
+          x + plane * in_plane + static_cast<int64_t>(row_inside ? row : 0) * p.in_width;
+      for (int j = lane; j < p.row_pitch; j += kStageLanes) {
+        const int col = p.origin_col + j;
+        if (row_inside && j < p.staged_width && col >= 0 && col < p.in_width) {
+          __pipeline_memcpy_async(destination + j, source + col, 4);
+        } else {
+          destination[j] = 0.0f;
+        }
+      }
+    }
+  }
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();  // the only barrier: shared memory is read-only from here on
+
+  const int taps = kK > 0 ? kK * kK : p.kernel_height * p.kernel_width;
+  const int per_sample = slab_rows * p.patch_cols;
+  const int per_group = samples * per_sample;
+  const int items = p.channel_groups * per_group;
+  const int sample_floats = p.in_channels * p.plane_floats;
+  const int weight_step = p.channel_groups * taps * T::kTapStride;  // one input channel to the next
+  for (int item = tid; item < items; item += threads) {
+    const int g = item / per_group;
+    int rest = item - g * per_group;
+    const int t = rest / per_sample;
+    rest -= t * per_sample;
+    const int tyl = rest / p.patch_cols;
+    const int tx = rest - tyl * p.patch_cols;
+
+    float acc[T::kValues];
+#pragma unroll
+    for (int v = 0; v < T::kValues; ++v) acc[v] = 0.0f;
+    const float* input = inputs + t * sample_floats + tyl * T::kR * stride_height * p.row_pitch +
+                         tx * T::kC * stride_width;
+    const float* weight = weights + g * taps * T::kTapStride;
+    if constexpr (kK > 0) {
+      for (int c = 0; c < p.in_channels; ++c) {
+        accumulate_fixed<kK, T>(input, p.row_pitch, weight, acc);
+        input += p.plane_floats;
+        weight += weight_step;
+      }
+    } else {
+      int offset[T::kR][T::kC];
+#pragma unroll
+      for (int dy = 0; dy < T::kR; ++dy)
+#pragma unroll
+        for (int dx = 0; dx < T::kC; ++dx) {
+          offset[dy][dx] = dy * stride_height * p.row_pitch + dx * stride_width;
+        }
+      for (int c = 0; c < p.in_channels; ++c) {
+        accumulate_generic<T>(input, p.row_pitch, weight, p.kernel_height, p.kernel_width, offset,
+                              acc);
+        input += p.plane_floats;
+        weight += weight_step;
+      }
+    }
+    finish_patch<T>(p, acc, n0 + t, g, ty0 + tyl, tx);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Host side: the kernel table, the fit of each kernel to a layer, and the launch.
+
+struct Variant {
+  void (*kernel)(ConvPoolParams);
+  const char* name;
+  int kernel_size;  // 3 or 5: square kernels at stride 1; 0: any up to kConvPoolMaxKernel
+  int channels, rows, cols;
+  bool small;  // the small-batch tile of its kernel size
+};
+
+using Tile6x2x4 = Tile<6, 2, 4>;
+using Tile8x2x4 = Tile<8, 2, 4>;
+using Tile8x2x2 = Tile<8, 2, 2>;
+using Tile4x2x2 = Tile<4, 2, 2>;
+
+const Variant kVariants[] = {
+    {conv_pool_kernel<5, Tile6x2x4>, "conv_pool_kernel<5x5, 6x2x4>", 5, 6, 2, 4, false},
+    {conv_pool_kernel<5, Tile8x2x4>, "conv_pool_kernel<5x5, 8x2x4>", 5, 8, 2, 4, false},
+    {conv_pool_kernel<5, Tile8x2x2>, "conv_pool_kernel<5x5, 8x2x2>", 5, 8, 2, 2, false},
+    {conv_pool_kernel<5, Tile4x2x2>, "conv_pool_kernel<5x5, 4x2x2>", 5, 4, 2, 2, true},
+    {conv_pool_kernel<3, Tile6x2x4>, "conv_pool_kernel<3x3, 6x2x4>", 3, 6, 2, 4, false},
+    {conv_pool_kernel<3, Tile8x2x4>, "conv_pool_kernel<3x3, 8x2x4>", 3, 8, 2, 4, false},
+    {conv_pool_kernel<3, Tile8x2x2>, "conv_pool_kernel<3x3, 8x2x2>", 3, 8, 2, 2, false},
+    {conv_pool_kernel<3, Tile4x2x2>, "conv_pool_kernel<3x3, 4x2x2>", 3, 4, 2, 2, true},
+    {conv_pool_kernel<0, Tile8x2x4>, "conv_pool_kernel<any, 8x2x4>", 0, 8, 2, 4, false},
+    {conv_pool_kernel<0, Tile4x2x2>, "conv_pool_kernel<any, 4x2x2>", 0, 4, 2, 2, true},
+};
+constexpr int kVariantCount = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+int align_of(int count) { return count % 4 == 0 ? 4 : (count % 2 == 0 ? 2 : 1); }
+int tap_stride(const Variant& v) { return (v.channels + 3) / 4 * 4; }
+
+// Loads of `count` floats in load_floats()'s pieces at that alignment.
+int vector_loads(int count, int align) {
+  if (align >= 4) return count / 4 + (count % 4) / 2 + count % 2;
+  if (align >= 2) return count / 2 + count % 2;
+  return count;
+}
+
+// The kernel's fixed-size path applies (square 3x3 or 5x5 at stride 1).
+int fixed_kernel_size(const ConvPoolDesc& d) {
+  const bool square = d.kernel_height == d.kernel_width;
+  const bool unit_stride = d.stride_height == 1 && d.stride_width == 1;
+  if (square && unit_stride && (d.kernel_height == 3 || d.kernel_height == 5))
+    return d.kernel_height;
+  return 0;
+}
+
+int64_t staged_rows(const ConvPoolDesc& d, const Variant& v, int64_t patch_rows) {
+  return (patch_rows * v.rows - 1) * d.stride_height + d.kernel_height;
+}
+
+int64_t shared_bytes(const ConvPoolDesc& d, const Variant& v, const ConvPoolShape& s,
+                     int64_t samples, int64_t patch_rows) {
+  return int64_t{sizeof(float)} *
+         (s.weight_floats + samples * d.in_channels * staged_rows(d, v, patch_rows) * s.row_pitch);
+}
+
+// Shared-memory wavefronts of the first input load (kernel tap 0, patch row 0) of the first two
+// warps of a block with many samples, as the hardware splits a warp's request: phases of
+// 32 / width lanes, each costing as many wavefronts as the most distinct words one bank holds.
+int simulated_wavefronts(const ConvPoolDesc& d, const Variant& v, const ConvPoolShape& s,
+                         int64_t row_pitch) {
+  const int width = v.kernel_size > 0 ? align_of(v.cols) : 1;
+  const int64_t per_sample = int64_t{s.patch_rows} * s.patch_cols;
+  const int64_t sample_floats = d.in_channels * staged_rows(d, v, s.patch_rows) * row_pitch;
+  const int lanes_per_phase = 32 / width;
+  int total = 0;
+  for (int phase_start = 0; phase_start < 64; phase_start += lanes_per_phase) {
+    std::map<int, std::set<int64_t>> words_in_bank;
+    for (int lane = phase_start; lane < phase_start + lanes_per_phase; ++lane) {
+      const int64_t t = lane / per_sample;
+      const int64_t rest = lane % per_sample;
+      const int64_t tyl = rest / s.patch_cols;
+      const int64_t tx = rest % s.patch_cols;
+      const int64_t address = t * sample_floats + tyl * v.rows * d.stride_height * row_pitch +
+                              tx * v.cols * d.stride_width;
+      for (int k = 0; k < width; ++k) {
+        words_in_bank[static_cast<int>((address + k) % 32)].insert(address + k);
+      }
+    }
+    size_t worst = 0;
+    for (const auto& [bank, words] : words_in_bank) worst = std::max(worst, words.size());
+    total += static_cast<int>(worst);
+  }
+  return total;
+}
+
+// Issue slots per sample, roughly: FFMAs (padding channels and ragged patches included), shared
+// loads, and ~16 instructions per epilogue value.
+double estimated_cost(const ConvPoolDesc& d, const Variant& v, const ConvPoolShape& s) {
+  const double taps = double(d.kernel_height) * d.kernel_width;
+  const double positions = double(s.patch_rows) * v.rows * s.patch_cols * v.cols;
+  const double channels = double(s.channel_groups) * v.channels;
+  const double items = double(s.channel_groups) * s.patch_rows * s.patch_cols;
+  const int weight_loads = vector_loads(v.channels, 4);
+  double loads;  // per item and input channel
+  if (v.kernel_size > 0) {
+    loads = double(d.kernel_height) * v.rows *
+                vector_loads(v.cols + v.kernel_size - 1, align_of(v.cols)) +
+            taps * weight_loads;
+  } else {
+    loads = taps * (v.rows * v.cols + weight_loads);
+  }
+  const double fma = channels * positions * d.in_channels * taps;
+  const double epilogue = 16.0 * d.epilogue.count * channels * positions;
+  return fma + items * d.in_channels * loads + epilogue;
+}
+
+// Of the threads a block of `samples` launches, the share that has work in every round.
+double busy_share(int64_t items_per_sample, int64_t samples) {
+  const int64_t work = items_per_sample * samples;
+  const int64_t threads = std::min<int64_t>(kMaxThreads, round_up(work, 32));
+  return double(work) / double(ceil_div(work, threads) * threads);
+}
+
+int64_t best_samples_for(int64_t items_per_sample, int64_t max_samples) {
+  int64_t best = 1;
+  for (int64_t t = 2; t <= max_samples; ++t) {
+    if (busy_share(items_per_sample, t) > busy_share(items_per_sample, best) + 1e-9) best = t;
+  }
+  return best;
+}
+
+ConvPoolShape fit_variant(const ConvPoolDesc& d, int index, const DeviceInfo& device) {
+  const Variant& v = kVariants[index];
+  ConvPoolShape s;
+  const int64_t groups = ceil_div(d.out_channels, v.channels);
+  // The patches tile the conv rows and columns the pooling windows cover, from -padding on.
+  const int64_t patch_rows = ceil_div(int64_t{d.pooled_height} * d.pool_window, v.rows);
+  const int64_t patch_cols = ceil_div(int64_t{d.pooled_width} * d.pool_window, v.cols);
+  const int64_t staged_width = (patch_cols * v.cols - 1) * d.stride_width + d.kernel_width;
+  const int64_t taps = int64_t{d.kernel_height} * d.kernel_width;
+  const int64_t weight_floats = d.in_channels * groups * taps * tap_stride(v);
+  if (staged_width > 4096 || weight_floats > (int64_t{1} << 24)) return s;
+  s.channel_groups = static_cast<int32_t>(groups);
+  s.patch_rows = static_cast<int32_t>(patch_rows);
+  s.patch_cols = static_cast<int32_t>(patch_cols);
+  s.staged_width = static_cast<int32_t>(staged_width);
+  s.weight_floats = static_cast<int32_t>(weight_floats);
+
+  // The row pitch: a multiple of 4 floats (16-byte rows), the fewest simulated wavefronts.
+  int64_t best_pitch = round_up(staged_width, 4);
+  int best_wavefronts = INT_MAX;
+  for (int64_t pitch = round_up(staged_width, 4); pitch < round_up(staged_width, 4) + 32;
+       pitch += 4) {
+    const int wavefronts = simulated_wavefronts(d, v, s, pitch);
+    if (wavefronts < best_wavefronts) {
+      best_wavefronts = wavefronts;
+      best_pitch = pitch;
+    }
+  }
+  s.row_pitch = static_cast<int32_t>(best_pitch);
+
+  const int64_t one = shared_bytes(d, v, s, 1, patch_rows);
+  if (one > static_cast<int64_t>(device.shared_per_block_optin)) return s;  // variant stays -1
+  // Up to two blocks per SM (the kernel's launch bounds), each with its 1 KB reserve.
+  const int64_t occupancy_budget = std::min(static_cast<int64_t>(device.shared_per_block_optin),
+                                            static_cast<int64_t>(device.shared_per_sm) / 2 - 1024);
+  const int64_t budget = std::max(one, occupancy_budget);
+  int64_t max_samples = 1;
+  while (max_samples < kMaxSamplesPerBlock &&
+         shared_bytes(d, v, s, max_samples + 1, patch_rows) <= budget) {
+    ++max_samples;
+  }
+  s.max_samples = static_cast<int32_t>(max_samples);
+  s.variant = index;
+  return s;
+}
+
+}  // namespace
+
+bool conv_pool_enabled() {
+  const char* knob = std::getenv("FUSEDNN_CUDA_FUSED_CONV");
+  return knob != nullptr && std::string(knob) == "1";
+}
+
+void prepare_conv_pool_kernels(const DeviceInfo& device) {
+  const int bytes = static_cast<int>(device.shared_per_block_optin);
+  for (const Variant& v : kVariants) {
+    FDNN_CUDA_CHECK(
+        cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  }
+}
+
+bool plan_conv_pool(const ConvPoolDesc& d, const DeviceInfo& device, ConvPoolPlan* plan) {
+  // What the kernels implement.
+  if (d.groups != 1 || d.dilation_height != 1 || d.dilation_width != 1) return false;
+  if (d.kernel_height < 1 || d.kernel_height > kConvPoolMaxKernel || d.kernel_width < 1 ||
+      d.kernel_width > kConvPoolMaxKernel) {
+    return false;
+  }
+  if (d.stride_height < 1 || d.stride_width < 1 || d.padding_height < 0 || d.padding_width < 0) {
+    return false;
+  }
+  constexpr int32_t kLargest = 1 << 14;  // keeps every in-kernel index in 32 bits
+  for (int32_t extent : {d.in_channels, d.in_height, d.in_width, d.out_channels, d.conv_height,
+                         d.conv_width, d.padding_height, d.padding_width}) {
+    if (extent > kLargest) return false;
+  }
+  if (d.in_channels < 1 || d.out_channels < 1 || d.conv_height < 1 || d.conv_width < 1) {
+    return false;
+  }
+  // The conv's output size must be the one the geometry gives (floor mode).
+  if ((d.in_height + 2 * d.padding_height - d.kernel_height) / d.stride_height + 1 !=
+          d.conv_height ||
+      (d.in_width + 2 * d.padding_width - d.kernel_width) / d.stride_width + 1 != d.conv_width ||
+      d.in_height + 2 * d.padding_height < d.kernel_height ||
+      d.in_width + 2 * d.padding_width < d.kernel_width) {
+    return false;
+  }
+  if (d.pool_window == 1) {
+    if (d.pool_padding_height != 0 || d.pool_padding_width != 0 ||
+        d.pooled_height != d.conv_height || d.pooled_width != d.conv_width) {
+      return false;
+    }
+  } else if (d.pool_window == 2 && d.pool != ConvPoolKind::None) {
+    if (d.pool_padding_height < 0 || d.pool_padding_height > 1 || d.pool_padding_width < 0 ||
+        d.pool_padding_width > 1 ||
+        d.pooled_height != (d.conv_height + 2 * d.pool_padding_height - 2) / 2 + 1 ||
+        d.pooled_width != (d.conv_width + 2 * d.pool_padding_width - 2) / 2 + 1 ||
+        d.conv_height + 2 * d.pool_padding_height < 2 ||
+        d.conv_width + 2 * d.pool_padding_width < 2) {
+      return false;
+    }
+  } else {
+    return false;
+  }
+  if (d.epilogue.count < 0 || d.epilogue.count > kMaxEpilogueOps) return false;
+
+  const int kernel_size = fixed_kernel_size(d);
+  ConvPoolPlan result;
+  result.desc = d;
+  double best_cost = 0.0;
+  for (int index = 0; index < kVariantCount; ++index) {
+    const Variant& v = kVariants[index];
+    if (v.kernel_size != kernel_size) continue;
+    const ConvPoolShape shape = fit_variant(d, index, device);
+    if (shape.variant < 0) continue;
+    if (v.small) result.small = shape;
+    const double cost = estimated_cost(d, v, shape);
+    if (result.large.variant < 0 || cost < best_cost) {
+      result.large = shape;
+      best_cost = cost;
+    }
+  }
+  if (result.large.variant < 0 || result.small.variant < 0) return false;
+  result.small.weight_offset = result.large.weight_floats;
+  *plan = result;
+  return true;
+}
+
+std::vector<float> build_conv_pool_weights(const ConvPoolPlan& plan,
+                                           const std::vector<float>& weight) {
+  const ConvPoolDesc& d = plan.desc;
+  const int64_t taps = int64_t{d.kernel_height} * d.kernel_width;
+  if (static_cast<int64_t>(weight.size()) != int64_t{d.out_channels} * d.in_channels * taps) {
+    fail(FDNN_STATUS_INTERNAL_ERROR, "conv_pool: the filter has ", weight.size(),
+         " values where out x in x kh x kw is ", int64_t{d.out_channels} * d.in_channels * taps);
+  }
+  std::vector<float> image(static_cast<size_t>(plan.large.weight_floats + plan.small.weight_floats),
+                           0.0f);
+  for (const ConvPoolShape* shape : {&plan.large, &plan.small}) {
+    const Variant& v = kVariants[shape->variant];
+    const int64_t channels = v.channels;
+    const int64_t stride = tap_stride(v);
+    float* out = image.data() + shape->weight_offset;
+    // [in][channel group][tap][channel within the group, padded to a multiple of 4]
+    for (int64_t c = 0; c < d.in_channels; ++c) {
+      for (int64_t g = 0; g < shape->channel_groups; ++g) {
+        for (int64_t tap = 0; tap < taps; ++tap) {
+          for (int64_t j = 0; j < channels; ++j) {
+            const int64_t o = g * channels + j;
+            if (o >= d.out_channels) continue;
+            out[((c * shape->channel_groups + g) * taps + tap) * stride + j] =
+                weight[static_cast<size_t>((o * d.in_channels + c) * taps + tap)];
+          }
+        }
+      }
+    }
+  }
+  return image;
+}
+
+void launch_conv_pool(const ConvPoolPlan& plan, const float* x, const float* weights,
+                      const float* bias, float* y, int64_t batch, const DeviceInfo& device,
+                      cudaStream_t stream) {
+  if (batch <= 0) return;
+  const ConvPoolDesc& d = plan.desc;
+  const int64_t sms = std::max(1, device.sm_count);
+  // Enough samples for a block per SM: the widest tile, as many samples per block as keep its
+  // threads busy while still leaving two blocks per SM. Fewer: the small tile, one sample per
+  // block, its rows split into slabs so that the blocks cover the SMs (with a warp's work each).
+  const bool large = batch >= sms;
+  const ConvPoolShape& s = large ? plan.large : plan.small;
+  const Variant& v = kVariants[s.variant];
+  const int64_t items_per_row = int64_t{s.channel_groups} * s.patch_cols;
+  int64_t samples = 1;
+  int64_t slab_rows = s.patch_rows;
+  if (large) {
+    const int64_t cap = std::min<int64_t>(s.max_samples, std::max<int64_t>(1, batch / (2 * sms)));
+    samples = best_samples_for(items_per_row * s.patch_rows, cap);
+  } else {
+    const int64_t wanted_slabs = ceil_div(sms, batch);
+    const int64_t fewest_rows = ceil_div(32, items_per_row);  // at least a warp's patches
+    slab_rows = std::max(ceil_div(s.patch_rows, wanted_slabs), fewest_rows);
+    slab_rows = std::min<int64_t>(slab_rows, s.patch_rows);
+  }
+  const int64_t blocks = ceil_div(batch, samples);
+  const int64_t slabs = ceil_div(s.patch_rows, slab_rows);
+  if (blocks > INT_MAX) {
+    fail(FDNN_STATUS_UNSUPPORTED, "conv_pool: a batch of ", batch,
+         " needs more blocks than one launch has; run smaller batches");
+  }
+
+  ConvPoolParams p{};
+  p.x = x;
+  p.weight = weights + s.weight_offset;
+  p.bias = bias;
+  p.y = y;
+  p.batch = batch;
+  p.in_channels = d.in_channels;
+  p.in_height = d.in_height;
+  p.in_width = d.in_width;
+  p.out_channels = d.out_channels;
+  p.conv_height = d.conv_height;
+  p.conv_width = d.conv_width;
+  p.kernel_height = d.kernel_height;
+  p.kernel_width = d.kernel_width;
+  p.stride_height = d.stride_height;
+  p.stride_width = d.stride_width;
+  p.pool_window = d.pool_window;
+  p.pool_max = d.pool == ConvPoolKind::Max ? 1 : 0;
+  p.count_include_pad = d.count_include_pad ? 1 : 0;
+  p.pool_padding_height = d.pool_padding_height;
+  p.pool_padding_width = d.pool_padding_width;
+  p.pooled_height = d.pooled_height;
+  p.pooled_width = d.pooled_width;
+  p.channel_groups = s.channel_groups;
+  p.patch_rows = s.patch_rows;
+  p.patch_cols = s.patch_cols;
+  p.samples_per_block = static_cast<int32_t>(samples);
+  p.slab_rows = static_cast<int32_t>(slab_rows);
+  p.staged_width = s.staged_width;
+  p.row_pitch = s.row_pitch;
+  p.plane_floats = static_cast<int32_t>(staged_rows(d, v, slab_rows) * s.row_pitch);
+  p.origin_row = -d.pool_padding_height * d.stride_height - d.padding_height;
+  p.origin_col = -d.pool_padding_width * d.stride_width - d.padding_width;
+  p.weight_floats = s.weight_floats;
+  p.epilogue = d.epilogue;
+
+  const int64_t items = int64_t{s.channel_groups} * samples * slab_rows * s.patch_cols;
+  const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, round_up(items, 32)));
+  const int64_t bytes = shared_bytes(d, v, s, samples, slab_rows);
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(slabs));
+  launch_kernel(v.kernel, v.name, grid, dim3(threads), static_cast<size_t>(bytes), stream, p);
+}
+
+}  // namespace fusednn::cuda
