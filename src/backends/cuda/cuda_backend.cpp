@@ -118,8 +118,9 @@ int launches_for(const Op& op, const Step& step) {
 }  // namespace
 
 CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, int device_ordinal,
-                         bool cuda_graphs)
-    : plan_(std::move(plan)), max_batch_(max_batch), cuda_graphs_(cuda_graphs) {
+                         bool cuda_graphs, Precision precision)
+    : plan_(std::move(plan)), max_batch_(max_batch), cuda_graphs_(cuda_graphs),
+      precision_(precision) {
   const std::string reason = cuda_unavailable_reason(device_ordinal);
   if (!reason.empty()) fail(FDNN_STATUS_UNSUPPORTED, "cannot create the CUDA backend: ", reason);
   DeviceScope scope(device_ordinal);
@@ -555,8 +556,9 @@ std::string cuda_unavailable_reason(int device_id) noexcept {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan> plan, int64_t max_batch,
-                                           int device_id, bool cuda_graphs) {
-  return std::make_unique<cuda::CudaBackend>(std::move(plan), max_batch, device_id, cuda_graphs);
+                                           int device_id, bool cuda_graphs, Precision precision) {
+  return std::make_unique<cuda::CudaBackend>(std::move(plan), max_batch, device_id, cuda_graphs,
+                                             precision);
 }
 
 }  // namespace fusednn

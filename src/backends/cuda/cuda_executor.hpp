@@ -46,10 +46,13 @@ struct Op {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, int device_ordinal,
-              bool cuda_graphs);
+              bool cuda_graphs, Precision precision);
   ~CudaBackend() override;
 
   fdnn_device device() const override { return FDNN_DEVICE_CUDA; }
+  // Everything runs in fp32 until the tensor-core kernels land, whatever precision() allows.
+  // reduced-precision kernels: see fused_mlp_tensor_core
+  Precision effective_precision() const override { return Precision::FP32; }
   size_t weight_bytes() const override { return weights_.bytes(); }
   size_t context_bytes() const override;
   std::unique_ptr<ExecutionContext> create_context() const override;
@@ -63,6 +66,8 @@ class CudaBackend final : public Backend {
   const DeviceInfo& device_info() const { return device_; }
   int64_t max_batch() const { return max_batch_; }
   bool cuda_graphs() const { return cuda_graphs_; }
+  // The precision the caller allows (fdnn_model_options::precision).
+  Precision precision() const { return precision_; }
   int64_t workspace_floats() const { return workspace_floats_; }
   int64_t input_floats() const { return max_batch_ * plan_->values[0].elements; }
   int64_t output_floats() const { return max_batch_ * plan_->values[plan_->output_value].elements; }
@@ -77,6 +82,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<const Plan> plan_;
   int64_t max_batch_;
   bool cuda_graphs_;
+  Precision precision_;
   DeviceInfo device_;
   DeviceArray<float> weights_;
   std::vector<Op> ops_;
