@@ -22,6 +22,10 @@ _DEVICE_BY_NAME = {"cpu": _native.DEVICE_CPU, "cuda": _native.DEVICE_CUDA,
                    "auto": _native.DEVICE_AUTO}
 _DEVICE_NAMES = {value: name for name, value in _DEVICE_BY_NAME.items()}
 
+_PRECISION_BY_NAME = {"fp32": _native.PRECISION_FP32, "tf32": _native.PRECISION_TF32,
+                      "fp16": _native.PRECISION_FP16, "bf16": _native.PRECISION_BF16}
+_PRECISION_NAMES = {value: name for name, value in _PRECISION_BY_NAME.items()}
+
 
 @dataclass(frozen=True)
 class MemoryInfo:
@@ -69,7 +73,7 @@ def _path_bytes(path: PathLike) -> bytes:
 
 
 def _options(max_batch: Optional[int], device: str, device_id: int, cpu_threads: Optional[int],
-             cuda_graphs: Optional[bool]) -> _native.ModelOptions:
+             cuda_graphs: Optional[bool], precision: str) -> _native.ModelOptions:
     # The library writes no further than the size given: the fields this binding knows.
     options = _native.ModelOptions()
     _native.call("fdnn_model_options_init")(ctypes.byref(options),
@@ -91,6 +95,10 @@ def _options(max_batch: Optional[int], device: str, device_id: int, cpu_threads:
         options.cpu_threads = cpu_threads
     if cuda_graphs is not None:
         options.cuda_graphs = 1 if cuda_graphs else 0
+    if not isinstance(precision, str) or precision not in _PRECISION_BY_NAME:
+        raise ValueError(f"precision must be one of {sorted(_PRECISION_BY_NAME)}, got "
+                         f"{precision!r}")
+    options.precision = _PRECISION_BY_NAME[precision]
     return options
 
 
@@ -228,7 +236,7 @@ class Model:
     @classmethod
     def from_file(cls: Type["Model"], path: PathLike, *, max_batch: Optional[int] = None,
                   device: str = "cpu", device_id: int = 0, cpu_threads: Optional[int] = None,
-                  cuda_graphs: Optional[bool] = None) -> "Model":
+                  cuda_graphs: Optional[bool] = None, precision: str = "fp32") -> "Model":
         """Create a model from a bundle (spec and weights) or a JSON spec file.
 
         Args:
@@ -243,12 +251,17 @@ class Model:
             cuda_graphs: GPU only: capture each run into a CUDA graph per context and batch size
                 and replay it (the lowest launch overhead). None keeps the library's default
                 (on).
+            precision: The least precise arithmetic the model may use: "fp32" (exact, the
+                default), "tf32", "fp16" or "bf16". Inputs and outputs stay float32. A bound on
+                the error (tf32 1e-3, fp16 and bf16 1e-2 relative to an fp32 run), never a
+                promise of less accuracy: the CPU always computes in fp32. :attr:`precision`
+                says what the model runs in; see docs/precision.md.
 
         Raises:
             FileError, ParseError, InvalidModelError, WeightMismatchError, UnsupportedError (the
             device cannot be used), OutOfMemoryError; ValueError for a bad option.
         """
-        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs)
+        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision)
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_file")(_path_bytes(path), ctypes.byref(options),
                                                     ctypes.byref(handle))
@@ -259,13 +272,14 @@ class Model:
     @classmethod
     def from_spec(cls: Type["Model"], spec: Union[str, bytes, Mapping[str, Any]], *,
                   max_batch: Optional[int] = None, device: str = "cpu", device_id: int = 0,
-                  cpu_threads: Optional[int] = None,
-                  cuda_graphs: Optional[bool] = None) -> "Model":
+                  cpu_threads: Optional[int] = None, cuda_graphs: Optional[bool] = None,
+                  precision: str = "fp32") -> "Model":
         """Create a model from a spec held in memory; its weights come next.
 
         Args:
             spec: The spec as JSON text (str or UTF-8 bytes) or as a dict.
-            max_batch, device, device_id, cpu_threads, cuda_graphs: As for :meth:`from_file`.
+            max_batch, device, device_id, cpu_threads, cuda_graphs, precision: As for
+                :meth:`from_file`.
 
         Raises:
             ParseError, InvalidModelError, UnsupportedError, OutOfMemoryError; TypeError for a
@@ -279,7 +293,7 @@ class Model:
             text = spec
         else:
             raise TypeError(f"spec must be JSON text or a dict, got {type(spec).__name__}")
-        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs)
+        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision)
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_spec")(text, len(text), ctypes.byref(options),
                                                     ctypes.byref(handle))
@@ -368,6 +382,18 @@ class Model:
     def device(self) -> str:
         """Where the model runs: "cpu" or "cuda" ("auto" is resolved at creation)."""
         return self._device
+
+    @property
+    def precision(self) -> str:
+        """The precision the model runs its matrix work in: "fp32", "tf32", "fp16" or "bf16".
+
+        The one asked for at creation or a more precise one; always "fp32" on the CPU. For a
+        GPU model that has not run yet, the first query sets up the backend (as
+        :attr:`memory_info` does), so it may raise OutOfMemoryError or DeviceError.
+        """
+        value = ctypes.c_int(0)
+        _native.call("fdnn_model_precision")(self._live_handle(), ctypes.byref(value))
+        return _PRECISION_NAMES.get(value.value, f"precision {value.value}")
 
     @property
     def memory_info(self) -> MemoryInfo:
