@@ -36,7 +36,7 @@
  *  against this header.
  *  @{ */
 #define FDNN_VERSION_MAJOR 0 /**< Incremented on an incompatible ABI change. */
-#define FDNN_VERSION_MINOR 1 /**< Incremented when functions or struct fields are added. */
+#define FDNN_VERSION_MINOR 2 /**< Incremented when functions or struct fields are added. */
 #define FDNN_VERSION_PATCH 0 /**< Incremented on fixes that change no interface. */
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define FDNN_VERSION_NUMBER \

@@ -208,7 +208,7 @@ macro_rules! c_functions {
 /// ABI major version of the header these declarations mirror; the library's SOVERSION.
 pub const FDNN_VERSION_MAJOR: u32 = 0;
 /// Minor version of the header: incremented when functions or struct fields are added.
-pub const FDNN_VERSION_MINOR: u32 = 1;
+pub const FDNN_VERSION_MINOR: u32 = 2;
 /// Patch version of the header: fixes that change no interface.
 pub const FDNN_VERSION_PATCH: u32 = 0;
 /// The header version as one number, `major * 10000 + minor * 100 + patch`; compare with
