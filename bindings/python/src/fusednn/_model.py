@@ -158,16 +158,17 @@ def _device_buffer(array: Any, where: str, what: str,
     return pointer, shape
 
 
-def _device_or_dlpack_buffer(array: Any, where: str, what: str, writable: bool,
-                             stream: Optional[int],
-                             device_id: int) -> Tuple[Optional[int], Tuple[int, ...], Any]:
-    """(data pointer, shape, capsule to keep alive) of a device array.
+def _device_or_dlpack_buffer(
+        array: Any, where: str, what: str, writable: bool, stream: Optional[int],
+        device_id: int) -> Tuple[Optional[int], Tuple[int, ...], Optional[_dlpack.ConsumedTensor]]:
+    """(data pointer, shape, consumed DLPack tensor or None) of a device array.
 
     __cuda_array_interface__ is preferred when an object has both protocols (it needs no
-    capsule); otherwise __dlpack__ / __dlpack_device__ are used.
+    capsule); otherwise __dlpack__ / __dlpack_device__ are used, and the caller must release()
+    the consumed tensor once the run is queued.
     """
     if getattr(array, "__cuda_array_interface__", None) is None and _dlpack.has_dlpack(array):
-        return _dlpack.device_buffer(array, stream, device_id, where, what)
+        return _dlpack.device_buffer(array, stream, device_id, where, what, writable)
     pointer, shape = _device_buffer(array, where, what, writable)
     return pointer, shape, None
 
@@ -551,10 +552,14 @@ class Context:
                 shaped like the input of :meth:`run`. A DLPack producer is handed ``stream`` so
                 it orders its pending work before the run (with ``stream=None`` it is told the
                 legacy default stream, which does not order the context's own non-blocking
-                stream: pass the producer's stream when it has work in flight). Nothing is
-                copied and the capsule is left to the producer's destructor.
+                stream: pass the producer's stream when it has work in flight). The versioned
+                protocol is asked for (``max_version=(1, 0)``) and the unversioned one used
+                when the producer does not take it; the capsule is consumed (renamed
+                "used_dltensor[_versioned]") and the tensor's deleter called once the run is
+                queued. Nothing is copied: keep ``x`` alive until the stream has used it.
             out: The output in device memory, written in place: float32, C-contiguous, shape
-                ``(batch, *output_shape)`` (or ``output_shape`` for a single sample).
+                ``(batch, *output_shape)`` (or ``output_shape`` for a single sample). One its
+                producer flags read-only (or as a copy) is refused.
             stream: The ``cudaStream_t`` to queue the work on: an int, or an object with a
                 ``cuda_stream`` (torch) or ``ptr`` (CuPy) attribute. None uses the context's own
                 stream and waits for the results; otherwise the call returns at once and the
@@ -568,12 +573,25 @@ class Context:
             raise ValueError("the context is closed")
         where = "Context.run_device"
         stream_pointer = _stream_pointer(stream)
-        # Both capsules (None for __cuda_array_interface__) stay referenced until the run is
-        # queued, so a producer cannot free the memory behind the pointers before then.
-        x_pointer, x_shape, x_capsule = _device_or_dlpack_buffer(
+        # DLPack tensors (None for __cuda_array_interface__) are released, their deleters called
+        # once, only after the run is queued or refused, so the pointers stay valid until then.
+        x_pointer, x_shape, x_tensor = _device_or_dlpack_buffer(
             x, where, "input", False, stream_pointer, self._device_id)
-        out_pointer, out_shape, out_capsule = _device_or_dlpack_buffer(
-            out, where, "output", True, stream_pointer, self._device_id)
+        out_tensor: Optional[_dlpack.ConsumedTensor] = None
+        try:
+            out_pointer, out_shape, out_tensor = _device_or_dlpack_buffer(
+                out, where, "output", True, stream_pointer, self._device_id)
+            self._run_device_checked(where, x_pointer, x_shape, out_pointer, out_shape,
+                                     stream_pointer)
+        finally:
+            for tensor in (x_tensor, out_tensor):
+                if tensor is not None:
+                    tensor.release()
+
+    def _run_device_checked(self, where: str, x_pointer: Optional[int], x_shape: Tuple[int, ...],
+                            out_pointer: Optional[int], out_shape: Tuple[int, ...],
+                            stream_pointer: Optional[int]) -> None:
+        """Checks the shapes of run_device's buffers against the model's and queues the run."""
         if x_shape == self._input_shape:
             batch, expected_out = 1, self._output_shape
         elif len(x_shape) == len(self._input_shape) + 1 and x_shape[1:] == self._input_shape:
@@ -588,7 +606,6 @@ class Context:
             raise ValueError(f"{where}: output shape {out_shape} should be {expected_out}")
         self._run_device_function(self._handle, batch, x_pointer, math.prod(x_shape),
                                   out_pointer, math.prod(out_shape), stream_pointer)
-        del x_capsule, out_capsule
 
     @property
     def closed(self) -> bool:
