@@ -1,7 +1,8 @@
 // The fusednn command-line tool: inspect a model and measure its latency.
-//   fusednn info MODEL
+//   fusednn info MODEL [--device cpu|cuda|auto] [--precision fp32|tf32|fp16|bf16] [--weights PATH]
 //   fusednn bench MODEL [--batch N] [--iterations K] [--warmup W] [--threads T]
-//                       [--device cpu|cuda|auto] [--weights PATH]
+//                       [--device cpu|cuda|auto] [--precision fp32|tf32|fp16|bf16]
+//                       [--weights PATH]
 // Built only on the public C++ wrapper, so it doubles as a usage example.
 #include <algorithm>
 #include <chrono>
@@ -19,11 +20,13 @@ namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: fusednn info MODEL [--weights PATH]\n"
+               "usage: fusednn info MODEL [--device cpu|cuda|auto]\n"
+               "                          [--precision fp32|tf32|fp16|bf16] [--weights PATH]\n"
                "       fusednn bench MODEL [--batch N] [--iterations K] [--warmup W]\n"
                "                           [--threads T] [--device cpu|cuda|auto]\n"
-               "                           [--weights PATH]\n"
-               "MODEL is a JSON spec or a bundle (.safetensors with the spec inside).\n");
+               "                           [--precision fp32|tf32|fp16|bf16] [--weights PATH]\n"
+               "MODEL is a JSON spec or a bundle (.safetensors with the spec inside).\n"
+               "--precision bounds the error (docs/precision.md); the CPU always runs fp32.\n");
   return 2;
 }
 
@@ -52,8 +55,30 @@ const char* device_name(fdnn_device device) {
   return "?";
 }
 
+const char* precision_name(fdnn_precision precision) {
+  switch (precision) {
+    case FDNN_PRECISION_FP32: return "fp32";
+    case FDNN_PRECISION_TF32: return "tf32";
+    case FDNN_PRECISION_FP16: return "fp16";
+    case FDNN_PRECISION_BF16: return "bf16";
+  }
+  return "?";
+}
+
+bool parse_precision(const std::string& name, fdnn_precision& precision) {
+  for (fdnn_precision value : {FDNN_PRECISION_FP32, FDNN_PRECISION_TF32, FDNN_PRECISION_FP16,
+                               FDNN_PRECISION_BF16}) {
+    if (name == precision_name(value)) {
+      precision = value;
+      return true;
+    }
+  }
+  return false;
+}
+
 struct Arguments {
   std::string command, model, weights, device = "cpu";
+  fdnn_precision precision = FDNN_PRECISION_FP32;
   int64_t batch = 1, iterations = 0, warmup = 20;
   int32_t threads = 0;
 };
@@ -72,7 +97,12 @@ bool parse(int argc, char** argv, Arguments& args) {
     else if (flag == "--threads") args.threads = std::atoi(value);
     else if (flag == "--device") args.device = value;
     else if (flag == "--weights") args.weights = value;
-    else return false;
+    else if (flag == "--precision") {
+      if (!parse_precision(value, args.precision)) {
+        std::fprintf(stderr, "fusednn: --precision is '%s'; use fp32, tf32, fp16 or bf16\n", value);
+        return false;
+      }
+    } else return false;
   }
   return args.batch > 0 && args.iterations >= 0 && args.warmup >= 0;
 }
@@ -80,6 +110,7 @@ bool parse(int argc, char** argv, Arguments& args) {
 fusednn::Model open(const Arguments& args) {
   fusednn::ModelOptions options;
   options.max_batch(std::max<int64_t>(args.batch, 1)).cpu_threads(args.threads);
+  options.precision(args.precision);
   if (args.device == "cuda") options.device(FDNN_DEVICE_CUDA);
   else if (args.device == "auto") options.device(FDNN_DEVICE_AUTO);
   fusednn::Model model = fusednn::Model::from_file(args.model, options);
@@ -105,6 +136,13 @@ int info(const Arguments& args) {
   std::printf("context    %.1f KiB per execution context (max batch %lld)\n",
               memory.context_bytes / 1024.0, static_cast<long long>(model.max_batch()));
   std::printf("device     %s\n", device_name(model.device()));
+  const fdnn_precision precision = model.precision();
+  if (precision == args.precision) {
+    std::printf("precision  %s\n", precision_name(precision));
+  } else {
+    std::printf("precision  %s (%s allowed; see docs/precision.md)\n", precision_name(precision),
+                precision_name(args.precision));
+  }
   const fdnn_status status = fdnn_model_validate(model.get());
   std::printf("weights    %s\n",
               status == FDNN_STATUS_OK ? "complete and finite" : fdnn_last_error_message());
@@ -155,9 +193,9 @@ int bench(const Arguments& args) {
                     .count();
   }
   const double p50 = percentile(micros, 50);
-  std::printf("model %s  device %s  batch %lld  iterations %lld\n", args.model.c_str(),
-              device_name(model.device()), static_cast<long long>(args.batch),
-              static_cast<long long>(iterations));
+  std::printf("model %s  device %s  precision %s  batch %lld  iterations %lld\n",
+              args.model.c_str(), device_name(model.device()), precision_name(model.precision()),
+              static_cast<long long>(args.batch), static_cast<long long>(iterations));
   std::printf("latency us  p50 %.2f  p90 %.2f  p99 %.2f\n", p50, percentile(micros, 90),
               percentile(micros, 99));
   std::printf("throughput  %.0f samples/s\n", double(args.batch) * 1e6 / p50);

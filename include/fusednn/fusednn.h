@@ -36,7 +36,7 @@
  *  against this header.
  *  @{ */
 #define FDNN_VERSION_MAJOR 0 /**< Incremented on an incompatible ABI change. */
-#define FDNN_VERSION_MINOR 1 /**< Incremented when functions or struct fields are added. */
+#define FDNN_VERSION_MINOR 2 /**< Incremented when functions or struct fields are added. */
 #define FDNN_VERSION_PATCH 0 /**< Incremented on fixes that change no interface. */
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define FDNN_VERSION_NUMBER \
@@ -100,6 +100,42 @@ typedef enum fdnn_device {
 } fdnn_device;
 
 /**
+ * @brief The numeric precision a model may run its matrix work in. Values are pinned.
+ *
+ * Set with fdnn_model_options::precision; fdnn_model_precision() reports what the model
+ * actually runs in. Whatever the precision, inputs and outputs stay float32 (the caller's
+ * dtype), elementwise work stays fp32, and products are accumulated in fp32. The reduced
+ * precisions store the weights in that type and run the matrix work on tensor cores.
+ *
+ * **Accuracy contract.** A precision is an upper bound on the error, never a promise of lower
+ * accuracy. Measured against the CPU backend in fp32 on fresh random data, as the largest
+ * absolute difference over the largest magnitude of the reference output, a model's error is
+ * at most:
+ *
+ * | Precision | Relative error |
+ * |---|---|
+ * | ::FDNN_PRECISION_FP32 | fp32 rounding only (backends may sum in different orders) |
+ * | ::FDNN_PRECISION_TF32 | 1e-3 |
+ * | ::FDNN_PRECISION_FP16 | 1e-2 |
+ * | ::FDNN_PRECISION_BF16 | 1e-2 |
+ *
+ * and never more than twice the error of PyTorch running the same model in the same
+ * precision. The test suite checks this on the GPU (docs/precision.md).
+ *
+ * **Where each precision runs.** The CPU backend always computes in fp32, which meets every
+ * bound: a model created with ::FDNN_DEVICE_CPU (or ::FDNN_DEVICE_AUTO without a GPU) and a
+ * reduced precision runs in fp32, and fdnn_model_precision() reports ::FDNN_PRECISION_FP32.
+ * The CUDA backend receives the requested precision; in this version it still runs everything
+ * in fp32 and reports ::FDNN_PRECISION_FP32.
+ */
+typedef enum fdnn_precision {
+  FDNN_PRECISION_FP32 = 0, /**< IEEE 754 binary32 throughout (exact; the default). */
+  FDNN_PRECISION_TF32 = 1, /**< fp32 storage; tensor-core products with a 10-bit mantissa. */
+  FDNN_PRECISION_FP16 = 2, /**< Weights and products in IEEE 754 binary16, fp32 accumulation. */
+  FDNN_PRECISION_BF16 = 3  /**< Weights and products in bfloat16, fp32 accumulation. */
+} fdnn_precision;
+
+/**
  * @brief A network: its graph, its weights, and the backend it runs on.
  *
  * Create with fdnn_model_create_from_file() or fdnn_model_create_from_spec(); free with
@@ -142,6 +178,13 @@ typedef struct fdnn_model_options {
    * afterwards (the lowest launch overhead); 0 launches the kernels directly. Default 1.
    */
   int32_t cuda_graphs;
+  /**
+   * The least precise arithmetic the model may use (an upper bound on its error; see
+   * ::fdnn_precision for the accuracy contract). The CPU backend always runs in fp32.
+   * fdnn_model_precision() gives what the model runs in. Default ::FDNN_PRECISION_FP32; a
+   * caller whose struct ends before this field gets the default.
+   */
+  fdnn_precision precision;
 } fdnn_model_options;
 
 /** @brief A per-sample shape (the batch dimension is not included). */
@@ -235,7 +278,9 @@ FDNN_API fdnn_status fdnn_model_options_init(fdnn_model_options* options, size_t
  * metadata carries the spec, in which case the weights are loaded as well.
  *
  * @param[in] path Path of the spec or bundle. Must not be NULL.
- * @param[in] options Options, or NULL for the defaults.
+ * @param[in] options Options, or NULL for the defaults. A field with a value outside its range
+ *            (an unknown ::fdnn_device or ::fdnn_precision, max_batch below 1) is refused with
+ *            ::FDNN_STATUS_INVALID_ARGUMENT naming it ("options.precision").
  * @param[out] model Receives the new model; free it with fdnn_model_destroy(). Must not be NULL.
  * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_IO_ERROR,
  *         ::FDNN_STATUS_PARSE_ERROR, ::FDNN_STATUS_INVALID_MODEL, ::FDNN_STATUS_WEIGHT_MISMATCH,
@@ -250,7 +295,8 @@ FDNN_API fdnn_status fdnn_model_create_from_file(const char* path,
  * @brief Create a model from a JSON spec held in memory.
  * @param[in] spec_json The spec's UTF-8 text; need not be NUL-terminated. Must not be NULL.
  * @param[in] spec_length Length of spec_json in bytes.
- * @param[in] options Options, or NULL for the defaults.
+ * @param[in] options Options, or NULL for the defaults; checked as for
+ *            fdnn_model_create_from_file().
  * @param[out] model Receives the new model; free it with fdnn_model_destroy(). Must not be NULL.
  * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_PARSE_ERROR,
  *         ::FDNN_STATUS_INVALID_MODEL, ::FDNN_STATUS_UNSUPPORTED, ::FDNN_STATUS_OUT_OF_MEMORY.
@@ -343,6 +389,20 @@ FDNN_API fdnn_status fdnn_model_max_batch(const fdnn_model* model, int64_t* max_
  * @return ::FDNN_STATUS_OK or ::FDNN_STATUS_INVALID_ARGUMENT. Thread-safe.
  */
 FDNN_API fdnn_status fdnn_model_device(const fdnn_model* model, fdnn_device* device);
+
+/**
+ * @brief The precision the model actually runs its matrix work in.
+ *
+ * Never less precise than fdnn_model_options::precision asked for, and possibly more: a model
+ * on the CPU always reports ::FDNN_PRECISION_FP32 (see ::fdnn_precision). Known before the
+ * weights are loaded. For a GPU model that has not run yet, the first query (like
+ * fdnn_model_memory_info()) sets up the backend once, so it may fail as creating a context can.
+ * @param[in] model The model. Must not be NULL.
+ * @param[out] precision Receives the precision. Must not be NULL.
+ * @return ::FDNN_STATUS_OK or ::FDNN_STATUS_INVALID_ARGUMENT; for a GPU model before its first
+ *         run also ::FDNN_STATUS_OUT_OF_MEMORY or ::FDNN_STATUS_DEVICE_ERROR. Thread-safe.
+ */
+FDNN_API fdnn_status fdnn_model_precision(const fdnn_model* model, fdnn_precision* precision);
 
 /**
  * @brief Parameter count and the memory the model and each context use.

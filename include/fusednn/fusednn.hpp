@@ -69,6 +69,14 @@ class ModelOptions {
     options_.cpu_threads = threads;
     return *this;
   }
+  /**
+   * @param[in] precision The least precise arithmetic the model may use (see ::fdnn_precision
+   *            for the accuracy contract; the CPU always runs in fp32). @return *this.
+   */
+  ModelOptions& precision(fdnn_precision precision) {
+    options_.precision = precision;
+    return *this;
+  }
   /** @return The C struct, for fdnn_model_create_*(). */
   const fdnn_model_options* get() const { return &options_; }
 
@@ -188,6 +196,13 @@ class Model {
   fdnn_device device() const {
     fdnn_device value = FDNN_DEVICE_CPU;
     check(fdnn_model_device(handle_.get(), &value));
+    return value;
+  }
+
+  /** @return The precision the model runs in (fp32 on the CPU, whatever was asked). */
+  fdnn_precision precision() const {
+    fdnn_precision value = FDNN_PRECISION_FP32;
+    check(fdnn_model_precision(handle_.get(), &value));
     return value;
   }
 

@@ -91,6 +91,7 @@ fdnn_status fdnn_model_options_init(fdnn_model_options* options, size_t struct_s
     defaults.device_id = 0;
     defaults.cpu_threads = 0;
     defaults.cuda_graphs = 1;
+    defaults.precision = FDNN_PRECISION_FP32;
     defaults.struct_size = std::min(struct_size, sizeof defaults);
     copy_to_caller(defaults, options, struct_size, offsetof(fdnn_model_options, max_batch) + sizeof(int64_t),
                    "fdnn_model_options");
@@ -183,6 +184,14 @@ fdnn_status fdnn_model_device(const fdnn_model* model, fdnn_device* device) {
   });
 }
 
+fdnn_status fdnn_model_precision(const fdnn_model* model, fdnn_precision* precision) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    require_non_null(precision, "precision");
+    *precision = static_cast<fdnn_precision>(model->model.backend_facts().precision);
+  });
+}
+
 fdnn_status fdnn_model_memory_info(const fdnn_model* model, fdnn_memory_info* info) {
   return guarded(__func__, [&] {
     require_non_null(model, "model");
@@ -190,9 +199,9 @@ fdnn_status fdnn_model_memory_info(const fdnn_model* model, fdnn_memory_info* in
     fdnn_memory_info result{};
     result.struct_size = info->struct_size;
     result.parameter_count = model->model.graph().parameter_count();
-    const fusednn::Model::MemoryFigures figures = model->model.memory_figures();
-    result.weight_bytes = figures.weight_bytes;
-    result.context_bytes = figures.context_bytes;
+    const fusednn::Model::BackendFacts facts = model->model.backend_facts();
+    result.weight_bytes = facts.weight_bytes;
+    result.context_bytes = facts.context_bytes;
     copy_to_caller(result, info, info->struct_size,
                    offsetof(fdnn_memory_info, context_bytes) + sizeof(size_t), "fdnn_memory_info");
   });

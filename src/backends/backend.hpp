@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/precision.hpp"
 #include "fusednn/fusednn.h"
 
 namespace fusednn {
@@ -25,6 +26,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual fdnn_device device() const = 0;
+  // The precision the matrix work actually runs in: never lower than asked for, and FP32 for
+  // backends that compute everything in fp32 (which meets every precision's error bound).
+  virtual Precision effective_precision() const { return Precision::FP32; }
   virtual size_t weight_bytes() const = 0;
   // Bytes each context allocates, known before any context exists.
   virtual size_t context_bytes() const = 0;

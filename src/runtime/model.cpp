@@ -1,6 +1,7 @@
 #include "runtime/model.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 
@@ -15,6 +16,12 @@
 
 namespace fusednn {
 
+static_assert(static_cast<int32_t>(Precision::FP32) == FDNN_PRECISION_FP32 &&
+                  static_cast<int32_t>(Precision::TF32) == FDNN_PRECISION_TF32 &&
+                  static_cast<int32_t>(Precision::FP16) == FDNN_PRECISION_FP16 &&
+                  static_cast<int32_t>(Precision::BF16) == FDNN_PRECISION_BF16,
+              "fusednn::Precision mirrors fdnn_precision value for value");
+
 ResolvedOptions resolve_options(const fdnn_model_options* options) {
   ResolvedOptions resolved;
   if (options == nullptr) return resolved;
@@ -26,6 +33,10 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
          "; call fdnn_model_options_init(&options, sizeof options) before setting fields");
   }
   std::memcpy(&given, options, std::min(options->struct_size, sizeof given));
+  // A size that ends inside precision (the last field) holds none of it.
+  if (options->struct_size < offsetof(fdnn_model_options, precision) + sizeof given.precision) {
+    given.precision = FDNN_PRECISION_FP32;
+  }
   if (given.max_batch < 1) {
     fail(FDNN_STATUS_INVALID_ARGUMENT, "options.max_batch is ", given.max_batch,
          "; it must be at least 1");
@@ -66,6 +77,19 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
          "; use 1 (capture CUDA graphs) or 0 (launch directly)");
   }
   resolved.cuda_graphs = given.cuda_graphs == 1;
+  const int32_t precision = raw_enum_value(given.precision);
+  switch (precision) {
+    case FDNN_PRECISION_FP32:
+    case FDNN_PRECISION_TF32:
+    case FDNN_PRECISION_FP16:
+    case FDNN_PRECISION_BF16:
+      resolved.precision = static_cast<Precision>(precision);
+      break;
+    default:
+      fail(FDNN_STATUS_INVALID_ARGUMENT, "options.precision has unknown value ", precision,
+           "; use FDNN_PRECISION_FP32, FDNN_PRECISION_TF32, FDNN_PRECISION_FP16 or "
+           "FDNN_PRECISION_BF16");
+  }
   return resolved;
 }
 
@@ -173,22 +197,23 @@ std::shared_ptr<const PreparedModel> Model::make_prepared(const WeightStore& wei
   prepared->max_batch = options_.max_batch;
   if (options_.device == FDNN_DEVICE_CUDA) {
     prepared->backend = make_cuda_backend(prepared->plan, options_.max_batch, options_.device_id,
-                                          options_.cuda_graphs);
+                                          options_.cuda_graphs, options_.precision);
   } else {
     prepared->backend = make_cpu_backend(prepared->plan, options_.max_batch, options_.cpu_threads);
   }
   return prepared;
 }
 
-Model::MemoryFigures Model::memory_figures() const {
+Model::BackendFacts Model::backend_facts() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!memory_figures_) {
+  if (!backend_facts_) {
     const std::shared_ptr<const PreparedModel> prepared =
         prepared_ ? prepared_ : make_prepared(weights_);
-    memory_figures_ = MemoryFigures{prepared->backend->weight_bytes(),
-                                    prepared->backend->context_bytes()};
+    const Backend& backend = *prepared->backend;
+    backend_facts_ =
+        BackendFacts{backend.weight_bytes(), backend.context_bytes(), backend.effective_precision()};
   }
-  return *memory_figures_;
+  return *backend_facts_;
 }
 
 std::shared_ptr<const PreparedModel> Model::prepare() {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "common/precision.hpp"
 #include "graph/graph.hpp"
 #include "graph/weight_store.hpp"
 #include "planner/plan.hpp"
@@ -22,6 +23,7 @@ struct ResolvedOptions {
   int32_t device_id = 0;
   int32_t cpu_threads = 0;
   bool cuda_graphs = true;
+  Precision precision = Precision::FP32;  // as asked for: an upper bound on the error
 };
 
 // Reads the caller's struct up to its struct_size, checks every field, resolves AUTO.
@@ -64,13 +66,15 @@ class Model {
 
   const Graph& graph() const { return graph_; }
   const ResolvedOptions& options() const { return options_; }
-  struct MemoryFigures {
+  // What the backend reports of itself: its memory and the precision it actually runs in.
+  struct BackendFacts {
     size_t weight_bytes = 0;
     size_t context_bytes = 0;
+    Precision precision = Precision::FP32;
   };
   // Known before the weights are loaded; they depend only on the graph and the options, so they
   // are worked out once (a GPU model would otherwise upload its weights on every query).
-  MemoryFigures memory_figures() const;
+  BackendFacts backend_facts() const;
 
   // Freezes the weights on first use and returns the shared plan and backend.
   std::shared_ptr<const PreparedModel> prepare();
@@ -88,7 +92,7 @@ class Model {
   mutable std::mutex mutex_;  // guards prepared_ and idle_contexts_
   std::shared_ptr<const PreparedModel> prepared_;
   std::vector<std::unique_ptr<Context>> idle_contexts_;
-  mutable std::optional<MemoryFigures> memory_figures_;  // guarded by mutex_
+  mutable std::optional<BackendFacts> backend_facts_;  // guarded by mutex_
 };
 
 }  // namespace fusednn

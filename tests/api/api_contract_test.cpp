@@ -40,6 +40,8 @@ TEST(ApiContract, OptionsInitSetsSizeAndDefaults) {
   EXPECT_EQ(options.max_batch, 1024);
   EXPECT_EQ(options.device, FDNN_DEVICE_CPU);
   EXPECT_EQ(options.cpu_threads, 0);
+  EXPECT_EQ(options.cuda_graphs, 1);
+  EXPECT_EQ(options.precision, FDNN_PRECISION_FP32);
   EXPECT_EQ(fdnn_model_options_init(nullptr, sizeof options), FDNN_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(fdnn_last_error_message()).find("options is NULL"), std::string::npos);
 }
@@ -65,6 +67,85 @@ TEST(ApiContract, OptionsInitWritesNoFurtherThanTheCallersStruct) {
   ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model), FDNN_STATUS_OK)
       << fdnn_last_error_message();
   fdnn_model_destroy(model);
+}
+
+TEST(ApiContract, PrecisionValuesArePinned) {
+  EXPECT_EQ(FDNN_PRECISION_FP32, 0);
+  EXPECT_EQ(FDNN_PRECISION_TF32, 1);
+  EXPECT_EQ(FDNN_PRECISION_FP16, 2);
+  EXPECT_EQ(FDNN_PRECISION_BF16, 3);
+  // precision was appended: the struct of version 0.1 ends where it begins.
+  EXPECT_EQ(offsetof(fdnn_model_options, precision),
+            offsetof(fdnn_model_options, cuda_graphs) + sizeof(int32_t));
+}
+
+TEST(ApiContract, OptionsWithoutPrecisionRunInFp32) {
+  // A program built against the header before precision existed: its struct ends at cuda_graphs,
+  // and the bytes after it are not its own (here: garbage that must not be read).
+  const size_t older = offsetof(fdnn_model_options, precision);
+  fdnn_model_options options;
+  std::memset(&options, 0xab, sizeof options);
+  ASSERT_EQ(fdnn_model_options_init(&options, older), FDNN_STATUS_OK);
+  EXPECT_EQ(options.struct_size, older);
+  int32_t untouched;
+  std::memset(&untouched, 0xab, sizeof untouched);
+  int32_t precision_bytes;
+  std::memcpy(&precision_bytes, &options.precision, sizeof precision_bytes);
+  EXPECT_EQ(precision_bytes, untouched);
+
+  const std::string spec = tiny_linear_spec();
+  fdnn_model* model = nullptr;
+  ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model), FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  fdnn_precision precision = FDNN_PRECISION_BF16;
+  ASSERT_EQ(fdnn_model_precision(model, &precision), FDNN_STATUS_OK) << fdnn_last_error_message();
+  EXPECT_EQ(precision, FDNN_PRECISION_FP32);
+  set_tiny_weights(model);
+  const float input[] = {1, 0, -1};
+  float output[2] = {NAN, NAN};
+  ASSERT_EQ(fdnn_model_run(model, 1, input, 3, output, 2), FDNN_STATUS_OK);
+  EXPECT_FLOAT_EQ(output[0], -1.5f);
+  fdnn_model_destroy(model);
+
+  // A size that ends inside the field holds none of it.
+  fdnn_model_options_init(&options, sizeof options);
+  const int32_t unknown = 0x7f7f7f7f;
+  std::memcpy(&options.precision, &unknown, sizeof options.precision);
+  options.struct_size = older + 2;
+  ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model), FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  fdnn_model_destroy(model);
+}
+
+TEST(ApiContract, CpuModelsReportFp32WhateverPrecisionWasAsked) {
+  // The CPU computes in fp32, which meets every precision's bound; the query says so.
+  const fdnn_precision asked[] = {FDNN_PRECISION_FP32, FDNN_PRECISION_TF32, FDNN_PRECISION_FP16,
+                                  FDNN_PRECISION_BF16};
+  const std::string spec = tiny_linear_spec();
+  for (fdnn_precision precision : asked) {
+    SCOPED_TRACE(static_cast<int>(precision));
+    fdnn_model_options options;
+    fdnn_model_options_init(&options, sizeof options);
+    options.precision = precision;
+    fdnn_model* model = nullptr;
+    ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+              FDNN_STATUS_OK)
+        << fdnn_last_error_message();
+    fdnn_precision actual = FDNN_PRECISION_BF16;
+    ASSERT_EQ(fdnn_model_precision(model, &actual), FDNN_STATUS_OK) << fdnn_last_error_message();
+    EXPECT_EQ(actual, FDNN_PRECISION_FP32);
+    // The same after the first run froze the model.
+    set_tiny_weights(model);
+    const float input[] = {2, 1, 0};
+    float output[2] = {NAN, NAN};
+    ASSERT_EQ(fdnn_model_run(model, 1, input, 3, output, 2), FDNN_STATUS_OK);
+    EXPECT_FLOAT_EQ(output[0], 4.5f);  // exact fp32
+    EXPECT_FLOAT_EQ(output[1], 12.0f);
+    actual = FDNN_PRECISION_BF16;
+    ASSERT_EQ(fdnn_model_precision(model, &actual), FDNN_STATUS_OK);
+    EXPECT_EQ(actual, FDNN_PRECISION_FP32);
+    fdnn_model_destroy(model);
+  }
 }
 
 TEST(ApiContract, InfoStructsAreWrittenNoFurtherThanTheCallersSize) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <utility>
 
 #include "api_test_support.hpp"
 
@@ -262,6 +263,20 @@ std::vector<BadInputCase> cases() {
     const std::string spec = tiny_linear_spec();
     return fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &m);
   }, FDNN_STATUS_INVALID_ARGUMENT, {"cuda_graphs"});
+  const std::pair<const char*, int32_t> unknown_precisions[] = {
+      {"PrecisionOptionPastBf16", 4}, {"PrecisionOptionNegative", -1}, {"PrecisionOptionHuge", 1 << 30}};
+  for (const auto& [name, unknown] : unknown_precisions) {
+    add(name, [unknown = unknown](const TempDir&) {
+      fdnn_model_options options;
+      fdnn_model_options_init(&options, sizeof options);
+      std::memcpy(&options.precision, &unknown, sizeof options.precision);  // what C can pass
+      fdnn_model* m = nullptr;
+      const std::string spec = tiny_linear_spec();
+      const fdnn_status status = fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &m);
+      fdnn_model_destroy(m);  // NULL unless the call wrongly succeeded
+      return status;
+    }, FDNN_STATUS_INVALID_ARGUMENT, {"options.precision", std::to_string(unknown)});
+  }
   return all;
 }
 
@@ -305,6 +320,7 @@ TEST(BadInput, NullHandleOrPointerForEveryEntryPoint) {
   int64_t i64;
   int32_t i32;
   fdnn_device device;
+  fdnn_precision precision;
   fdnn_model* created = nullptr;
   fdnn_context* made = nullptr;
 
@@ -329,6 +345,8 @@ TEST(BadInput, NullHandleOrPointerForEveryEntryPoint) {
       {"max_batch/out", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_max_batch(m, nullptr); }, "max_batch"},
       {"device/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_device(nullptr, &device); }, "model"},
       {"device/out", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_device(m, nullptr); }, "device"},
+      {"precision/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_precision(nullptr, &precision); }, "model"},
+      {"precision/out", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_precision(m, nullptr); }, "precision"},
       {"memory_info/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_memory_info(nullptr, &memory); }, "model"},
       {"memory_info/info", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_memory_info(m, nullptr); }, "info"},
       {"layer_count/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_layer_count(nullptr, &i32); }, "model"},

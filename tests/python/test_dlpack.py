@@ -1,14 +1,17 @@
 """Context.run_device through __dlpack__: capsule parsing and checks without a GPU.
 
-The producers here are fakes: they fill a DLManagedTensor over a host numpy array, wrap it in a
-PyCapsule named "dltensor" and claim to be on kDLCUDA. The native fdnn_context_run_device call is
-replaced by a recorder, so nothing is dereferenced. The last test runs a real torch CUDA tensor
-when torch and a GPU are present.
+The producers here are fakes: they fill a DLManagedTensor (FakeProducer, the unversioned
+protocol, no deleter) or a DLManagedTensorVersioned / DLManagedTensor with a counting deleter
+(ManagedProducer) over a host numpy array, wrap it in a PyCapsule named "dltensor_versioned" or
+"dltensor" and claim to be on kDLCUDA. The native fdnn_context_run_device call is replaced by a
+recorder, so nothing is dereferenced. The last test runs a real torch CUDA tensor when torch and
+a GPU are present.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -93,8 +96,9 @@ def test_pointers_shapes_and_stream_reach_the_native_call(context: Any) -> None:
     assert (batch, x_count, y_count, stream) == (3, 300, 30, 0x1234)
     assert x_pointer == x.array.ctypes.data and y_pointer == y.array.ctypes.data
     assert x.streams == [0x1234] and y.streams == [0x1234]
-    # Left unconsumed: the producer's capsule destructor stays in charge of the deleter.
-    assert _capsule_is_valid(x.capsules[0], b"dltensor") == 1
+    # Consumed, as the protocol requires (this producer gave no deleter to call).
+    assert _capsule_is_valid(x.capsules[0], b"used_dltensor") == 1
+    assert _capsule_is_valid(y.capsules[0], b"used_dltensor") == 1
 
 
 def test_default_stream_and_single_sample(context: Any) -> None:
@@ -168,7 +172,7 @@ def test_refuses_a_capsule_of_another_name(context: Any) -> None:
         def __dlpack__(self, *, stream: Any = None) -> Any:
             return _capsule_new(ctypes.addressof(self.managed), b"used_dltensor", None)
 
-    with pytest.raises(TypeError, match="PyCapsule named 'dltensor'"):
+    with pytest.raises(TypeError, match="PyCapsule named 'dltensor_versioned' or 'dltensor'"):
         context.run_device(Consumed(np.zeros((2, 100), np.float32)),
                            FakeProducer(np.zeros((2, 10), np.float32)))
 
@@ -185,6 +189,219 @@ def test_cuda_array_interface_wins_over_dlpack(context: Any) -> None:
     context.run_device(x, Both(np.zeros((2, 10), np.float32)))
     assert context._run_device_function.calls[0][1] == x.array.ctypes.data
     assert x.streams == []
+
+
+# ------------------------------------------------------------------------------------------------
+# The versioned protocol, consumption and deleters
+# ------------------------------------------------------------------------------------------------
+
+_VERSIONED_NAME = b"dltensor_versioned"  # referenced for the whole run, as PyCapsule_New requires
+_READ_ONLY = 1 << 0  # DLPACK_FLAG_BITMASK_READ_ONLY
+_IS_COPIED = 1 << 1  # DLPACK_FLAG_BITMASK_IS_COPIED
+
+# Separate function objects from the ones above: a capsule destructor gets a raw PyObject* of an
+# object being deallocated, which must not be turned back into a Python reference.
+_raw_is_valid = ctypes.pythonapi["PyCapsule_IsValid"]
+_raw_is_valid.restype = ctypes.c_int
+_raw_is_valid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_raw_get_pointer = ctypes.pythonapi["PyCapsule_GetPointer"]
+_raw_get_pointer.restype = ctypes.c_void_p
+_raw_get_pointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _producer_capsule_destructor(capsule: int) -> None:
+    """What a real producer's capsule destructor does: delete a tensor nobody consumed."""
+    for name, managed_type in ((_VERSIONED_NAME, _dlpack.DLManagedTensorVersioned),
+                               (_NAME, _dlpack.DLManagedTensor)):
+        if _raw_is_valid(capsule, name):
+            address = _raw_get_pointer(capsule, name)
+            deleter = managed_type.from_address(address).deleter
+            if deleter:
+                deleter(ctypes.cast(address, ctypes.POINTER(managed_type)))
+
+
+class ManagedProducer:
+    """A producer with a deleter that counts its calls and a capsule destructor like a real one.
+
+    takes_max_version: whether __dlpack__ accepts the versioned protocol's keywords (a producer
+    from before it raises TypeError for them). versioned: whether it then answers with a
+    DLManagedTensorVersioned (of `version`, with `flags`) rather than a DLManagedTensor.
+    """
+
+    def __init__(self, array: np.ndarray, takes_max_version: bool = True, versioned: bool = True,
+                 flags: int = 0, version: Tuple[int, int] = (1, 0)) -> None:
+        self.array = array
+        self.takes_max_version = takes_max_version
+        self.versioned = versioned
+        self.deleted = 0
+        self.max_versions: List[Any] = []
+        self.capsules: List[Any] = []
+        self._shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+
+        def count(_: Any) -> None:
+            self.deleted += 1
+
+        self._versioned_deleter = _dlpack.VERSIONED_DELETER(count)
+        self._deleter = _dlpack.DELETER(count)
+        self.managed_versioned = _dlpack.DLManagedTensorVersioned()
+        self.managed_versioned.version.major, self.managed_versioned.version.minor = version
+        self.managed_versioned.flags = flags
+        self.managed_versioned.deleter = self._versioned_deleter
+        self.managed = _dlpack.DLManagedTensor()
+        self.managed.deleter = self._deleter
+        for tensor in (self.managed_versioned.dl_tensor, self.managed.dl_tensor):
+            tensor.data = array.ctypes.data
+            tensor.device.device_type, tensor.device.device_id = 2, 0
+            tensor.ndim = array.ndim
+            tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes = (
+                2 if array.dtype.kind == "f" else 0, array.dtype.itemsize * 8, 1)
+            tensor.shape = ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (2, 0)
+
+    def __dlpack__(self, *, stream: Any = None, **keywords: Any) -> Any:
+        if keywords and not self.takes_max_version:
+            raise TypeError(f"__dlpack__() got unexpected keyword arguments {sorted(keywords)}")
+        max_version = keywords.get("max_version")
+        self.max_versions.append(max_version)
+        destructor = ctypes.cast(_producer_capsule_destructor, ctypes.c_void_p)
+        if self.versioned and max_version is not None and max_version[0] >= 1:
+            capsule = _capsule_new(ctypes.addressof(self.managed_versioned), _VERSIONED_NAME,
+                                   destructor)
+        else:
+            capsule = _capsule_new(ctypes.addressof(self.managed), _NAME, destructor)
+        self.capsules.append(capsule)
+        return capsule
+
+    def drop_capsules(self) -> None:
+        """Lets the capsules go, running their destructors."""
+        self.capsules.clear()
+        gc.collect()
+
+
+def test_fake_producer_deletes_an_unconsumed_capsule() -> None:
+    # The check behind "exactly once" below: a capsule nobody consumed is deleted by the
+    # producer's own destructor.
+    for versioned in (True, False):
+        producer = ManagedProducer(np.zeros((2, 100), np.float32), versioned=versioned)
+        producer.__dlpack__(max_version=(1, 0))
+        assert producer.deleted == 0
+        producer.drop_capsules()
+        assert producer.deleted == 1
+
+
+def test_versioned_capsule_is_consumed_and_deleted_once(context: Any) -> None:
+    x = ManagedProducer(np.zeros((3, 100), np.float32))
+    y = ManagedProducer(np.zeros((3, 10), np.float32))
+    context.run_device(x, y, stream=0x5678)
+    batch, x_pointer, _, y_pointer, _, stream = context._run_device_function.calls[0]
+    assert (batch, stream) == (3, 0x5678)
+    assert x_pointer == x.array.ctypes.data and y_pointer == y.array.ctypes.data
+    for producer in (x, y):
+        assert producer.max_versions == [(1, 0)]
+        assert _capsule_is_valid(producer.capsules[0], b"used_dltensor_versioned") == 1
+        assert producer.deleted == 1
+        producer.drop_capsules()  # the renamed capsule's destructor must not delete again
+        assert producer.deleted == 1
+
+
+def test_producer_without_max_version_is_called_again_unversioned(context: Any) -> None:
+    x = ManagedProducer(np.zeros((2, 100), np.float32), takes_max_version=False)
+    y = ManagedProducer(np.zeros((2, 10), np.float32), takes_max_version=False)
+    context.run_device(x, y)
+    assert len(context._run_device_function.calls) == 1
+    for producer in (x, y):
+        assert producer.max_versions == [None]
+        assert _capsule_is_valid(producer.capsules[0], b"used_dltensor") == 1
+        assert producer.deleted == 1
+        producer.drop_capsules()
+        assert producer.deleted == 1
+
+
+def test_versioned_call_may_be_answered_with_an_unversioned_capsule(context: Any) -> None:
+    x = ManagedProducer(np.zeros((2, 100), np.float32), versioned=False)
+    y = ManagedProducer(np.zeros((2, 10), np.float32))
+    context.run_device(x, y)
+    assert x.max_versions == [(1, 0)]
+    assert _capsule_is_valid(x.capsules[0], b"used_dltensor") == 1
+    assert _capsule_is_valid(y.capsules[0], b"used_dltensor_versioned") == 1
+    assert (x.deleted, y.deleted) == (1, 1)
+
+
+def test_read_only_output_is_refused_and_both_deleted_once(context: Any) -> None:
+    x = ManagedProducer(np.zeros((2, 100), np.float32))
+    y = ManagedProducer(np.zeros((2, 10), np.float32), flags=_READ_ONLY)
+    with pytest.raises(ValueError, match=r"output is read-only.*DLPACK_FLAG_BITMASK_READ_ONLY"):
+        context.run_device(x, y)
+    assert not context._run_device_function.calls
+    assert (x.deleted, y.deleted) == (1, 1)
+    x.drop_capsules()
+    y.drop_capsules()
+    assert (x.deleted, y.deleted) == (1, 1)
+
+
+def test_read_only_input_is_accepted(context: Any) -> None:
+    x = ManagedProducer(np.zeros((2, 100), np.float32), flags=_READ_ONLY)
+    y = ManagedProducer(np.zeros((2, 10), np.float32))
+    context.run_device(x, y)
+    assert len(context._run_device_function.calls) == 1
+    assert (x.deleted, y.deleted) == (1, 1)
+
+
+def test_copied_output_is_refused(context: Any) -> None:
+    x = ManagedProducer(np.zeros((2, 100), np.float32))
+    y = ManagedProducer(np.zeros((2, 10), np.float32), flags=_IS_COPIED)
+    with pytest.raises(ValueError, match="output is a copy.*would be lost"):
+        context.run_device(x, y)
+    assert (x.deleted, y.deleted) == (1, 1)
+
+
+def test_failed_checks_delete_each_consumed_tensor_once(context: Any) -> None:
+    # A wrong output dtype: refused while reading the output's capsule.
+    x = ManagedProducer(np.zeros((2, 100), np.float32))
+    y = ManagedProducer(np.zeros((2, 10), np.float64))
+    with pytest.raises(TypeError, match="bits 64"):
+        context.run_device(x, y)
+    assert (x.deleted, y.deleted) == (1, 1)
+    # A wrong output shape: refused after both capsules were read.
+    x = ManagedProducer(np.zeros((2, 100), np.float32))
+    y = ManagedProducer(np.zeros((2, 9), np.float32), takes_max_version=False)
+    with pytest.raises(ValueError, match=r"output shape \(2, 9\)"):
+        context.run_device(x, y)
+    assert (x.deleted, y.deleted) == (1, 1)
+    # A refused output device: the input was already consumed.
+    x = ManagedProducer(np.zeros((2, 100), np.float32))
+    with pytest.raises(TypeError, match="kDLCPU"):
+        context.run_device(x, FakeProducer(np.zeros((2, 10), np.float32), device=(1, 0)))
+    assert x.deleted == 1
+    assert not context._run_device_function.calls
+
+
+def test_native_failure_still_deletes_once(context: Any) -> None:
+    def failing(*args: Any) -> int:
+        raise fusednn.DeviceError(fusednn.Status.DEVICE_ERROR, "simulated")
+
+    context._run_device_function = failing
+    x = ManagedProducer(np.zeros((2, 100), np.float32))
+    y = ManagedProducer(np.zeros((2, 10), np.float32))
+    with pytest.raises(fusednn.DeviceError):
+        context.run_device(x, y)
+    assert (x.deleted, y.deleted) == (1, 1)
+
+
+def test_unknown_major_version_is_deleted_and_refused(context: Any) -> None:
+    x = ManagedProducer(np.zeros((2, 100), np.float32), version=(2, 0))
+    with pytest.raises(TypeError, match=r"version 2\.0; fusednn reads version 1\.x"):
+        context.run_device(x, ManagedProducer(np.zeros((2, 10), np.float32)))
+    assert x.deleted == 1
+    x.drop_capsules()
+    assert x.deleted == 1
+    # A newer minor version only adds enum values: accepted.
+    x = ManagedProducer(np.zeros((2, 100), np.float32), version=(1, 3))
+    context.run_device(x, ManagedProducer(np.zeros((2, 10), np.float32)))
+    assert x.deleted == 1
 
 
 def test_torch_cuda_tensor_through_dlpack(rng: np.random.Generator) -> None:

@@ -42,13 +42,16 @@ def header_version() -> Tuple[int, int, int]:
     return major, minor, patch
 
 
-def build_stub(folder: Path, major: int, minor: int, patch: int) -> Path:
-    """A shared library with every header function, reporting version major.minor.patch."""
+def build_stub(folder: Path, major: int, minor: int, patch: int,
+               omit: Tuple[str, ...] = ()) -> Path:
+    """A shared library with every header function but `omit`, reporting major.minor.patch."""
     compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if compiler is None:
         pytest.skip("no C compiler (cc, gcc or clang) to build the stub libraries")
     lines = []
     for name in header_functions():
+        if name in omit:
+            continue
         if name == "fdnn_version":
             lines.append(f"unsigned int fdnn_version(void) "
                          f"{{ return {major * 10000 + minor * 100 + patch}u; }}")
@@ -56,7 +59,7 @@ def build_stub(folder: Path, major: int, minor: int, patch: int) -> Path:
             lines.append(f'const char* fdnn_version_string(void) '
                          f'{{ return "{major}.{minor}.{patch}"; }}')
         else:
-            # Never called: the binding only declares them before checking the version.
+            # Never called: the binding checks the version first, then only declares them.
             lines.append(f"int {name}(void) {{ return 12; }}")
     source = folder / f"stub_{major}_{minor}_{patch}.c"
     source.write_text("\n".join(lines) + "\n")
@@ -96,6 +99,20 @@ def test_explicit_library_of_another_abi_is_refused(tmp_path: Path, monkeypatch:
     assert f"{major}.{minor}.{patch}" in message
     assert f"{_native.API_VERSION_MAJOR}.{_native.API_VERSION_MINOR}" in message
     assert _native.ENV_LIBRARY in message  # says what to change
+
+
+def test_older_minor_lacking_newer_functions_is_refused_by_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 0.1 library has no fdnn_model_precision: the version check must come before the binding
+    # declares it, or the user would see an AttributeError instead of what to do.
+    major, minor = _native.API_VERSION_MAJOR, _native.API_VERSION_MINOR
+    if minor == 0:
+        pytest.skip("no older minor version of this ABI")
+    stub = build_stub(tmp_path, major, minor - 1, 0, omit=("fdnn_model_precision",))
+    monkeypatch.setenv(_native.ENV_LIBRARY, str(stub))
+    with pytest.raises(LibraryNotFoundError) as caught:
+        _native._load()
+    assert f"{major}.{minor - 1}.0" in str(caught.value)
 
 
 def test_newer_minor_of_the_same_abi_is_accepted(tmp_path: Path,

@@ -287,6 +287,32 @@ namespace FusedNN
             }
         }
 
+        /// <summary>
+        /// The precision the model runs its matrix work in: the one asked for with
+        /// <see cref="ModelOptions.Precision"/> or a more precise one; always
+        /// <see cref="FusedNN.Precision.Fp32"/> on the CPU.
+        /// </summary>
+        /// <exception cref="FusedNNException">
+        /// For a GPU model before its first run, the first query sets up the backend:
+        /// <see cref="Status.OutOfMemory"/>, <see cref="Status.DeviceError"/>.
+        /// </exception>
+        public Precision Precision
+        {
+            get
+            {
+                EnterShared();
+                try
+                {
+                    NativeMethods.VerifySuccess(NativeMethods.fdnn_model_precision(handle, out Precision precision));
+                    return precision;
+                }
+                finally
+                {
+                    ExitShared();
+                }
+            }
+        }
+
         /// <summary>The parameter count and the memory the model and each context use.</summary>
         public MemoryInfo GetMemoryInfo()
         {

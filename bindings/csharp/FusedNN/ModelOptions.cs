@@ -4,7 +4,7 @@ namespace FusedNN
 {
     /// <summary>
     /// Options for creating a <see cref="Model"/>, starting from the library's defaults
-    /// (max batch 1024, the CPU, GPU 0, as many CPU threads as pay off, CUDA graphs on).
+    /// (max batch 1024, the CPU, GPU 0, as many CPU threads as pay off, CUDA graphs on, fp32).
     /// </summary>
     /// <example>
     /// <code>
@@ -66,6 +66,18 @@ namespace FusedNN
         {
             get => native.CudaGraphs != 0;
             set => native.CudaGraphs = value ? 1 : 0;
+        }
+
+        /// <summary>
+        /// The least precise arithmetic the model may use: an upper bound on its error (see
+        /// <see cref="FusedNN.Precision"/>). The CPU always runs in fp32;
+        /// <see cref="Model.Precision"/> says what runs.
+        /// </summary>
+        /// <remarks>A value outside the enum is refused by the library when the model is created.</remarks>
+        public Precision Precision
+        {
+            get => native.Precision;
+            set => native.Precision = value;
         }
 
         /// <summary>A copy of the C struct for a native call.</summary>

@@ -20,6 +20,7 @@ namespace FusedNN
         public int DeviceId;
         public int CpuThreads;
         public int CudaGraphs;
+        public Precision Precision;
     }
 
     /// <summary>C <c>fdnn_shape</c>: a rank and up to FDNN_MAX_RANK extents.</summary>
@@ -123,6 +124,9 @@ namespace FusedNN
 
         [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status fdnn_model_device(ModelHandle model, out Device device);
+
+        [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern Status fdnn_model_precision(ModelHandle model, out Precision precision);
 
         [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status fdnn_model_memory_info(ModelHandle model, ref NativeMemoryInfo info);

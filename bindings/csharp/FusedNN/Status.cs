@@ -48,6 +48,29 @@ namespace FusedNN
     }
 
     /// <summary>
+    /// The least precise arithmetic a model may use for its matrix work (C <c>fdnn_precision</c>).
+    /// </summary>
+    /// <remarks>
+    /// A precision is an upper bound on the error, never a promise of less accuracy. Against the
+    /// CPU backend in fp32 (largest absolute difference over the largest magnitude of the
+    /// output) the error is at most 1e-3 for <see cref="Tf32"/> and 1e-2 for <see cref="Fp16"/>
+    /// and <see cref="Bf16"/>, and never more than twice PyTorch's in the same precision. Inputs
+    /// and outputs stay float32. The CPU backend always computes in fp32, so a CPU model reports
+    /// <see cref="Fp32"/> whatever was asked.
+    /// </remarks>
+    public enum Precision
+    {
+        /// <summary>IEEE 754 binary32 throughout (exact; the default).</summary>
+        Fp32 = 0,
+        /// <summary>fp32 storage; tensor-core products with a 10-bit mantissa, fp32 accumulation.</summary>
+        Tf32 = 1,
+        /// <summary>Weights and products in IEEE 754 binary16, fp32 accumulation.</summary>
+        Fp16 = 2,
+        /// <summary>Weights and products in bfloat16, fp32 accumulation.</summary>
+        Bf16 = 3,
+    }
+
+    /// <summary>
     /// A fusednn call failed. <see cref="Status"/> says why; <see cref="ErrorMessage"/> is the
     /// library's message for the calling thread, naming the file, tensor, layer or argument at
     /// fault.

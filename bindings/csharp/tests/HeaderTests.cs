@@ -29,6 +29,7 @@ namespace FusedNN.Tests
             { "fdnn_status", typeof(Status) },
             { "fdnn_device", typeof(Device) },
             { "fdnn_dtype", typeof(NativeDType) },
+            { "fdnn_precision", typeof(Precision) },
             { "fdnn_model_options", typeof(NativeModelOptions) },
             { "fdnn_shape", typeof(NativeShape) },
             { "fdnn_memory_info", typeof(NativeMemoryInfo) },

@@ -29,6 +29,7 @@ namespace FusedNN.Tests
             RegisterHeaderTests();
             RegisterErrorTests();
             RegisterRunTests();
+            RegisterPrecisionTests();
             RegisterThreadTests();
 
             int passed = 0;

@@ -205,6 +205,27 @@ bool lower_conv_pool(const Plan& p, size_t s, const std::vector<int>& consumers,
   return true;
 }
 
+// Reduced precisions run their MLP chains on tensor cores unless FUSEDNN_CUDA_TENSOR_CORES=0
+// (then fp32, and the model reports fp32): a knob for comparing, not an API. -1 for never.
+int64_t reduced_tensor_core_min_rows() {
+  const char* knob = std::getenv("FUSEDNN_CUDA_TENSOR_CORES");
+  return knob != nullptr && std::string(knob) == "0" ? -1 : 0;
+}
+
+TensorCoreMath tensor_core_math(Precision precision) {
+  switch (precision) {
+    case Precision::TF32:
+      return TensorCoreMath::Tf32;
+    case Precision::FP16:
+      return TensorCoreMath::Fp16;
+    case Precision::BF16:
+      return TensorCoreMath::Bf16;
+    case Precision::FP32:
+      break;
+  }
+  return TensorCoreMath::Tf32x3;
+}
+
 int launches_for(const Op& op, const Step& step) {
   const int passes = static_cast<int>(op.epilogue.size()) - 1;
   switch (op.kind) {
@@ -223,8 +244,9 @@ int launches_for(const Op& op, const Step& step) {
 }  // namespace
 
 CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, int device_ordinal,
-                         bool cuda_graphs)
-    : plan_(std::move(plan)), max_batch_(max_batch), cuda_graphs_(cuda_graphs) {
+                         bool cuda_graphs, Precision precision)
+    : plan_(std::move(plan)), max_batch_(max_batch), cuda_graphs_(cuda_graphs),
+      precision_(precision) {
   const std::string reason = cuda_unavailable_reason(device_ordinal);
   if (!reason.empty()) fail(FDNN_STATUS_UNSUPPORTED, "cannot create the CUDA backend: ", reason);
   DeviceScope scope(device_ordinal);
@@ -317,10 +339,17 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             ref.layer_bias.push_back(layer_step.bias >= 0 ? blob.add(constant(layer_step.bias))
                                                           : kNone);
           }
-          // The same chain on tensor cores, where the device and the widths allow.
-          if (plan_tensor_core_mlp(op.mlp.layers, TensorCoreMath::Tf32x3, device_, &op.tensor_core)) {
-            op.tensor_core_min_rows = fp32_tensor_core_min_rows(op.tensor_core, device_);
+          // The same chain on tensor cores, where the device and the widths allow: in the
+          // precision asked for, or for fp32 as 3xTF32 where the knob allows.
+          if (plan_tensor_core_mlp(op.mlp.layers, tensor_core_math(precision_), device_,
+                                   &op.tensor_core)) {
+            op.tensor_core_min_rows = precision_ == Precision::FP32
+                                          ? fp32_tensor_core_min_rows(op.tensor_core, device_)
+                                          : reduced_tensor_core_min_rows();
             if (op.tensor_core_min_rows < 0) op.tensor_core = TensorCoreMlpPlan();
+          }
+          if (op.tensor_core.tile_rows > 0 && precision_ != Precision::FP32) {
+            effective_precision_ = precision_;
           }
           if (op.tensor_core.tile_rows > 0) {
             std::vector<const float*> weights, biases;
@@ -771,8 +800,9 @@ std::string cuda_unavailable_reason(int device_id) noexcept {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan> plan, int64_t max_batch,
-                                           int device_id, bool cuda_graphs) {
-  return std::make_unique<cuda::CudaBackend>(std::move(plan), max_batch, device_id, cuda_graphs);
+                                           int device_id, bool cuda_graphs, Precision precision) {
+  return std::make_unique<cuda::CudaBackend>(std::move(plan), max_batch, device_id, cuda_graphs,
+                                             precision);
 }
 
 }  // namespace fusednn

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "common/precision.hpp"
 #include "planner/plan.hpp"
 
 namespace fusednn {
@@ -23,9 +24,10 @@ std::string cuda_unavailable_reason(int device_id) noexcept;
 // Uploads the plan's weights to GPU `device_id` once and returns the backend; each context it
 // creates owns a stream, a workspace for max_batch, pinned staging and its captured graphs.
 // cuda_graphs: capture each run into a CUDA graph per context, path and batch size.
+// precision: the precision the caller allows (the backend's effective_precision() says what runs).
 // Throws FDNN_STATUS_UNSUPPORTED without a usable device, FDNN_STATUS_OUT_OF_MEMORY /
 // FDNN_STATUS_DEVICE_ERROR on CUDA failures (nothing is leaked).
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan> plan, int64_t max_batch,
-                                           int device_id, bool cuda_graphs);
+                                           int device_id, bool cuda_graphs, Precision precision);
 
 }  // namespace fusednn

@@ -60,10 +60,13 @@ struct Op {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, int device_ordinal,
-              bool cuda_graphs);
+              bool cuda_graphs, Precision precision);
   ~CudaBackend() override;
 
   fdnn_device device() const override { return FDNN_DEVICE_CUDA; }
+  // The lowest precision any step runs in: precision() where a step has a kernel for it (the
+  // fused MLP on tensor cores), fp32 otherwise.
+  Precision effective_precision() const override { return effective_precision_; }
   size_t weight_bytes() const override { return weights_.bytes() + tensor_core_images_.bytes(); }
   size_t context_bytes() const override;
   std::unique_ptr<ExecutionContext> create_context() const override;
@@ -79,6 +82,8 @@ class CudaBackend final : public Backend {
   const DeviceInfo& device_info() const { return device_; }
   int64_t max_batch() const { return max_batch_; }
   bool cuda_graphs() const { return cuda_graphs_; }
+  // The precision the caller allows (fdnn_model_options::precision).
+  Precision precision() const { return precision_; }
   int64_t workspace_floats() const { return workspace_floats_; }
   int64_t input_floats() const { return max_batch_ * plan_->values[0].elements; }
   int64_t output_floats() const { return max_batch_ * plan_->values[plan_->output_value].elements; }
@@ -106,6 +111,8 @@ class CudaBackend final : public Backend {
   std::shared_ptr<const Plan> plan_;
   int64_t max_batch_;
   bool cuda_graphs_;
+  Precision precision_;
+  Precision effective_precision_ = Precision::FP32;
   DeviceInfo device_;
   std::unique_ptr<CublasLtHandle> cublaslt_;  // created at load when a step runs on cuBLASLt
   DeviceArray<float> weights_;

@@ -86,6 +86,54 @@ TEST(CudaBackend, Fp32ChainsOnTensorCoresHoldFp32Accuracy) {
   expect_matches_cpu(unaligned, all_batches(), 40, "7-16-3, 3xTF32");
 }
 
+// Reduced precisions: MLP chains run on tensor cores where the GPU has them (sm_80+), and the
+// model says so; every path, batch size and activation within the precision's bound.
+TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
+  REQUIRE_CUDA();
+  struct Case {
+    fdnn_precision precision;
+    double bound;
+    const char* name;
+  };
+  const Case cases[] = {{FDNN_PRECISION_TF32, 1e-3, "tf32"},
+                        {FDNN_PRECISION_FP16, 1e-2, "fp16"},
+                        {FDNN_PRECISION_BF16, 1e-2, "bf16"}};
+  int major = 0;
+#if FUSEDNN_TEST_WITH_CUDART
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+#endif
+  uint32_t seed = 60;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const GpuHooks reports_precision{nullptr, [&](fdnn_model* model) {
+                                       fdnn_precision actual = FDNN_PRECISION_FP32;
+                                       ASSERT_EQ(fdnn_model_precision(model, &actual),
+                                                 FDNN_STATUS_OK);
+                                       if (major >= 8) EXPECT_EQ(actual, c.precision);
+                                     }};
+    expect_matches_cpu(seed_mlp(), all_batches(), seed++, std::string("seed MLP, ") + c.name,
+                       reports_precision, c.precision, c.bound);
+    Net net({37});
+    net.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
+    net.linear("b", 200, 13).act(R"({"type": "SiLU"})");
+    net.linear("c", 13, 255).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
+    net.linear("e", 255, 5, false).act(R"({"type": "Sigmoid"})");
+    expect_matches_cpu(net, few_batches(), seed++, std::string("37-200-13-255-5, ") + c.name,
+                       reports_precision, c.precision, c.bound);
+    Net wide({32});  // the neural-field shape of issue #4's benchmark
+    wide.linear("l0", 32, 64).act(R"({"type": "ReLU"})");
+    for (int l = 1; l <= 3; ++l) wide.linear("l" + std::to_string(l), 64, 64).act(R"({"type": "ReLU"})");
+    wide.linear("l4", 64, 16);
+    expect_matches_cpu(wide, {1, 33, 4097, 20000}, seed++, std::string("32-64x4-16, ") + c.name,
+                       reports_precision, c.precision, c.bound);
+    for (const auto& [name, layer] : activations()) {
+      Net fused({36});
+      fused.linear("fc1", 36, 70).act(layer).linear("fc2", 70, 9).act(layer);
+      expect_matches_cpu(fused, {1, 33}, seed++, name + ", " + c.name, {}, c.precision, c.bound);
+    }
+  }
+}
+
 TEST(CudaBackend, Fp32ChainsOnFmaPipesOnly) {
   REQUIRE_CUDA();
   ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "0");  // today's default

@@ -217,12 +217,14 @@ inline std::vector<std::vector<float>> draw_weights(const Net& net, std::mt19937
 }
 
 inline fdnn_model* create_model(const std::string& spec, fdnn_device device, int64_t max_batch,
-                                int32_t cuda_graphs) {
+                                int32_t cuda_graphs,
+                                fdnn_precision precision = FDNN_PRECISION_FP32) {
   fdnn_model_options options;
   fdnn_model_options_init(&options, sizeof options);
   options.max_batch = max_batch;
   options.device = device;
   options.cuda_graphs = cuda_graphs;
+  options.precision = precision;
   fdnn_model* model = nullptr;
   EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
             FDNN_STATUS_OK)
@@ -310,9 +312,13 @@ struct GpuHooks {
 // The CPU model as the reference and CUDA models with graphs on and off, same weights; every
 // batch through the host path, the device path on a stream and (first batch) the NULL stream
 // and fdnn_model_run's pool.
+// `precision` is what the CUDA models are created with and `tolerance` the bound for it (the CPU
+// reference always runs fp32).
 inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batches,
                                uint32_t seed, const std::string& what,
-                               const GpuHooks& hooks = {}) {
+                               const GpuHooks& hooks = {},
+                               fdnn_precision precision = FDNN_PRECISION_FP32,
+                               double tolerance = kTolerance) {
   SCOPED_TRACE(what);
   std::mt19937 random(seed);
   const std::vector<std::vector<float>> weights = draw_weights(net, random);
@@ -330,7 +336,7 @@ inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batch
 
   for (int32_t graphs : {1, 0}) {
     SCOPED_TRACE(graphs ? "cuda_graphs = 1" : "cuda_graphs = 0");
-    fdnn_model* gpu = create_model(spec, FDNN_DEVICE_CUDA, max_batch, graphs);
+    fdnn_model* gpu = create_model(spec, FDNN_DEVICE_CUDA, max_batch, graphs, precision);
     ASSERT_NE(gpu, nullptr);
     set_weights(gpu, net, weights);
     fdnn_device device = FDNN_DEVICE_CPU;
@@ -366,23 +372,23 @@ inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batch
                                  got.size()),
                 FDNN_STATUS_OK)
           << fdnn_last_error_message();
-      EXPECT_LE(relative_error(got, expected), kTolerance) << "host path";
+      EXPECT_LE(relative_error(got, expected), tolerance) << "host path";
 
       if (first) {
         std::fill(got.begin(), got.end(), NAN);
         ASSERT_EQ(fdnn_model_run(gpu, batch, input.data(), input.size(), got.data(), got.size()),
                   FDNN_STATUS_OK)
             << fdnn_last_error_message();
-        EXPECT_LE(relative_error(got, expected), kTolerance) << "fdnn_model_run";
+        EXPECT_LE(relative_error(got, expected), tolerance) << "fdnn_model_run";
       }
 #if FUSEDNN_TEST_WITH_CUDART
       run_device(context, batch, input, output_count, buffers.input, buffers.output,
                  buffers.stream, &got);
-      EXPECT_LE(relative_error(got, expected), kTolerance) << "device path, caller's stream";
+      EXPECT_LE(relative_error(got, expected), tolerance) << "device path, caller's stream";
       if (first) {
         run_device(context, batch, input, output_count, buffers.input, buffers.output, nullptr,
                    &got);
-        EXPECT_LE(relative_error(got, expected), kTolerance) << "device path, NULL stream";
+        EXPECT_LE(relative_error(got, expected), tolerance) << "device path, NULL stream";
       }
 #endif
       first = false;

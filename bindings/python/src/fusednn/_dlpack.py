@@ -1,8 +1,18 @@
-"""Reading a DLPack capsule (the ``__dlpack__`` protocol) with ctypes, for Context.run_device.
+"""Consuming a DLPack capsule (the ``__dlpack__`` protocol) with ctypes, for Context.run_device.
 
-Only the unversioned protocol is used: ``__dlpack__`` is called without ``max_version``, so a
-conforming producer returns a PyCapsule named "dltensor" over a DLManagedTensor (dlpack.h v0.x
-layout, which later versions keep for that capsule name).
+Both forms of the protocol are read (dlpack.h, and the array API's ``__dlpack__``):
+
+* versioned: ``__dlpack__(stream=..., max_version=(1, 0))`` returns a PyCapsule named
+  "dltensor_versioned" over a DLManagedTensorVersioned (version, manager_ctx, deleter, flags,
+  then the DLTensor);
+* unversioned: a producer that does not take ``max_version`` raises TypeError and is called again
+  as ``__dlpack__(stream=...)``; it returns a capsule named "dltensor" over a DLManagedTensor (the
+  DLTensor, manager_ctx, deleter). A producer may also answer the versioned call with this form.
+
+Consuming a capsule renames it "used_dltensor_versioned" / "used_dltensor", so the producer's
+capsule destructor leaves the tensor alone, and makes the consumer responsible for the tensor's
+deleter: :class:`ConsumedTensor` calls it exactly once, when the run is queued or when a check
+refuses the tensor.
 """
 
 from __future__ import annotations
@@ -10,7 +20,8 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Optional, Tuple
 
-__all__ = ["DLDataType", "DLDevice", "DLManagedTensor", "DLTensor", "KDL_CUDA", "device_buffer"]
+__all__ = ["ConsumedTensor", "DLDataType", "DLDevice", "DLManagedTensor",
+           "DLManagedTensorVersioned", "DLPackVersion", "DLTensor", "KDL_CUDA", "device_buffer"]
 
 KDL_CPU = 1
 KDL_CUDA = 2
@@ -21,7 +32,18 @@ _DEVICE_TYPE_NAMES = {1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL
                       8: "kDLMetal", 9: "kDLVPI", 10: "kDLROCM", 11: "kDLROCMHost", 12: "kDLExtDev",
                       13: "kDLCUDAManaged", 14: "kDLOneAPI", 15: "kDLWebGPU", 16: "kDLHexagon"}
 
+# Capsule names. PyCapsule_SetName keeps the pointer it is given, so these module-level bytes
+# objects (alive as long as the module) are what every renamed capsule points to.
 CAPSULE_NAME = b"dltensor"
+USED_CAPSULE_NAME = b"used_dltensor"
+VERSIONED_CAPSULE_NAME = b"dltensor_versioned"
+USED_VERSIONED_CAPSULE_NAME = b"used_dltensor_versioned"
+
+# The newest DLManagedTensorVersioned layout this module reads; a capsule of another major
+# version has another layout past its flags and is refused (after its deleter is called).
+MAX_VERSION = (1, 0)
+FLAG_READ_ONLY = 1 << 0  # DLPACK_FLAG_BITMASK_READ_ONLY
+FLAG_IS_COPIED = 1 << 1  # DLPACK_FLAG_BITMASK_IS_COPIED
 
 
 class DLDevice(ctypes.Structure):
@@ -46,12 +68,29 @@ DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
 DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
                             ("deleter", DELETER)]
 
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+VERSIONED_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
+DLManagedTensorVersioned._fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
+                                     ("deleter", VERSIONED_DELETER), ("flags", ctypes.c_uint64),
+                                     ("dl_tensor", DLTensor)]
+
 _capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_get_pointer.restype = ctypes.c_void_p
 _capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
 _capsule_is_valid.restype = ctypes.c_int
 _capsule_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_set_name = ctypes.pythonapi.PyCapsule_SetName
+_capsule_set_name.restype = ctypes.c_int
+_capsule_set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
 def device_type_name(device_type: int) -> str:
@@ -63,36 +102,93 @@ def has_dlpack(obj: Any) -> bool:
         callable(getattr(obj, "__dlpack_device__", None))
 
 
-def device_buffer(obj: Any, stream: Optional[int], device_id: int, where: str,
-                  what: str) -> Tuple[int, Tuple[int, ...], Any]:
-    """(data pointer, shape, capsule) of a float32 C-contiguous CUDA tensor given by DLPack.
+class ConsumedTensor:
+    """A managed tensor taken out of its capsule; :meth:`release` calls its deleter once.
 
-    `stream` is the cudaStream_t the run is queued on, handed to the producer so that it orders
-    its pending work before it (None when the run uses the context's own stream: the producer
-    then assumes the legacy default stream, as the DLPack spec says). The capsule must be kept
-    alive until the run is queued. It is left unconsumed (still named "dltensor"): the spec
-    has the producer's capsule destructor call the deleter for a capsule it still owns, so
-    nothing leaks and the memory is never freed twice; a consumer renames it "used_dltensor"
-    only when it keeps the tensor beyond the capsule, which run_device does not (the caller
-    keeps its tensor alive while the stream runs, as with __cuda_array_interface__).
+    Attributes:
+        versioned: Whether it is a DLManagedTensorVersioned (else a DLManagedTensor).
+        tensor: Its DLTensor, valid until :meth:`release`.
+        flags: The versioned form's flags (0 for the unversioned form).
     """
-    device = obj.__dlpack_device__()
-    device_type, device_index = int(device[0]), int(device[1])
-    if device_type != KDL_CUDA:
-        raise TypeError(f"{where}: the {what} is a DLPack tensor on "
-                        f"{device_type_name(device_type)}; run_device takes CUDA device memory "
-                        "(kDLCUDA, 2) through __dlpack__ or __cuda_array_interface__; use run() "
-                        "for host arrays")
-    if device_index != device_id:
-        raise ValueError(f"{where}: the {what} is on CUDA device {device_index} but the model "
-                         f"runs on device {device_id}; move it there first")
-    # A stream of 0 is ambiguous in the spec and not allowed; None means the legacy default.
-    capsule = obj.__dlpack__(stream=stream if stream else None)
-    if not _capsule_is_valid(capsule, CAPSULE_NAME):
-        raise TypeError(f"{where}: the {what}'s __dlpack__() did not return a PyCapsule named "
-                        "'dltensor' (already consumed?)")
-    managed = DLManagedTensor.from_address(_capsule_get_pointer(capsule, CAPSULE_NAME))
-    tensor = managed.dl_tensor
+
+    def __init__(self, address: int, versioned: bool) -> None:
+        self._address: Optional[int] = address
+        self.versioned = versioned
+        self.flags = 0
+        self.tensor: Optional[DLTensor] = None
+
+    def _managed_type(self) -> Any:
+        return DLManagedTensorVersioned if self.versioned else DLManagedTensor
+
+    def release(self) -> None:
+        """Calls the producer's deleter (when it gave one); later calls do nothing."""
+        address, self._address = self._address, None
+        self.tensor = None
+        if address is None:
+            return
+        managed_type = self._managed_type()
+        deleter = managed_type.from_address(address).deleter
+        if deleter:
+            deleter(ctypes.cast(address, ctypes.POINTER(managed_type)))
+
+    def __del__(self) -> None:
+        # A safety net: every path of device_buffer / run_device releases explicitly.
+        try:
+            self.release()
+        except Exception:
+            pass
+
+
+def _export(obj: Any, stream: Optional[int]) -> Any:
+    """The capsule of ``obj.__dlpack__``: the versioned call first, the unversioned on TypeError."""
+    try:
+        return obj.__dlpack__(stream=stream, max_version=MAX_VERSION)
+    except TypeError:
+        # A producer from before the versioned protocol takes no max_version keyword.
+        return obj.__dlpack__(stream=stream)
+
+
+def _consume(capsule: Any, where: str, what: str) -> ConsumedTensor:
+    """Takes the tensor out of its capsule, renaming the capsule "used_..." (the protocol)."""
+    if _capsule_is_valid(capsule, VERSIONED_CAPSULE_NAME):
+        address = _capsule_get_pointer(capsule, VERSIONED_CAPSULE_NAME)
+        if _capsule_set_name(capsule, USED_VERSIONED_CAPSULE_NAME) != 0:
+            raise RuntimeError(f"{where}: could not rename the {what}'s DLPack capsule")
+        consumed = ConsumedTensor(address, versioned=True)
+        # The layout up to the flags is the same in every major version; past them it is not.
+        version = DLPackVersion.from_address(address)
+        if version.major != MAX_VERSION[0]:
+            consumed.release()
+            raise TypeError(f"{where}: the {what}'s DLPack capsule is version {version.major}."
+                            f"{version.minor}; fusednn reads version {MAX_VERSION[0]}.x (it asked "
+                            f"for max_version={MAX_VERSION})")
+        managed = DLManagedTensorVersioned.from_address(address)
+        consumed.flags = int(managed.flags)
+        consumed.tensor = managed.dl_tensor
+        return consumed
+    if _capsule_is_valid(capsule, CAPSULE_NAME):
+        address = _capsule_get_pointer(capsule, CAPSULE_NAME)
+        if _capsule_set_name(capsule, USED_CAPSULE_NAME) != 0:
+            raise RuntimeError(f"{where}: could not rename the {what}'s DLPack capsule")
+        consumed = ConsumedTensor(address, versioned=False)
+        consumed.tensor = DLManagedTensor.from_address(address).dl_tensor
+        return consumed
+    raise TypeError(f"{where}: the {what}'s __dlpack__() did not return a PyCapsule named "
+                    "'dltensor_versioned' or 'dltensor' (already consumed?)")
+
+
+def _check_tensor(consumed: ConsumedTensor, device_type: int, device_index: int, writable: bool,
+                  where: str, what: str) -> Tuple[int, Tuple[int, ...]]:
+    """(data pointer, shape) of a float32 C-contiguous tensor; raises on anything else."""
+    tensor = consumed.tensor
+    assert tensor is not None
+    if writable and consumed.flags & FLAG_READ_ONLY:
+        raise ValueError(f"{where}: the {what} is read-only (its DLPack producer set "
+                         "DLPACK_FLAG_BITMASK_READ_ONLY); pass a writable tensor")
+    if writable and consumed.flags & FLAG_IS_COPIED:
+        raise ValueError(f"{where}: the {what} is a copy its DLPack producer made "
+                         "(DLPACK_FLAG_BITMASK_IS_COPIED), so results written there would be "
+                         "lost; pass the tensor itself")
     if (tensor.device.device_type, tensor.device.device_id) != (device_type, device_index):
         raise ValueError(f"{where}: the {what}'s DLTensor is on "
                          f"{device_type_name(tensor.device.device_type)} device "
@@ -120,4 +216,39 @@ def device_buffer(obj: Any, stream: Optional[int], device_id: int, where: str,
     pointer = int(tensor.data) + int(tensor.byte_offset)
     if pointer % 4:
         raise ValueError(f"{where}: the {what}'s data is not aligned to float32")
-    return pointer, shape, capsule
+    return pointer, shape
+
+
+def device_buffer(obj: Any, stream: Optional[int], device_id: int, where: str, what: str,
+                  writable: bool) -> Tuple[int, Tuple[int, ...], ConsumedTensor]:
+    """(data pointer, shape, consumed tensor) of a float32 C-contiguous CUDA tensor from DLPack.
+
+    `stream` is the cudaStream_t the run is queued on, handed to the producer so that it orders
+    its pending work before it (None when the run uses the context's own stream: the producer
+    then assumes the legacy default stream, as the DLPack spec says). `writable`: the tensor is
+    an output, so one its producer flags read-only (or copied) is refused.
+
+    The caller must call ``release()`` on the returned tensor once the run is queued (the
+    pointer stays valid until then); on any error raised here it has already been released.
+    As with __cuda_array_interface__, the caller keeps its own tensor alive while the stream
+    still uses it: the deleter only drops the producer's export.
+    """
+    device = obj.__dlpack_device__()
+    device_type, device_index = int(device[0]), int(device[1])
+    if device_type != KDL_CUDA:
+        raise TypeError(f"{where}: the {what} is a DLPack tensor on "
+                        f"{device_type_name(device_type)}; run_device takes CUDA device memory "
+                        "(kDLCUDA, 2) through __dlpack__ or __cuda_array_interface__; use run() "
+                        "for host arrays")
+    if device_index != device_id:
+        raise ValueError(f"{where}: the {what} is on CUDA device {device_index} but the model "
+                         f"runs on device {device_id}; move it there first")
+    # A stream of 0 is ambiguous in the spec and not allowed; None means the legacy default.
+    capsule = _export(obj, stream if stream else None)
+    consumed = _consume(capsule, where, what)
+    try:
+        pointer, shape = _check_tensor(consumed, device_type, device_index, writable, where, what)
+    except BaseException:
+        consumed.release()
+        raise
+    return pointer, shape, consumed

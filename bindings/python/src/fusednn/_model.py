@@ -22,6 +22,10 @@ _DEVICE_BY_NAME = {"cpu": _native.DEVICE_CPU, "cuda": _native.DEVICE_CUDA,
                    "auto": _native.DEVICE_AUTO}
 _DEVICE_NAMES = {value: name for name, value in _DEVICE_BY_NAME.items()}
 
+_PRECISION_BY_NAME = {"fp32": _native.PRECISION_FP32, "tf32": _native.PRECISION_TF32,
+                      "fp16": _native.PRECISION_FP16, "bf16": _native.PRECISION_BF16}
+_PRECISION_NAMES = {value: name for name, value in _PRECISION_BY_NAME.items()}
+
 
 @dataclass(frozen=True)
 class MemoryInfo:
@@ -69,7 +73,7 @@ def _path_bytes(path: PathLike) -> bytes:
 
 
 def _options(max_batch: Optional[int], device: str, device_id: int, cpu_threads: Optional[int],
-             cuda_graphs: Optional[bool]) -> _native.ModelOptions:
+             cuda_graphs: Optional[bool], precision: str) -> _native.ModelOptions:
     # The library writes no further than the size given: the fields this binding knows.
     options = _native.ModelOptions()
     _native.call("fdnn_model_options_init")(ctypes.byref(options),
@@ -91,6 +95,10 @@ def _options(max_batch: Optional[int], device: str, device_id: int, cpu_threads:
         options.cpu_threads = cpu_threads
     if cuda_graphs is not None:
         options.cuda_graphs = 1 if cuda_graphs else 0
+    if not isinstance(precision, str) or precision not in _PRECISION_BY_NAME:
+        raise ValueError(f"precision must be one of {sorted(_PRECISION_BY_NAME)}, got "
+                         f"{precision!r}")
+    options.precision = _PRECISION_BY_NAME[precision]
     return options
 
 
@@ -150,16 +158,17 @@ def _device_buffer(array: Any, where: str, what: str,
     return pointer, shape
 
 
-def _device_or_dlpack_buffer(array: Any, where: str, what: str, writable: bool,
-                             stream: Optional[int],
-                             device_id: int) -> Tuple[Optional[int], Tuple[int, ...], Any]:
-    """(data pointer, shape, capsule to keep alive) of a device array.
+def _device_or_dlpack_buffer(
+        array: Any, where: str, what: str, writable: bool, stream: Optional[int],
+        device_id: int) -> Tuple[Optional[int], Tuple[int, ...], Optional[_dlpack.ConsumedTensor]]:
+    """(data pointer, shape, consumed DLPack tensor or None) of a device array.
 
     __cuda_array_interface__ is preferred when an object has both protocols (it needs no
-    capsule); otherwise __dlpack__ / __dlpack_device__ are used.
+    capsule); otherwise __dlpack__ / __dlpack_device__ are used, and the caller must release()
+    the consumed tensor once the run is queued.
     """
     if getattr(array, "__cuda_array_interface__", None) is None and _dlpack.has_dlpack(array):
-        return _dlpack.device_buffer(array, stream, device_id, where, what)
+        return _dlpack.device_buffer(array, stream, device_id, where, what, writable)
     pointer, shape = _device_buffer(array, where, what, writable)
     return pointer, shape, None
 
@@ -228,7 +237,7 @@ class Model:
     @classmethod
     def from_file(cls: Type["Model"], path: PathLike, *, max_batch: Optional[int] = None,
                   device: str = "cpu", device_id: int = 0, cpu_threads: Optional[int] = None,
-                  cuda_graphs: Optional[bool] = None) -> "Model":
+                  cuda_graphs: Optional[bool] = None, precision: str = "fp32") -> "Model":
         """Create a model from a bundle (spec and weights) or a JSON spec file.
 
         Args:
@@ -243,12 +252,17 @@ class Model:
             cuda_graphs: GPU only: capture each run into a CUDA graph per context and batch size
                 and replay it (the lowest launch overhead). None keeps the library's default
                 (on).
+            precision: The least precise arithmetic the model may use: "fp32" (exact, the
+                default), "tf32", "fp16" or "bf16". Inputs and outputs stay float32. A bound on
+                the error (tf32 1e-3, fp16 and bf16 1e-2 relative to an fp32 run), never a
+                promise of less accuracy: the CPU always computes in fp32. :attr:`precision`
+                says what the model runs in; see docs/precision.md.
 
         Raises:
             FileError, ParseError, InvalidModelError, WeightMismatchError, UnsupportedError (the
             device cannot be used), OutOfMemoryError; ValueError for a bad option.
         """
-        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs)
+        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision)
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_file")(_path_bytes(path), ctypes.byref(options),
                                                     ctypes.byref(handle))
@@ -259,13 +273,14 @@ class Model:
     @classmethod
     def from_spec(cls: Type["Model"], spec: Union[str, bytes, Mapping[str, Any]], *,
                   max_batch: Optional[int] = None, device: str = "cpu", device_id: int = 0,
-                  cpu_threads: Optional[int] = None,
-                  cuda_graphs: Optional[bool] = None) -> "Model":
+                  cpu_threads: Optional[int] = None, cuda_graphs: Optional[bool] = None,
+                  precision: str = "fp32") -> "Model":
         """Create a model from a spec held in memory; its weights come next.
 
         Args:
             spec: The spec as JSON text (str or UTF-8 bytes) or as a dict.
-            max_batch, device, device_id, cpu_threads, cuda_graphs: As for :meth:`from_file`.
+            max_batch, device, device_id, cpu_threads, cuda_graphs, precision: As for
+                :meth:`from_file`.
 
         Raises:
             ParseError, InvalidModelError, UnsupportedError, OutOfMemoryError; TypeError for a
@@ -279,7 +294,7 @@ class Model:
             text = spec
         else:
             raise TypeError(f"spec must be JSON text or a dict, got {type(spec).__name__}")
-        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs)
+        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision)
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_spec")(text, len(text), ctypes.byref(options),
                                                     ctypes.byref(handle))
@@ -368,6 +383,18 @@ class Model:
     def device(self) -> str:
         """Where the model runs: "cpu" or "cuda" ("auto" is resolved at creation)."""
         return self._device
+
+    @property
+    def precision(self) -> str:
+        """The precision the model runs its matrix work in: "fp32", "tf32", "fp16" or "bf16".
+
+        The one asked for at creation or a more precise one; always "fp32" on the CPU. For a
+        GPU model that has not run yet, the first query sets up the backend (as
+        :attr:`memory_info` does), so it may raise OutOfMemoryError or DeviceError.
+        """
+        value = ctypes.c_int(0)
+        _native.call("fdnn_model_precision")(self._live_handle(), ctypes.byref(value))
+        return _PRECISION_NAMES.get(value.value, f"precision {value.value}")
 
     @property
     def memory_info(self) -> MemoryInfo:
@@ -525,10 +552,14 @@ class Context:
                 shaped like the input of :meth:`run`. A DLPack producer is handed ``stream`` so
                 it orders its pending work before the run (with ``stream=None`` it is told the
                 legacy default stream, which does not order the context's own non-blocking
-                stream: pass the producer's stream when it has work in flight). Nothing is
-                copied and the capsule is left to the producer's destructor.
+                stream: pass the producer's stream when it has work in flight). The versioned
+                protocol is asked for (``max_version=(1, 0)``) and the unversioned one used
+                when the producer does not take it; the capsule is consumed (renamed
+                "used_dltensor[_versioned]") and the tensor's deleter called once the run is
+                queued. Nothing is copied: keep ``x`` alive until the stream has used it.
             out: The output in device memory, written in place: float32, C-contiguous, shape
-                ``(batch, *output_shape)`` (or ``output_shape`` for a single sample).
+                ``(batch, *output_shape)`` (or ``output_shape`` for a single sample). One its
+                producer flags read-only (or as a copy) is refused.
             stream: The ``cudaStream_t`` to queue the work on: an int, or an object with a
                 ``cuda_stream`` (torch) or ``ptr`` (CuPy) attribute. None uses the context's own
                 stream and waits for the results; otherwise the call returns at once and the
@@ -542,12 +573,25 @@ class Context:
             raise ValueError("the context is closed")
         where = "Context.run_device"
         stream_pointer = _stream_pointer(stream)
-        # Both capsules (None for __cuda_array_interface__) stay referenced until the run is
-        # queued, so a producer cannot free the memory behind the pointers before then.
-        x_pointer, x_shape, x_capsule = _device_or_dlpack_buffer(
+        # DLPack tensors (None for __cuda_array_interface__) are released, their deleters called
+        # once, only after the run is queued or refused, so the pointers stay valid until then.
+        x_pointer, x_shape, x_tensor = _device_or_dlpack_buffer(
             x, where, "input", False, stream_pointer, self._device_id)
-        out_pointer, out_shape, out_capsule = _device_or_dlpack_buffer(
-            out, where, "output", True, stream_pointer, self._device_id)
+        out_tensor: Optional[_dlpack.ConsumedTensor] = None
+        try:
+            out_pointer, out_shape, out_tensor = _device_or_dlpack_buffer(
+                out, where, "output", True, stream_pointer, self._device_id)
+            self._run_device_checked(where, x_pointer, x_shape, out_pointer, out_shape,
+                                     stream_pointer)
+        finally:
+            for tensor in (x_tensor, out_tensor):
+                if tensor is not None:
+                    tensor.release()
+
+    def _run_device_checked(self, where: str, x_pointer: Optional[int], x_shape: Tuple[int, ...],
+                            out_pointer: Optional[int], out_shape: Tuple[int, ...],
+                            stream_pointer: Optional[int]) -> None:
+        """Checks the shapes of run_device's buffers against the model's and queues the run."""
         if x_shape == self._input_shape:
             batch, expected_out = 1, self._output_shape
         elif len(x_shape) == len(self._input_shape) + 1 and x_shape[1:] == self._input_shape:
@@ -562,7 +606,6 @@ class Context:
             raise ValueError(f"{where}: output shape {out_shape} should be {expected_out}")
         self._run_device_function(self._handle, batch, x_pointer, math.prod(x_shape),
                                   out_pointer, math.prod(out_shape), stream_pointer)
-        del x_capsule, out_capsule
 
     @property
     def closed(self) -> bool:

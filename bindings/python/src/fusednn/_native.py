@@ -31,7 +31,7 @@ ENV_LIBRARY = "FUSEDNN_LIBRARY"
 # The C API this binding is written against: the library must have this major version and at
 # least this minor version (FDNN_VERSION_MAJOR / FDNN_VERSION_MINOR in fusednn.h).
 API_VERSION_MAJOR = 0
-API_VERSION_MINOR = 1
+API_VERSION_MINOR = 2
 
 MAX_RANK = 8  # FDNN_MAX_RANK
 
@@ -43,10 +43,16 @@ DEVICE_CPU = 0  # fdnn_device
 DEVICE_CUDA = 1
 DEVICE_AUTO = 2
 
+PRECISION_FP32 = 0  # fdnn_precision
+PRECISION_TF32 = 1
+PRECISION_FP16 = 2
+PRECISION_BF16 = 3
+
 # C enums are passed as int on every ABI fusednn supports.
 c_status = ctypes.c_int
 c_dtype = ctypes.c_int
 c_device = ctypes.c_int
+c_precision = ctypes.c_int
 
 
 class _OpaqueModel(ctypes.Structure):
@@ -74,6 +80,7 @@ class ModelOptions(ctypes.Structure):
         ("device_id", ctypes.c_int32),
         ("cpu_threads", ctypes.c_int32),
         ("cuda_graphs", ctypes.c_int32),
+        ("precision", c_precision),
     ]
 
 
@@ -131,7 +138,10 @@ class Library:
     def __init__(self, cdll: ctypes.CDLL, path: str) -> None:
         self.path = path
         self.cdll = cdll
-        self._declare()
+        # The version first: an older library lacks the functions added since, which
+        # _declare() would otherwise trip over with a bare AttributeError.
+        cdll.fdnn_version.argtypes, cdll.fdnn_version.restype = [], ctypes.c_uint32
+        cdll.fdnn_version_string.argtypes, cdll.fdnn_version_string.restype = [], ctypes.c_char_p
         self.version_number = int(cdll.fdnn_version())
         self.version = _decode(cdll.fdnn_version_string())
         major, minor = self.version_number // 10000, (self.version_number // 100) % 100
@@ -140,6 +150,7 @@ class Library:
                 f"{path} is fusednn {self.version}, but this binding needs "
                 f"{API_VERSION_MAJOR}.{API_VERSION_MINOR} or a later {API_VERSION_MAJOR}.x; point "
                 f"{ENV_LIBRARY} at a matching libfusednn.so")
+        self._declare()
 
     def last_error_message(self) -> str:
         """The calling thread's ``fdnn_last_error_message()``."""
@@ -186,6 +197,7 @@ class Library:
         fallible("fdnn_model_output_shape", ModelHandle, P(Shape))
         fallible("fdnn_model_max_batch", ModelHandle, P(i64))
         fallible("fdnn_model_device", ModelHandle, P(c_device))
+        fallible("fdnn_model_precision", ModelHandle, P(c_precision))
         fallible("fdnn_model_memory_info", ModelHandle, P(MemoryInfoStruct))
         fallible("fdnn_model_layer_count", ModelHandle, P(i32))
         fallible("fdnn_model_layer_info", ModelHandle, i32, P(LayerInfoStruct))

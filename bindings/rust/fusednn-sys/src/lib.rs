@@ -84,7 +84,12 @@ pub mod declared {
     }
 
     /// Every enum declared in this crate.
-    pub const ENUMS: &[EnumDecl] = &[super::STATUS_DECL, super::DTYPE_DECL, super::DEVICE_DECL];
+    pub const ENUMS: &[EnumDecl] = &[
+        super::STATUS_DECL,
+        super::DTYPE_DECL,
+        super::DEVICE_DECL,
+        super::PRECISION_DECL,
+    ];
 
     /// Every struct declared in this crate.
     pub const STRUCTS: &[StructDecl] = &[
@@ -203,7 +208,7 @@ macro_rules! c_functions {
 /// ABI major version of the header these declarations mirror; the library's SOVERSION.
 pub const FDNN_VERSION_MAJOR: u32 = 0;
 /// Minor version of the header: incremented when functions or struct fields are added.
-pub const FDNN_VERSION_MINOR: u32 = 1;
+pub const FDNN_VERSION_MINOR: u32 = 2;
 /// Patch version of the header: fixes that change no interface.
 pub const FDNN_VERSION_PATCH: u32 = 0;
 /// The header version as one number, `major * 10000 + minor * 100 + patch`; compare with
@@ -274,6 +279,23 @@ c_enum! {
     }
 }
 
+c_enum! {
+    /// The numeric precision a model may run its matrix work in (C `fdnn_precision`). A bound on
+    /// the error relative to an fp32 run (TF32 1e-3, FP16 and BF16 1e-2, and never more than
+    /// twice PyTorch's in the same precision), never a promise of less accuracy: the CPU backend
+    /// always computes in fp32. Inputs and outputs stay float32.
+    PRECISION_DECL: pub type fdnn_precision = c_int {
+        /// IEEE 754 binary32 throughout (exact; the default).
+        FDNN_PRECISION_FP32 = 0,
+        /// fp32 storage; tensor-core products with a 10-bit mantissa.
+        FDNN_PRECISION_TF32 = 1,
+        /// Weights and products in IEEE 754 binary16, fp32 accumulation.
+        FDNN_PRECISION_FP16 = 2,
+        /// Weights and products in bfloat16, fp32 accumulation.
+        FDNN_PRECISION_BF16 = 3,
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Handles and structs
 // ------------------------------------------------------------------------------------------------
@@ -309,6 +331,9 @@ c_struct! {
         /// GPU only: 1 captures each run into a CUDA graph per context and batch size and replays
         /// it afterwards; 0 launches the kernels directly.
         pub cuda_graphs: i32,
+        /// The least precise arithmetic the model may use (see [`fdnn_precision`]); the CPU
+        /// always runs in fp32. A struct that ends before this field gets FP32.
+        pub precision: fdnn_precision,
     }
 }
 
@@ -430,6 +455,12 @@ c_functions! {
 
     /// The device the model runs on (never AUTO). Thread-safe.
     pub fn fdnn_model_device(model: *const fdnn_model, device: *mut fdnn_device) -> fdnn_status;
+
+    /// The precision the model actually runs in: the one asked for or a more precise one
+    /// (always FP32 on the CPU). For a GPU model before its first run, the first query sets up
+    /// the backend and may fail as creating a context can. Thread-safe.
+    pub fn fdnn_model_precision(model: *const fdnn_model, precision: *mut fdnn_precision)
+        -> fdnn_status;
 
     /// Parameter count and memory figures; set `info.struct_size` first. Thread-safe.
     pub fn fdnn_model_memory_info(model: *const fdnn_model, info: *mut fdnn_memory_info)

@@ -32,6 +32,7 @@ mod context;
 mod error;
 mod info;
 mod model;
+mod precision;
 
 use std::ffi::CStr;
 
@@ -43,6 +44,7 @@ pub use context::Context;
 pub use error::{Error, Result, Status};
 pub use info::{LayerInfo, MemoryInfo, Shape, Version, MAX_RANK};
 pub use model::{Device, Model, ModelOptions};
+pub use precision::Precision;
 
 /// The version of the loaded library (which may be newer than [`Version::HEADER`]).
 pub fn version() -> Version {

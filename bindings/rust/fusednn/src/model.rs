@@ -9,6 +9,7 @@ use fusednn_sys as sys;
 use crate::context::Context;
 use crate::error::{check, Error, Result, Status};
 use crate::info::{copy_c_string, LayerInfo, MemoryInfo, Shape, MAX_RANK};
+use crate::precision::Precision;
 
 /// Where a model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,7 +60,7 @@ pub struct ModelOptions {
 
 impl ModelOptions {
     /// The library's defaults: max batch 1024, the CPU, GPU 0, as many CPU threads as pay off,
-    /// CUDA graphs on.
+    /// CUDA graphs on, [`Precision::Fp32`].
     pub fn new() -> ModelOptions {
         let size = std::mem::size_of::<sys::fdnn_model_options>();
         // SAFETY: every field is a plain integer, valid when zeroed.
@@ -101,6 +102,13 @@ impl ModelOptions {
     /// replayed afterwards, the lowest launch overhead; otherwise kernels launch directly.
     pub fn cuda_graphs(mut self, enabled: bool) -> ModelOptions {
         self.raw.cuda_graphs = i32::from(enabled);
+        self
+    }
+
+    /// The least precise arithmetic the model may use: an upper bound on its error (see
+    /// [`Precision`]). The CPU always runs in fp32; [`Model::precision`] says what runs.
+    pub fn precision(mut self, precision: Precision) -> ModelOptions {
+        self.raw.precision = precision.to_raw();
         self
     }
 
@@ -466,6 +474,18 @@ impl Model {
         // SAFETY: the handle is live and raw is writable.
         check(unsafe { sys::fdnn_model_device(self.raw.as_ptr(), &mut raw) })?;
         Device::from_raw(raw)
+    }
+
+    /// The precision the model runs its matrix work in: the one asked for with
+    /// [`ModelOptions::precision`] or a more precise one; always [`Precision::Fp32`] on the CPU.
+    ///
+    /// Errors: for a GPU model before its first run, the first query sets up the backend and may
+    /// fail with [`Status::OutOfMemory`] or [`Status::DeviceError`].
+    pub fn precision(&self) -> Result<Precision> {
+        let mut raw = sys::FDNN_PRECISION_FP32;
+        // SAFETY: the handle is live and raw is writable; the query is thread-safe.
+        check(unsafe { sys::fdnn_model_precision(self.raw.as_ptr(), &mut raw) })?;
+        Precision::from_raw(raw)
     }
 
     /// The parameter count and the memory the model and each context use.

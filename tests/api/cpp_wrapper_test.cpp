@@ -1,0 +1,34 @@
+// The header-only C++ wrapper (fusednn.hpp) over the same C API: options, queries, errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "api_test_support.hpp"
+#include "fusednn/fusednn.hpp"
+
+using namespace fusednn_test;
+
+TEST(CppWrapper, PrecisionOptionAndQuery) {
+  // The CPU computes in fp32 whatever precision the options allow.
+  for (fdnn_precision asked : {FDNN_PRECISION_FP32, FDNN_PRECISION_FP16, FDNN_PRECISION_BF16}) {
+    fusednn::Model model = fusednn::Model::from_spec(
+        tiny_linear_spec(), fusednn::ModelOptions().max_batch(4).precision(asked));
+    EXPECT_EQ(model.precision(), FDNN_PRECISION_FP32);
+    EXPECT_EQ(model.device(), FDNN_DEVICE_CPU);
+  }
+}
+
+TEST(CppWrapper, UnknownPrecisionThrowsNamingTheOption) {
+  const int32_t unknown = 9;
+  fdnn_precision precision;
+  std::memcpy(&precision, &unknown, sizeof precision);
+  try {
+    fusednn::Model::from_spec(tiny_linear_spec(), fusednn::ModelOptions().precision(precision));
+    FAIL() << "an unknown precision was accepted";
+  } catch (const fusednn::Error& error) {
+    EXPECT_EQ(error.status(), FDNN_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(error.what()).find("options.precision"), std::string::npos)
+        << error.what();
+  }
+}
