@@ -212,6 +212,23 @@ int64_t reduced_tensor_core_min_rows() {
   return knob != nullptr && std::string(knob) == "0" ? -1 : 0;
 }
 
+// The cuBLASLt compute type for a model precision: fp32 data throughout, tensor-core products in
+// the reduced format from compute capability 8.0 on (and unless FUSEDNN_CUDA_TENSOR_CORES=0).
+cublasComputeType_t cublaslt_compute_type(Precision precision, const DeviceInfo& device) {
+  if (device.major < 8 || reduced_tensor_core_min_rows() < 0) return CUBLAS_COMPUTE_32F;
+  switch (precision) {
+    case Precision::TF32:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case Precision::FP16:
+      return CUBLAS_COMPUTE_32F_FAST_16F;
+    case Precision::BF16:
+      return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case Precision::FP32:
+      break;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
 TensorCoreMath tensor_core_math(Precision precision) {
   switch (precision) {
     case Precision::TF32:
@@ -473,10 +490,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     }
     if (op.kind == OpKind::CublasLtLinear && cublaslt_) {
       const Step& step = p.steps[op.first_step];
+      const cublasComputeType_t compute = cublaslt_compute_type(precision_, device_);
       op.lt = std::make_unique<CublasLtLinear>(
           cublaslt_->get(), static_cast<int32_t>(step.in_features),
           static_cast<int32_t>(step.out_features), refs[i].lt_activation, op.weight, op.bias,
-          cublaslt_workspace_bytes_);
+          cublaslt_workspace_bytes_, compute);
+      if (compute != CUBLAS_COMPUTE_32F) effective_precision_ = precision_;
     }
   }
   assign_workspace();

@@ -91,7 +91,8 @@ CublasLtHandle::~CublasLtHandle() {
 
 CublasLtLinear::CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out,
                                CublasLtActivation activation, const float* weight,
-                               const float* bias, size_t workspace_bytes)
+                               const float* bias, size_t workspace_bytes,
+                               cublasComputeType_t compute)
     : handle_(handle),
       in_(in),
       out_(out),
@@ -103,7 +104,7 @@ CublasLtLinear::CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out,
   if (in < 1 || out < 1 || weight == nullptr) {
     fail(FDNN_STATUS_INTERNAL_ERROR, "cuBLASLt Linear ", in, " -> ", out, " without weights");
   }
-  FDNN_CUBLAS_CHECK(lt().matmul_desc_init(&matmul_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  FDNN_CUBLAS_CHECK(lt().matmul_desc_init(&matmul_, compute, CUDA_R_32F));
   const int32_t transpose_a = CUBLAS_OP_T;
   const int32_t transpose_b = CUBLAS_OP_N;
   FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(&matmul_, CUBLASLT_MATMUL_DESC_TRANSA,

@@ -3,9 +3,9 @@
 // MLP kernel does not take: a lone layer wider than kFusedMlpMaxWidth, or one whose input is too
 // wide for any of its tiles. cuBLASLt's heuristic picks the tile shape for this device and shape.
 //
-// Exact fp32: CUBLAS_COMPUTE_32F with an fp32 scale, never the TF32 compute types, so results
-// agree with the CPU backend to 1e-5 relative (the NVIDIA_TF32_OVERRIDE environment variable is
-// the user's to leave unset).
+// Exact fp32 by default: CUBLAS_COMPUTE_32F with an fp32 scale, so results agree with the CPU
+// backend to 1e-5 relative (the NVIDIA_TF32_OVERRIDE environment variable is the user's to leave
+// unset). A model created with a reduced precision asks for the matching fast compute type.
 //
 // Row-major data through a column-major library: a row-major [r][c] matrix is the column-major
 // c x r matrix with leading dimension c. With m = out, n = rows, k = in, cuBLASLt computes
@@ -95,8 +95,12 @@ class CublasLtLinear {
   // weight: [out][in] on the device, bias: [out] or null; both must outlive this object.
   // workspace_bytes: the workspace every run() is given. Throws FDNN_STATUS_DEVICE_ERROR when
   // cuBLASLt refuses the descriptors.
+  // compute: CUBLAS_COMPUTE_32F (exact fp32, the default) or, for a reduced model precision,
+  // CUBLAS_COMPUTE_32F_FAST_TF32 / _FAST_16F / _FAST_16BF (fp32 data, tensor-core products in
+  // that format, fp32 accumulation).
   CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out, CublasLtActivation activation,
-                 const float* weight, const float* bias, size_t workspace_bytes);
+                 const float* weight, const float* bias, size_t workspace_bytes,
+                 cublasComputeType_t compute = CUBLAS_COMPUTE_32F);
   CublasLtLinear(const CublasLtLinear&) = delete;
   CublasLtLinear& operator=(const CublasLtLinear&) = delete;
 

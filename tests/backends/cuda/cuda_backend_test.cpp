@@ -131,6 +131,15 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
       fused.linear("fc1", 36, 70).act(layer).linear("fc2", 70, 9).act(layer);
       expect_matches_cpu(fused, {1, 33}, seed++, name + ", " + c.name, {}, c.precision, c.bound);
     }
+    // Lone wide Linear layers: cuBLASLt with the matching fast compute type.
+    Net lone({300});
+    lone.linear("fc", 300, 520).act(R"({"type": "GELU", "approximate": "tanh"})");
+    expect_matches_cpu(lone, all_batches(), seed++, std::string("300->520 GELU, ") + c.name,
+                       reports_precision, c.precision, c.bound);
+    Net seed_block({768});
+    seed_block.linear("fc", 768, 3072).act(R"({"type": "GELU", "approximate": "tanh"})");
+    expect_matches_cpu(seed_block, {1, 33}, seed++, std::string("768->3072 GELU, ") + c.name,
+                       reports_precision, c.precision, c.bound);
   }
 }
 
