@@ -362,8 +362,12 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceIn
   // has been timed against the cluster form on a GPU (bench/cuda/NOTES.md); a knob, not an API.
   const char* small_batch = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_MLP");
   if (small_batch != nullptr && std::string(small_batch) == "block") {
+    // The block kernel splits each dot product over kThreads / padded_out threads and reduces
+    // at most kFusedMlpMaxWidth columns per row.
+    bool narrow = true;
+    for (const FusedMlpLayerDesc& layer : layers) narrow = narrow && layer.padded_out <= kFusedMlpMaxWidth;
     const size_t bytes = fused_mlp_block_shared_bytes(result);
-    if (bytes <= device.shared_per_block_optin) result.block_shared_bytes = bytes;
+    if (narrow && bytes <= device.shared_per_block_optin) result.block_shared_bytes = bytes;
   }
 #ifndef FUSEDNN_CUDA_NO_CLUSTER_MLP  // a build switch to rule the cluster form out when debugging
   if (device.major >= 9) {

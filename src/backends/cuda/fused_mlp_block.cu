@@ -43,6 +43,9 @@ struct BlockParams {
 
 template <int kRows>
 __global__ void __launch_bounds__(kThreads) fused_mlp_block_kernel(const __grid_constant__ BlockParams p) {
+  // Outputs one thread reduces: kRows x padded_out can exceed kThreads (the planner keeps
+  // padded_out <= kFusedMlpMaxWidth).
+  constexpr int kOutputsPerThread = (kRows * kFusedMlpMaxWidth + kThreads - 1) / kThreads;
   extern __shared__ float4 shared_memory[];
   float* const weights = reinterpret_cast<float*>(shared_memory);
   float* const act0 = weights + p.weight_floats;
@@ -77,10 +80,15 @@ __global__ void __launch_bounds__(kThreads) fused_mlp_block_kernel(const __grid_
     const int chunks = kThreads / cols;  // padded_out <= kFusedMlpMaxWidth, so at least 2
     const int per_chunk = (layer.in + chunks - 1) / chunks;
 
-    // This thread's output for the reduction below: its bias now, off the critical path.
-    const int out_r = tid / cols, out_n = tid - (tid / cols) * cols;
-    const bool reducer = out_r < valid_rows && out_n < layer.out;
-    const float bias = reducer && layer.bias ? __ldg(layer.bias + out_n) : 0.0f;
+    // This thread's outputs for the reduction below (kRows x cols of them, up to two per thread:
+    // 4 rows x 256 columns are 1024): their biases now, off the critical path.
+    float bias[kOutputsPerThread];
+#pragma unroll
+    for (int i = 0; i < kOutputsPerThread; ++i) {
+      const int o = tid + i * kThreads;
+      const int out_r = o / cols, out_n = o - out_r * cols;
+      bias[i] = out_r < valid_rows && out_n < layer.out && layer.bias ? __ldg(layer.bias + out_n) : 0.0f;
+    }
 
     __pipeline_wait_prior(p.layer_count - 1 - l);  // this layer's weights have landed
     __syncthreads();                               // ... for every thread, and so has `in`
@@ -104,18 +112,23 @@ __global__ void __launch_bounds__(kThreads) fused_mlp_block_kernel(const __grid_
     }
     __syncthreads();
 
-    if (out_r < kRows && tid < kRows * cols) {
-      float sum = 0.0f;
-      for (int c = 0; c < chunks; ++c) sum += partials[(c * kRows + out_r) * cols + out_n];
-      if (reducer) {
-        const float value = apply_epilogue(layer.epilogue, sum + bias);
-        if (last) {
-          p.y[(row0 + out_r) * layer.out + out_n] = value;
-        } else {
-          next[out_r * p.width + out_n] = value;
+#pragma unroll
+    for (int i = 0; i < kOutputsPerThread; ++i) {
+      const int o = tid + i * kThreads;
+      if (o < kRows * cols) {
+        const int out_r = o / cols, out_n = o - out_r * cols;
+        float sum = 0.0f;
+        for (int c = 0; c < chunks; ++c) sum += partials[(c * kRows + out_r) * cols + out_n];
+        if (out_r < valid_rows && out_n < layer.out) {
+          const float value = apply_epilogue(layer.epilogue, sum + bias[i]);
+          if (last) {
+            p.y[(row0 + out_r) * layer.out + out_n] = value;
+          } else {
+            next[out_r * p.width + out_n] = value;
+          }
+        } else if (!last && out_n < layer.out) {
+          next[out_r * p.width + out_n] = 0.0f;  // rows past the batch stay finite
         }
-      } else if (!last && out_n < layer.out) {
-        next[out_r * p.width + out_n] = 0.0f;  // rows past the batch stay finite
       }
     }
     // The next iteration's barrier orders these writes before their reads.

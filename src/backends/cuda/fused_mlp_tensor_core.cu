@@ -58,7 +58,10 @@ __device__ __forceinline__ uint32_t to_tf32(float value) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   uint32_t result;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(result) : "f"(value));
-  return result;
+  // The tf32 register layout is implementation defined (PTX ISA, alternate floating-point
+  // formats); Tf32x3 reads `result` back as an fp32 value, so keep only sign, exponent and the
+  // 10 mantissa bits the tensor core uses.
+  return result & 0xffffe000u;
 #else
   return __float_as_uint(value);
 #endif
