@@ -30,6 +30,27 @@ Net seed_mlp() {
   return net;
 }
 
+// A chain with widths off the power-of-two grid and a different activation per layer.
+Net off_grid_chain() {
+  Net net({37});
+  net.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
+  net.linear("b", 200, 13).act(R"({"type": "SiLU"})");
+  net.linear("c", 13, 256).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
+  net.linear("d", 256, 255, false).act(R"({"type": "Scale", "alpha": 0.5})");
+  net.linear("e", 255, 5).act(R"({"type": "Sigmoid"})");
+  return net;
+}
+
+// The same with at most 255 columns (64 KB of weights): it fits one block's shared memory.
+Net narrow_off_grid_chain() {
+  Net net({37});
+  net.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
+  net.linear("b", 200, 13).act(R"({"type": "SiLU"})");
+  net.linear("c", 13, 255).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
+  net.linear("e", 255, 5, false).act(R"({"type": "Sigmoid"})");
+  return net;
+}
+
 TEST(CudaBackend, SeedMlpEveryBatchSize) {
   REQUIRE_CUDA();
   expect_matches_cpu(seed_mlp(), all_batches(), 1, "seed MLP 100-128-64-10");
@@ -37,12 +58,7 @@ TEST(CudaBackend, SeedMlpEveryBatchSize) {
 
 TEST(CudaBackend, FusedMlpWidthsOffThePowerOfTwoGrid) {
   REQUIRE_CUDA();
-  Net net({37});
-  net.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
-  net.linear("b", 200, 13).act(R"({"type": "SiLU"})");
-  net.linear("c", 13, 256).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
-  net.linear("d", 256, 255, false).act(R"({"type": "Scale", "alpha": 0.5})");
-  net.linear("e", 255, 5).act(R"({"type": "Sigmoid"})");
+  const Net net = off_grid_chain();
   expect_matches_cpu(net, all_batches(), 2, "37-200-13-256-255-5");
 }
 
@@ -68,12 +84,7 @@ TEST(CudaBackend, Fp32ChainsOnTensorCoresHoldFp32Accuracy) {
   expect_matches_cpu(seed_mlp(), all_batches(), 21, "seed MLP, 3xTF32");
   // More tiles than resident blocks: the persistent loop and its double-buffered input.
   expect_matches_cpu(seed_mlp(), {20000}, 42, "seed MLP, 3xTF32, 20000 rows");
-  Net net({37});
-  net.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
-  net.linear("b", 200, 13).act(R"({"type": "SiLU"})");
-  net.linear("c", 13, 256).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
-  net.linear("d", 256, 255, false).act(R"({"type": "Scale", "alpha": 0.5})");
-  net.linear("e", 255, 5).act(R"({"type": "Sigmoid"})");
+  const Net net = off_grid_chain();
   expect_matches_cpu(net, all_batches(), 22, "37-200-13-256-255-5, 3xTF32");
   uint32_t seed = 23;
   for (const auto& [name, layer] : activations()) {
@@ -113,11 +124,7 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
                                      }};
     expect_matches_cpu(seed_mlp(), all_batches(), seed++, std::string("seed MLP, ") + c.name,
                        reports_precision, c.precision, c.bound);
-    Net net({37});
-    net.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
-    net.linear("b", 200, 13).act(R"({"type": "SiLU"})");
-    net.linear("c", 13, 255).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
-    net.linear("e", 255, 5, false).act(R"({"type": "Sigmoid"})");
+    const Net net = narrow_off_grid_chain();
     expect_matches_cpu(net, few_batches(), seed++, std::string("37-200-13-255-5, ") + c.name,
                        reports_precision, c.precision, c.bound);
     Net wide({32});  // the neural-field shape of issue #4's benchmark
@@ -155,19 +162,10 @@ TEST(CudaBackend, SmallBatchSingleBlockForm) {
   REQUIRE_CUDA();
   ScopedEnvironment form("FUSEDNN_CUDA_SMALL_BATCH_MLP", "block");
   expect_matches_cpu(seed_mlp(), {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33}, 50, "seed MLP, one block");
-  Net net({37});
-  net.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
-  net.linear("b", 200, 13).act(R"({"type": "SiLU"})");
-  net.linear("c", 13, 256).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
-  net.linear("d", 256, 255, false).act(R"({"type": "Scale", "alpha": 0.5})");
-  net.linear("e", 255, 5).act(R"({"type": "Sigmoid"})");
+  const Net net = off_grid_chain();
   // 326 KB of weights: too big for one block's shared memory, so this checks the fallback.
   expect_matches_cpu(net, {1, 2, 3, 16}, 51, "37-200-13-256-255-5, one block");
-  Net fits({37});
-  fits.linear("a", 37, 200).act(R"({"type": "GELU", "approximate": "tanh"})");
-  fits.linear("b", 200, 13).act(R"({"type": "SiLU"})");
-  fits.linear("c", 13, 255).act(R"({"type": "LeakyReLU", "negative_slope": 0.1})");
-  fits.linear("e", 255, 5, false).act(R"({"type": "Sigmoid"})");
+  const Net fits = narrow_off_grid_chain();
   expect_matches_cpu(fits, {1, 2, 3, 16}, 53, "37-200-13-255-5, one block");
   uint32_t seed = 52;
   for (const auto& [name, layer] : activations()) {
