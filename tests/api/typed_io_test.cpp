@@ -61,7 +61,11 @@ std::vector<unsigned char> encode(const std::vector<float>& values, fdnn_dtype d
 
 size_t element_bytes(fdnn_dtype dtype) { return dtype == FDNN_DTYPE_FLOAT32 ? 4 : 2; }
 
-fdnn_dtype dtype_from_raw(int32_t raw) {  // what a C caller can pass, any value
+// A value that is not an fdnn_dtype enumerator. C callers may pass any int (the library reads the
+// argument as an integer); C++ may only load values within the enum's range (0 to 3 here), or
+// UBSan stops the test, so 3 is the unknown value tried from C++. The other bindings' tests pass
+// values beyond it.
+fdnn_dtype dtype_from_raw(int32_t raw) {
   fdnn_dtype dtype;
   std::memcpy(&dtype, &raw, sizeof dtype);
   return dtype;
@@ -256,7 +260,7 @@ class TypedIoBadInput : public ::testing::Test {
 
 TEST_F(TypedIoBadInput, UnknownDtypeValuesAreRefusedByName) {
   for (const TypedCall& c : host_calls()) {
-    for (int32_t raw : {3, -1, 1 << 30}) {
+    for (int32_t raw : {3}) {
       const std::string value = std::to_string(raw);
       uint16_t out[4] = {7, 7, 7, 7};
       expect_refused(c.call(model_, context_, 1, input_, dtype_from_raw(raw), 3, out,
@@ -360,7 +364,7 @@ TEST(TypedIoCpp, WrapperRunsSixteenBitBuffers) {
     EXPECT_EQ(widened, reference);
   }
   try {
-    model.run(1, std::vector<uint16_t>(100), dtype_from_raw(9));
+    model.run(1, std::vector<uint16_t>(100), dtype_from_raw(3));
     FAIL() << "an unknown dtype was accepted";
   } catch (const fusednn::Error& error) {
     EXPECT_EQ(error.status(), FDNN_STATUS_INVALID_ARGUMENT);
