@@ -36,7 +36,7 @@
  *  against this header.
  *  @{ */
 #define FDNN_VERSION_MAJOR 0 /**< Incremented on an incompatible ABI change. */
-#define FDNN_VERSION_MINOR 2 /**< Incremented when functions or struct fields are added. */
+#define FDNN_VERSION_MINOR 3 /**< Incremented when functions or struct fields are added. */
 #define FDNN_VERSION_PATCH 0 /**< Incremented on fixes that change no interface. */
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define FDNN_VERSION_NUMBER \
@@ -85,7 +85,14 @@ typedef enum fdnn_status {
   FDNN_STATUS_INTERNAL_ERROR = 12    /**< A bug in fusednn; please report the message. */
 } fdnn_status;
 
-/** @brief Element types of tensors passed in by the caller. Values are pinned. */
+/**
+ * @brief Element types of tensors passed in by the caller. Values are pinned.
+ *
+ * Used for weights (fdnn_model_set_weight()) and, since version 0.3, for the inputs and outputs
+ * of the typed runs (fdnn_model_run_typed(), fdnn_context_run_typed(),
+ * fdnn_context_run_device_typed()). 16-bit elements are passed as their bits (2 bytes each, in
+ * the machine's byte order).
+ */
 typedef enum fdnn_dtype {
   FDNN_DTYPE_FLOAT32 = 0, /**< IEEE 754 binary32. */
   FDNN_DTYPE_FLOAT16 = 1, /**< IEEE 754 binary16. */
@@ -103,8 +110,9 @@ typedef enum fdnn_device {
  * @brief The numeric precision a model may run its matrix work in. Values are pinned.
  *
  * Set with fdnn_model_options::precision; fdnn_model_precision() reports what the model
- * actually runs in. Whatever the precision, inputs and outputs stay float32 (the caller's
- * dtype), elementwise work stays fp32, and products are accumulated in fp32. The reduced
+ * actually runs in. Whatever the precision, inputs and outputs stay in the caller's dtype
+ * (float32, or float16 / bfloat16 through the typed runs such as fdnn_model_run_typed()),
+ * elementwise work stays fp32, and products are accumulated in fp32. The reduced
  * precisions store the weights in that type and run the matrix work on tensor cores.
  *
  * **Accuracy contract.** A precision is an upper bound on the error, never a promise of lower
@@ -453,6 +461,43 @@ FDNN_API fdnn_status fdnn_model_layer_info(const fdnn_model* model, int32_t inde
 FDNN_API fdnn_status fdnn_model_run(fdnn_model* model, int64_t batch, const float* input,
                                     size_t input_count, float* output, size_t output_capacity);
 
+/**
+ * @brief Run the model on host buffers in the caller's element types.
+ *
+ * Like fdnn_model_run(), with the input and the output each in any ::fdnn_dtype, independently.
+ * A 16-bit input is widened to float32 exactly (every float16 and bfloat16 value has an equal
+ * float32), the model runs in its precision as fdnn_model_run() would, and a 16-bit output is
+ * narrowed from the float32 result with round-to-nearest-even: values beyond the type's range
+ * become infinities, NaN stays NaN. With ::FDNN_DTYPE_FLOAT32 for both this is exactly
+ * fdnn_model_run(): same path, same bits.
+ *
+ * Each pooled context keeps float32 buffers for the conversions, sized for max_batch and
+ * allocated by its first run that needs them (never afterwards); a GPU model converts straight
+ * into and out of the context's pinned staging instead and allocates nothing.
+ *
+ * Thread-safe once the weights are loaded, as fdnn_model_run().
+ *
+ * @param[in] model The model. Must not be NULL.
+ * @param[in] batch Number of samples, 1 to the model's max_batch.
+ * @param[in] input batch x input-shape elements of input_dtype in C order. Must not be NULL.
+ * @param[in] input_dtype The element type of input.
+ * @param[in] input_count Number of elements (not bytes) in input; must equal batch x input
+ *            elements.
+ * @param[out] output Receives batch x output-shape elements of output_dtype. Must not be NULL.
+ * @param[in] output_dtype The element type of output, independent of input_dtype.
+ * @param[in] output_capacity Number of elements (not bytes) output can hold; a smaller buffer
+ *            than the result is refused with ::FDNN_STATUS_BUFFER_TOO_SMALL and nothing is
+ *            written.
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT (also for a value of input_dtype or
+ *         output_dtype that is not an ::fdnn_dtype, naming the argument),
+ *         ::FDNN_STATUS_BUFFER_TOO_SMALL, ::FDNN_STATUS_INVALID_STATE (weights missing),
+ *         ::FDNN_STATUS_OUT_OF_MEMORY, ::FDNN_STATUS_DEVICE_ERROR.
+ * @since 0.3
+ */
+FDNN_API fdnn_status fdnn_model_run_typed(fdnn_model* model, int64_t batch, const void* input,
+                                          fdnn_dtype input_dtype, size_t input_count, void* output,
+                                          fdnn_dtype output_dtype, size_t output_capacity);
+
 /* ---------------------------------------------------------------------------------------------
  * Execution contexts
  * ------------------------------------------------------------------------------------------- */
@@ -518,6 +563,71 @@ FDNN_API fdnn_status fdnn_context_run_device(fdnn_context* context, int64_t batc
                                              const float* device_input, size_t input_count,
                                              float* device_output, size_t output_capacity,
                                              void* cuda_stream);
+
+/**
+ * @brief Run on host buffers in the caller's element types with this context.
+ *
+ * Same arguments, conversions and statuses as fdnn_model_run_typed(); with
+ * ::FDNN_DTYPE_FLOAT32 for both it is exactly fdnn_context_run(). The context's float32
+ * conversion buffers, sized for max_batch, are allocated by its first run that needs them
+ * (before that run's work; never afterwards), so a warmed-up context allocates nothing per run.
+ * On a GPU model the conversions go straight into and out of the context's pinned staging and
+ * nothing is allocated at all.
+ *
+ * Not thread-safe for one context: use one context per thread.
+ * @param[in,out] context The context. Must not be NULL.
+ * @param[in] batch Number of samples, 1 to the model's max_batch.
+ * @param[in] input batch x input-shape elements of input_dtype in C order. Must not be NULL.
+ * @param[in] input_dtype The element type of input.
+ * @param[in] input_count Number of elements in input; must equal batch x input elements.
+ * @param[out] output Receives batch x output-shape elements of output_dtype. Must not be NULL.
+ * @param[in] output_dtype The element type of output, independent of input_dtype.
+ * @param[in] output_capacity Number of elements output can hold.
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT (also for an unknown input_dtype or
+ *         output_dtype), ::FDNN_STATUS_BUFFER_TOO_SMALL, ::FDNN_STATUS_OUT_OF_MEMORY (the first
+ *         run that needs the conversion buffers), ::FDNN_STATUS_DEVICE_ERROR.
+ * @since 0.3
+ */
+FDNN_API fdnn_status fdnn_context_run_typed(fdnn_context* context, int64_t batch,
+                                            const void* input, fdnn_dtype input_dtype,
+                                            size_t input_count, void* output,
+                                            fdnn_dtype output_dtype, size_t output_capacity);
+
+/**
+ * @brief Run on device buffers in the caller's element types on the caller's CUDA stream.
+ *
+ * Like fdnn_context_run_device(), with the input and the output each in any ::fdnn_dtype. A
+ * 16-bit input is widened on the GPU into the context's own float32 input buffer, the model runs
+ * into the context's float32 output buffer, and a 16-bit output is narrowed from it into
+ * device_output (round-to-nearest-even, overflow to infinity, NaN stays NaN): the same values as
+ * fdnn_model_run_typed(). Everything is queued on `cuda_stream`: nothing is allocated and the
+ * host does not wait. With CUDA graphs on, the conversions are part of the captured graph. With
+ * ::FDNN_DTYPE_FLOAT32 for both it is exactly fdnn_context_run_device() (zero-copy).
+ *
+ * 16-bit buffers need only their element's 2-byte alignment. Not thread-safe for one context.
+ *
+ * @param[in,out] context The context. Must not be NULL.
+ * @param[in] batch Number of samples, 1 to the model's max_batch.
+ * @param[in] device_input batch x input-shape elements of input_dtype in device memory. Must
+ *            not be NULL.
+ * @param[in] input_dtype The element type of device_input.
+ * @param[in] input_count Number of elements in device_input; must equal batch x input elements.
+ * @param[out] device_output Receives batch x output-shape elements of output_dtype in device
+ *             memory. Must not be NULL.
+ * @param[in] output_dtype The element type of device_output, independent of input_dtype.
+ * @param[in] output_capacity Number of elements device_output can hold.
+ * @param[in] cuda_stream A `cudaStream_t` of the model's device, or NULL for the context's own
+ *            stream (then the call waits for the results).
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT (also for an unknown input_dtype or
+ *         output_dtype), ::FDNN_STATUS_BUFFER_TOO_SMALL, ::FDNN_STATUS_UNSUPPORTED (the model
+ *         runs on the CPU), ::FDNN_STATUS_DEVICE_ERROR.
+ * @since 0.3
+ */
+FDNN_API fdnn_status fdnn_context_run_device_typed(fdnn_context* context, int64_t batch,
+                                                   const void* device_input, fdnn_dtype input_dtype,
+                                                   size_t input_count, void* device_output,
+                                                   fdnn_dtype output_dtype, size_t output_capacity,
+                                                   void* cuda_stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -118,6 +118,37 @@ class Context {
     check(fdnn_context_run(handle_.get(), batch, input, input_count, output, output_capacity));
   }
 
+  /**
+   * @brief Runs on 16-bit host buffers (fdnn_context_run_typed()); the output has the input's
+   *        dtype.
+   * @param[in] batch Number of samples.
+   * @param[in] input batch x input-shape elements of `dtype`, as their bits.
+   * @param[in] dtype ::FDNN_DTYPE_FLOAT16 or ::FDNN_DTYPE_BFLOAT16.
+   * @return batch x output-shape elements of `dtype`, as their bits.
+   */
+  std::vector<uint16_t> run(int64_t batch, const std::vector<uint16_t>& input, fdnn_dtype dtype) {
+    std::vector<uint16_t> output(output_floats_per_sample_ *
+                                 static_cast<size_t>(batch > 0 ? batch : 0));
+    run(batch, input.data(), dtype, input.size(), output.data(), dtype, output.size());
+    return output;
+  }
+
+  /**
+   * @brief Runs on host buffers in any dtypes (fdnn_context_run_typed()).
+   * @param[in] batch Number of samples.
+   * @param[in] input batch x input-shape elements of input_dtype.
+   * @param[in] input_dtype The element type of input.
+   * @param[in] input_count Number of elements in input.
+   * @param[out] output Receives batch x output-shape elements of output_dtype.
+   * @param[in] output_dtype The element type of output.
+   * @param[in] output_capacity Number of elements output can hold.
+   */
+  void run(int64_t batch, const void* input, fdnn_dtype input_dtype, size_t input_count,
+           void* output, fdnn_dtype output_dtype, size_t output_capacity) {
+    check(fdnn_context_run_typed(handle_.get(), batch, input, input_dtype, input_count, output,
+                                 output_dtype, output_capacity));
+  }
+
   /** @return The C handle, still owned by this object. */
   fdnn_context* get() const { return handle_.get(); }
 
@@ -249,6 +280,37 @@ class Model {
   void run(int64_t batch, const float* input, size_t input_count, float* output,
            size_t output_capacity) {
     check(fdnn_model_run(handle_.get(), batch, input, input_count, output, output_capacity));
+  }
+
+  /**
+   * @brief Runs on 16-bit host buffers; thread-safe (fdnn_model_run_typed()). The output has the
+   *        input's dtype.
+   * @param[in] batch Number of samples.
+   * @param[in] input batch x input-shape elements of `dtype`, as their bits.
+   * @param[in] dtype ::FDNN_DTYPE_FLOAT16 or ::FDNN_DTYPE_BFLOAT16.
+   * @return batch x output-shape elements of `dtype`, as their bits.
+   */
+  std::vector<uint16_t> run(int64_t batch, const std::vector<uint16_t>& input, fdnn_dtype dtype) {
+    std::vector<uint16_t> output(output_floats_per_sample() *
+                                 static_cast<size_t>(batch > 0 ? batch : 0));
+    run(batch, input.data(), dtype, input.size(), output.data(), dtype, output.size());
+    return output;
+  }
+
+  /**
+   * @brief Runs on host buffers in any dtypes; thread-safe (fdnn_model_run_typed()).
+   * @param[in] batch Number of samples.
+   * @param[in] input batch x input-shape elements of input_dtype.
+   * @param[in] input_dtype The element type of input.
+   * @param[in] input_count Number of elements in input.
+   * @param[out] output Receives batch x output-shape elements of output_dtype.
+   * @param[in] output_dtype The element type of output.
+   * @param[in] output_capacity Number of elements output can hold.
+   */
+  void run(int64_t batch, const void* input, fdnn_dtype input_dtype, size_t input_count,
+           void* output, fdnn_dtype output_dtype, size_t output_capacity) {
+    check(fdnn_model_run_typed(handle_.get(), batch, input, input_dtype, input_count, output,
+                               output_dtype, output_capacity));
   }
 
   /** @return A new execution context for one thread (fdnn_context_create()). */

@@ -7,6 +7,7 @@
 
 #include "api/firewall.hpp"
 #include "api/handles.hpp"
+#include "common/caller_dtype.hpp"
 #include "common/raw_enum.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "fusednn/fusednn.h"
@@ -36,6 +37,21 @@ void copy_to_caller(const T& result, T* out, size_t caller_size, size_t needed, 
          what, ")");
   }
   std::memcpy(out, &result, std::min(caller_size, sizeof(T)));
+}
+
+// The typed calls' arguments, their dtypes checked (read as integers: C may pass any value).
+fusednn::TypedRun typed_run(int64_t batch, const void* input, const fdnn_dtype& input_dtype,
+                            size_t input_count, void* output, const fdnn_dtype& output_dtype,
+                            size_t output_capacity) {
+  fusednn::TypedRun run;
+  run.batch = batch;
+  run.input = input;
+  run.input_dtype = fusednn::checked_dtype(input_dtype, "input_dtype");
+  run.input_count = input_count;
+  run.output = output;
+  run.output_dtype = fusednn::checked_dtype(output_dtype, "output_dtype");
+  run.output_capacity = output_capacity;
+  return run;
 }
 
 fdnn_model* new_model(fusednn::Graph graph, const fdnn_model_options* options) {
@@ -244,6 +260,16 @@ fdnn_status fdnn_model_run(fdnn_model* model, int64_t batch, const float* input,
   });
 }
 
+fdnn_status fdnn_model_run_typed(fdnn_model* model, int64_t batch, const void* input,
+                                 fdnn_dtype input_dtype, size_t input_count, void* output,
+                                 fdnn_dtype output_dtype, size_t output_capacity) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    model->model.run_typed(typed_run(batch, input, input_dtype, input_count, output,
+                                     output_dtype, output_capacity));
+  });
+}
+
 fdnn_status fdnn_context_create(fdnn_model* model, fdnn_context** context) {
   return guarded(__func__, [&] {
     require_non_null(model, "model");
@@ -269,6 +295,29 @@ fdnn_status fdnn_context_run_device(fdnn_context* context, int64_t batch, const 
     require_non_null(context, "context")
         ->context.run_device(batch, device_input, input_count, device_output, output_capacity,
                              cuda_stream);
+  });
+}
+
+fdnn_status fdnn_context_run_typed(fdnn_context* context, int64_t batch, const void* input,
+                                   fdnn_dtype input_dtype, size_t input_count, void* output,
+                                   fdnn_dtype output_dtype, size_t output_capacity) {
+  return guarded(__func__, [&] {
+    require_non_null(context, "context");
+    context->context.run_typed(typed_run(batch, input, input_dtype, input_count, output,
+                                         output_dtype, output_capacity));
+  });
+}
+
+fdnn_status fdnn_context_run_device_typed(fdnn_context* context, int64_t batch,
+                                          const void* device_input, fdnn_dtype input_dtype,
+                                          size_t input_count, void* device_output,
+                                          fdnn_dtype output_dtype, size_t output_capacity,
+                                          void* cuda_stream) {
+  return guarded(__func__, [&] {
+    require_non_null(context, "context");
+    context->context.run_device_typed(typed_run(batch, device_input, input_dtype, input_count,
+                                                device_output, output_dtype, output_capacity),
+                                      cuda_stream);
   });
 }
 

@@ -20,6 +20,17 @@ class ExecutionContext {
   // Device buffers on the caller's stream (a cudaStream_t; null means the context's own stream,
   // waited for). Backends whose memory is the host's throw FDNN_STATUS_UNSUPPORTED.
   virtual void run_device(int64_t batch, const float* input, float* output, void* stream);
+
+  // Host buffers in the caller's dtypes (checked fdnn_dtype values, not both FLOAT32), converted
+  // by the backend as it stages them. Returns false when the backend has no staging to convert
+  // into: the runtime then converts around run_host in buffers of its own.
+  virtual bool run_host_typed(int64_t batch, const void* input, fdnn_dtype input_dtype,
+                              void* output, fdnn_dtype output_dtype);
+  // Device buffers in the caller's dtypes (not both FLOAT32; that is run_device), converted on
+  // the device on the caller's stream. Backends whose memory is the host's throw
+  // FDNN_STATUS_UNSUPPORTED as run_device does.
+  virtual void run_device_typed(int64_t batch, const void* input, fdnn_dtype input_dtype,
+                                void* output, fdnn_dtype output_dtype, void* stream);
 };
 
 class Backend {

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cuda/cuda_backend.hpp"
+#include "common/caller_dtype.hpp"
 #include "common/error.hpp"
 #include "common/raw_enum.hpp"
 #include "graph/little_endian.hpp"
@@ -93,8 +94,9 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
   return resolved;
 }
 
-void check_run_arguments(const PreparedModel& prepared, int64_t batch, const float* input,
-                         size_t input_count, const float* output, size_t output_capacity) {
+void check_run_arguments(const PreparedModel& prepared, int64_t batch, const void* input,
+                         size_t input_count, const void* output, size_t output_capacity,
+                         const char* unit) {
   if (input == nullptr) fail(FDNN_STATUS_INVALID_ARGUMENT, "input is NULL");
   if (output == nullptr) fail(FDNN_STATUS_INVALID_ARGUMENT, "output is NULL");
   if (batch < 1 || batch > prepared.max_batch) {
@@ -105,13 +107,13 @@ void check_run_arguments(const PreparedModel& prepared, int64_t batch, const flo
   const auto needed_input = static_cast<size_t>(batch * element_count(plan.input_shape));
   if (input_count != needed_input) {
     fail(FDNN_STATUS_INVALID_ARGUMENT, "input_count is ", input_count, " but batch ", batch,
-         " x input shape ", to_string(plan.input_shape), " needs ", needed_input, " floats");
+         " x input shape ", to_string(plan.input_shape), " needs ", needed_input, " ", unit);
   }
   const auto needed_output = static_cast<size_t>(batch * element_count(plan.output_shape));
   if (output_capacity < needed_output) {
     fail(FDNN_STATUS_BUFFER_TOO_SMALL, "output_capacity is ", output_capacity, " but batch ",
-         batch, " x output shape ", to_string(plan.output_shape), " needs ", needed_output,
-         " floats");
+         batch, " x output shape ", to_string(plan.output_shape), " needs ", needed_output, " ",
+         unit);
   }
 }
 
@@ -128,6 +130,62 @@ void Context::run_device(int64_t batch, const float* input, size_t input_count, 
                          size_t output_capacity, void* stream) {
   check_run_arguments(*prepared_, batch, input, input_count, output, output_capacity);
   execution_->run_device(batch, input, output, stream);
+}
+
+void Context::check_typed(const TypedRun& run) const {
+  if (run.input == nullptr) fail(FDNN_STATUS_INVALID_ARGUMENT, "input is NULL");
+  if (run.output == nullptr) fail(FDNN_STATUS_INVALID_ARGUMENT, "output is NULL");
+  check_run_arguments(*prepared_, run.batch, run.input, run.input_count, run.output,
+                      run.output_capacity, "elements");
+}
+
+void Context::run_typed(const TypedRun& run) {
+  check_typed(run);
+  if (run.input_dtype == FDNN_DTYPE_FLOAT32 && run.output_dtype == FDNN_DTYPE_FLOAT32) {
+    execution_->run_host(run.batch, static_cast<const float*>(run.input),
+                         static_cast<float*>(run.output));
+    return;
+  }
+  if (execution_->run_host_typed(run.batch, run.input, run.input_dtype, run.output,
+                                 run.output_dtype)) {
+    return;
+  }
+  // The backend runs on the caller's memory (the CPU): convert around its float32 run, in
+  // buffers sized for max_batch once, so that later runs allocate nothing.
+  const Plan& plan = *prepared_->plan;
+  const auto input_count = static_cast<size_t>(run.batch * element_count(plan.input_shape));
+  const auto output_count = static_cast<size_t>(run.batch * element_count(plan.output_shape));
+  const float* input = static_cast<const float*>(run.input);
+  if (run.input_dtype != FDNN_DTYPE_FLOAT32) {
+    if (typed_input_.empty()) {
+      typed_input_.resize(static_cast<size_t>(prepared_->max_batch * element_count(plan.input_shape)));
+    }
+    widen_to_float(run.input, run.input_dtype, typed_input_.data(), input_count);
+    input = typed_input_.data();
+  }
+  float* output = static_cast<float*>(run.output);
+  if (run.output_dtype != FDNN_DTYPE_FLOAT32) {
+    if (typed_output_.empty()) {
+      typed_output_.resize(
+          static_cast<size_t>(prepared_->max_batch * element_count(plan.output_shape)));
+    }
+    output = typed_output_.data();
+  }
+  execution_->run_host(run.batch, input, output);
+  if (run.output_dtype != FDNN_DTYPE_FLOAT32) {
+    narrow_from_float(output, run.output, run.output_dtype, output_count);
+  }
+}
+
+void Context::run_device_typed(const TypedRun& run, void* stream) {
+  check_typed(run);
+  if (run.input_dtype == FDNN_DTYPE_FLOAT32 && run.output_dtype == FDNN_DTYPE_FLOAT32) {
+    execution_->run_device(run.batch, static_cast<const float*>(run.input),
+                           static_cast<float*>(run.output), stream);
+    return;
+  }
+  execution_->run_device_typed(run.batch, run.input, run.input_dtype, run.output,
+                               run.output_dtype, stream);
 }
 
 Model::Model(Graph graph, const ResolvedOptions& options)
@@ -230,8 +288,8 @@ std::shared_ptr<const PreparedModel> Model::prepare() {
   return prepared_;
 }
 
-void Model::run(int64_t batch, const float* input, size_t input_count, float* output,
-                size_t output_capacity) {
+template <typename Body>
+void Model::with_pooled_context(Body&& body) {
   std::unique_ptr<Context> context;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -254,7 +312,17 @@ void Model::run(int64_t batch, const float* input, size_t input_count, float* ou
       }
     }
   } give_back{*this, context};
-  context->run(batch, input, input_count, output, output_capacity);
+  body(*context);
+}
+
+void Model::run(int64_t batch, const float* input, size_t input_count, float* output,
+                size_t output_capacity) {
+  with_pooled_context(
+      [&](Context& context) { context.run(batch, input, input_count, output, output_capacity); });
+}
+
+void Model::run_typed(const TypedRun& run) {
+  with_pooled_context([&](Context& context) { context.run_typed(run); });
 }
 
 }  // namespace fusednn

@@ -37,8 +37,22 @@ struct PreparedModel {
 };
 
 // Checks a run's arguments against the plan; throws INVALID_ARGUMENT or BUFFER_TOO_SMALL.
-void check_run_arguments(const PreparedModel& prepared, int64_t batch, const float* input,
-                         size_t input_count, const float* output, size_t output_capacity);
+// `unit` names what the counts count in messages ("floats" for the float32 calls).
+void check_run_arguments(const PreparedModel& prepared, int64_t batch, const void* input,
+                         size_t input_count, const void* output, size_t output_capacity,
+                         const char* unit = "floats");
+
+// The caller's run arguments in their dtypes (the typed calls); the C API has checked that the
+// dtypes are fdnn_dtype values (checked_dtype), the runtime checks the rest.
+struct TypedRun {
+  int64_t batch = 0;
+  const void* input = nullptr;
+  fdnn_dtype input_dtype = FDNN_DTYPE_FLOAT32;
+  size_t input_count = 0;
+  void* output = nullptr;
+  fdnn_dtype output_dtype = FDNN_DTYPE_FLOAT32;
+  size_t output_capacity = 0;
+};
 
 class Context {
  public:
@@ -47,10 +61,19 @@ class Context {
            size_t output_capacity);
   void run_device(int64_t batch, const float* input, size_t input_count, float* output,
                   size_t output_capacity, void* stream);
+  // FLOAT32 both ways is run() / run_device(); otherwise the input is widened to float32 and the
+  // output narrowed from it (by the backend while staging, or here in typed_input_ /
+  // typed_output_, allocated for max_batch by the first run that needs each).
+  void run_typed(const TypedRun& run);
+  void run_device_typed(const TypedRun& run, void* stream);
 
  private:
+  void check_typed(const TypedRun& run) const;
+
   std::shared_ptr<const PreparedModel> prepared_;
   std::unique_ptr<ExecutionContext> execution_;
+  std::vector<float> typed_input_;
+  std::vector<float> typed_output_;
 };
 
 class Model {
@@ -81,8 +104,12 @@ class Model {
   // Thread-safe: borrows a context from the pool (creating one when all are busy).
   void run(int64_t batch, const float* input, size_t input_count, float* output,
            size_t output_capacity);
+  void run_typed(const TypedRun& run);
 
  private:
+  // Runs body(Context&) on a context borrowed from the pool and returned to it afterwards.
+  template <typename Body>
+  void with_pooled_context(Body&& body);
   void require_mutable() const;
   std::shared_ptr<const PreparedModel> make_prepared(const WeightStore& weights) const;
 

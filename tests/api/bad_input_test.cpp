@@ -364,6 +364,15 @@ TEST(BadInput, NullHandleOrPointerForEveryEntryPoint) {
       {"context_run_device/context", [&](fdnn_model*, fdnn_context*) { return fdnn_context_run_device(nullptr, 1, kInput, 3, out, 2, nullptr); }, "context"},
       {"context_run_device/input", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_device(c, 1, nullptr, 3, out, 2, nullptr); }, "input"},
       {"context_run_device/output", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_device(c, 1, kInput, 3, nullptr, 2, nullptr); }, "output"},
+      {"model_run_typed/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_run_typed(nullptr, 1, kInput, FDNN_DTYPE_FLOAT32, 3, out, FDNN_DTYPE_FLOAT32, 2); }, "model"},
+      {"model_run_typed/input", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_run_typed(m, 1, nullptr, FDNN_DTYPE_FLOAT16, 3, out, FDNN_DTYPE_FLOAT32, 2); }, "input"},
+      {"model_run_typed/output", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_run_typed(m, 1, kInput, FDNN_DTYPE_FLOAT32, 3, nullptr, FDNN_DTYPE_BFLOAT16, 2); }, "output"},
+      {"context_run_typed/context", [&](fdnn_model*, fdnn_context*) { return fdnn_context_run_typed(nullptr, 1, kInput, FDNN_DTYPE_FLOAT32, 3, out, FDNN_DTYPE_FLOAT32, 2); }, "context"},
+      {"context_run_typed/input", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_typed(c, 1, nullptr, FDNN_DTYPE_FLOAT16, 3, out, FDNN_DTYPE_FLOAT32, 2); }, "input"},
+      {"context_run_typed/output", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_typed(c, 1, kInput, FDNN_DTYPE_FLOAT32, 3, nullptr, FDNN_DTYPE_FLOAT16, 2); }, "output"},
+      {"context_run_device_typed/context", [&](fdnn_model*, fdnn_context*) { return fdnn_context_run_device_typed(nullptr, 1, kInput, FDNN_DTYPE_FLOAT32, 3, out, FDNN_DTYPE_FLOAT32, 2, nullptr); }, "context"},
+      {"context_run_device_typed/input", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_device_typed(c, 1, nullptr, FDNN_DTYPE_FLOAT16, 3, out, FDNN_DTYPE_FLOAT16, 2, nullptr); }, "input"},
+      {"context_run_device_typed/output", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_device_typed(c, 1, kInput, FDNN_DTYPE_FLOAT32, 3, nullptr, FDNN_DTYPE_BFLOAT16, 2, nullptr); }, "output"},
   };
   for (const NullCase& c : table) {
     EXPECT_EQ(c.call(model, context), FDNN_STATUS_INVALID_ARGUMENT) << c.name;

@@ -103,12 +103,13 @@ def test_explicit_library_of_another_abi_is_refused(tmp_path: Path, monkeypatch:
 
 def test_older_minor_lacking_newer_functions_is_refused_by_version(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A 0.1 library has no fdnn_model_precision: the version check must come before the binding
+    # A 0.2 library has no typed runs: the version check must come before the binding
     # declares it, or the user would see an AttributeError instead of what to do.
     major, minor = _native.API_VERSION_MAJOR, _native.API_VERSION_MINOR
     if minor == 0:
         pytest.skip("no older minor version of this ABI")
-    stub = build_stub(tmp_path, major, minor - 1, 0, omit=("fdnn_model_precision",))
+    stub = build_stub(tmp_path, major, minor - 1, 0, omit=(
+        "fdnn_model_run_typed", "fdnn_context_run_typed", "fdnn_context_run_device_typed"))
     monkeypatch.setenv(_native.ENV_LIBRARY, str(stub))
     with pytest.raises(LibraryNotFoundError) as caught:
         _native._load()

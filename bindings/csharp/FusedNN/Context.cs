@@ -101,6 +101,110 @@ namespace FusedNN
         }
 
         /// <summary>
+        /// Runs 16-bit samples with this context, output in the same dtype; see
+        /// <see cref="Model.Run(int, ushort[], DType)"/>. The first typed run allocates the
+        /// context's float32 conversion buffers (for <see cref="MaxBatch"/>); later ones allocate nothing.
+        /// </summary>
+        /// <param name="batch">Number of samples, 1 to <see cref="MaxBatch"/>.</param>
+        /// <param name="input">Exactly batch x <see cref="InputShape"/> elements, as bits.</param>
+        /// <param name="dtype"><see cref="DType.Float16"/> or <see cref="DType.BFloat16"/>.</param>
+        /// <returns>batch x <see cref="OutputShape"/> elements of <paramref name="dtype"/>, as bits.</returns>
+        public ushort[] Run(int batch, ushort[] input, DType dtype)
+        {
+            if (input == null)
+            {
+                throw new ArgumentNullException(nameof(input));
+            }
+            var output = new ushort[layout.OutputLength(batch)];
+            Run(batch, new ReadOnlySpan<ushort>(input), dtype, new Span<ushort>(output), dtype);
+            return output;
+        }
+
+        /// <summary>16-bit input and output, each its own dtype; see <see cref="Model.Run(int, ReadOnlySpan{ushort}, DType, Span{ushort}, DType)"/>.</summary>
+        /// <param name="batch">Number of samples.</param>
+        /// <param name="input">Exactly batch x <see cref="InputShape"/> elements, as bits.</param>
+        /// <param name="inputDType"><see cref="DType.Float16"/> or <see cref="DType.BFloat16"/>.</param>
+        /// <param name="output">At least batch x <see cref="OutputShape"/> elements.</param>
+        /// <param name="outputDType"><see cref="DType.Float16"/> or <see cref="DType.BFloat16"/>.</param>
+        public unsafe void Run(int batch, ReadOnlySpan<ushort> input, DType inputDType, Span<ushort> output, DType outputDType)
+        {
+            NativeDType inType = DTypeChecks.SixteenBit(inputDType, "inputDType");
+            NativeDType outType = DTypeChecks.SixteenBit(outputDType, "outputDType");
+            fixed (ushort* x = &MemoryMarshal.GetReference(input))
+            fixed (ushort* y = &MemoryMarshal.GetReference(output))
+            {
+                RunTyped(batch, x, inType, input.Length, y, outType, output.Length);
+            }
+        }
+
+        private unsafe void RunTyped(int batch, void* input, NativeDType inputDType, int inputLength, void* output,
+                                     NativeDType outputDType, int outputLength)
+        {
+            layout.Check(batch, inputLength, outputLength, "elements");
+            if (handle.IsClosed)
+            {
+                throw new ObjectDisposedException(nameof(Context));
+            }
+            if (Interlocked.CompareExchange(ref running, 1, 0) != 0)
+            {
+                throw new InvalidOperationException(
+                    "this context is running on another thread; a context is used by one thread at a time");
+            }
+            try
+            {
+                NativeMethods.VerifySuccess(NativeMethods.fdnn_context_run_typed(
+                    handle, batch, input, inputDType, (UIntPtr)inputLength, output, outputDType, (UIntPtr)outputLength));
+            }
+            finally
+            {
+                Volatile.Write(ref running, 0);
+            }
+        }
+
+        /// <summary>
+        /// <see cref="RunDevice(int, IntPtr, long, IntPtr, long, IntPtr)"/> with the input and output in their own dtypes
+        /// (<c>fdnn_context_run_device_typed</c>): a 16-bit side is converted on the GPU, on
+        /// <paramref name="cudaStream"/>, through the context's own float32 buffers. Counts are in elements.
+        /// </summary>
+        /// <param name="batch">Number of samples, 1 to <see cref="MaxBatch"/>.</param>
+        /// <param name="deviceInput">batch x <see cref="InputShape"/> elements of <paramref name="inputDType"/> in device memory.</param>
+        /// <param name="inputDType">The input's element type.</param>
+        /// <param name="inputCount">Number of elements at <paramref name="deviceInput"/>.</param>
+        /// <param name="deviceOutput">Receives batch x <see cref="OutputShape"/> elements of <paramref name="outputDType"/>.</param>
+        /// <param name="outputDType">The output's element type.</param>
+        /// <param name="outputCapacity">Number of elements <paramref name="deviceOutput"/> can hold.</param>
+        /// <param name="cudaStream">A <c>cudaStream_t</c> of the model's device, or <see cref="IntPtr.Zero"/>.</param>
+        /// <exception cref="FusedNNException"><see cref="Status.Unsupported"/> when the model runs on the CPU; <see cref="Status.InvalidArgument"/>; <see cref="Status.DeviceError"/>.</exception>
+        public void RunDevice(int batch, IntPtr deviceInput, DType inputDType, long inputCount, IntPtr deviceOutput,
+                              DType outputDType, long outputCapacity, IntPtr cudaStream)
+        {
+            if (inputCount < 0 || outputCapacity < 0)
+            {
+                throw new ArgumentOutOfRangeException(inputCount < 0 ? nameof(inputCount) : nameof(outputCapacity));
+            }
+            layout.Check(batch, (int)Math.Min(inputCount, int.MaxValue), (int)Math.Min(outputCapacity, int.MaxValue), "elements");
+            if (handle.IsClosed)
+            {
+                throw new ObjectDisposedException(nameof(Context));
+            }
+            if (Interlocked.CompareExchange(ref running, 1, 0) != 0)
+            {
+                throw new InvalidOperationException(
+                    "this context is running on another thread; a context is used by one thread at a time");
+            }
+            try
+            {
+                NativeMethods.VerifySuccess(NativeMethods.fdnn_context_run_device_typed(
+                    handle, batch, deviceInput, (NativeDType)inputDType, (UIntPtr)inputCount, deviceOutput,
+                    (NativeDType)outputDType, (UIntPtr)outputCapacity, cudaStream));
+            }
+            finally
+            {
+                Volatile.Write(ref running, 0);
+            }
+        }
+
+        /// <summary>
         /// Runs <paramref name="batch"/> samples on device buffers, queued on the caller's CUDA
         /// stream: nothing is copied or allocated, and the host does not wait unless
         /// <paramref name="cudaStream"/> is zero (then the context's own stream is used and the

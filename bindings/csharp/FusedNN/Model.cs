@@ -453,6 +453,91 @@ namespace FusedNN
         }
 
         /// <summary>
+        /// Runs <paramref name="batch"/> samples of 16-bit elements (float16 or bfloat16 bits) and
+        /// returns the outputs in the same <paramref name="dtype"/> (<c>fdnn_model_run_typed</c>).
+        /// Thread-safe, as <see cref="Run(int, float[])"/>.
+        /// </summary>
+        /// <param name="batch">Number of samples, 1 to <see cref="MaxBatch"/>.</param>
+        /// <param name="input">Exactly batch x <see cref="InputShape"/> elements, as bits.</param>
+        /// <param name="dtype"><see cref="DType.Float16"/> or <see cref="DType.BFloat16"/>.</param>
+        /// <returns>batch x <see cref="OutputShape"/> elements of <paramref name="dtype"/>, as bits.</returns>
+        /// <exception cref="ArgumentException">A length does not match, or <paramref name="dtype"/> is Float32.</exception>
+        /// <exception cref="FusedNNException"><see cref="Status.InvalidArgument"/> for an unknown dtype value; as <see cref="Run(int, float[])"/>.</exception>
+        public ushort[] Run(int batch, ushort[] input, DType dtype)
+        {
+            if (input == null)
+            {
+                throw new ArgumentNullException(nameof(input));
+            }
+            var output = new ushort[layout.OutputLength(batch)];
+            Run(batch, new ReadOnlySpan<ushort>(input), dtype, new Span<ushort>(output), dtype);
+            return output;
+        }
+
+        /// <summary>16-bit input and output, each its own dtype; see <see cref="Run(int, ushort[], DType)"/>.</summary>
+        /// <param name="batch">Number of samples.</param>
+        /// <param name="input">Exactly batch x <see cref="InputShape"/> elements, as bits.</param>
+        /// <param name="inputDType"><see cref="DType.Float16"/> or <see cref="DType.BFloat16"/>.</param>
+        /// <param name="output">At least batch x <see cref="OutputShape"/> elements; nothing is written on failure.</param>
+        /// <param name="outputDType"><see cref="DType.Float16"/> or <see cref="DType.BFloat16"/>.</param>
+        public unsafe void Run(int batch, ReadOnlySpan<ushort> input, DType inputDType, Span<ushort> output, DType outputDType)
+        {
+            NativeDType inType = DTypeChecks.SixteenBit(inputDType, "inputDType");
+            NativeDType outType = DTypeChecks.SixteenBit(outputDType, "outputDType");
+            fixed (ushort* x = &MemoryMarshal.GetReference(input))
+            fixed (ushort* y = &MemoryMarshal.GetReference(output))
+            {
+                RunTyped(batch, x, inType, input.Length, y, outType, output.Length);
+            }
+        }
+
+        /// <summary>16-bit input, float output; see <see cref="Run(int, ushort[], DType)"/>.</summary>
+        /// <param name="batch">Number of samples.</param>
+        /// <param name="input">Exactly batch x <see cref="InputShape"/> elements, as bits.</param>
+        /// <param name="inputDType"><see cref="DType.Float16"/> or <see cref="DType.BFloat16"/>.</param>
+        /// <param name="output">At least batch x <see cref="OutputShape"/> floats.</param>
+        public unsafe void Run(int batch, ReadOnlySpan<ushort> input, DType inputDType, Span<float> output)
+        {
+            NativeDType inType = DTypeChecks.SixteenBit(inputDType, "inputDType");
+            fixed (ushort* x = &MemoryMarshal.GetReference(input))
+            fixed (float* y = &MemoryMarshal.GetReference(output))
+            {
+                RunTyped(batch, x, inType, input.Length, y, NativeDType.Float32, output.Length);
+            }
+        }
+
+        /// <summary>Float input, 16-bit output; see <see cref="Run(int, ushort[], DType)"/>.</summary>
+        /// <param name="batch">Number of samples.</param>
+        /// <param name="input">Exactly batch x <see cref="InputShape"/> floats.</param>
+        /// <param name="output">At least batch x <see cref="OutputShape"/> elements, as bits.</param>
+        /// <param name="outputDType"><see cref="DType.Float16"/> or <see cref="DType.BFloat16"/>.</param>
+        public unsafe void Run(int batch, ReadOnlySpan<float> input, Span<ushort> output, DType outputDType)
+        {
+            NativeDType outType = DTypeChecks.SixteenBit(outputDType, "outputDType");
+            fixed (float* x = &MemoryMarshal.GetReference(input))
+            fixed (ushort* y = &MemoryMarshal.GetReference(output))
+            {
+                RunTyped(batch, x, NativeDType.Float32, input.Length, y, outType, output.Length);
+            }
+        }
+
+        private unsafe void RunTyped(int batch, void* input, NativeDType inputDType, int inputLength, void* output,
+                                     NativeDType outputDType, int outputLength)
+        {
+            layout.Check(batch, inputLength, outputLength, "elements");
+            EnterShared();
+            try
+            {
+                NativeMethods.VerifySuccess(NativeMethods.fdnn_model_run_typed(
+                    handle, batch, input, inputDType, (UIntPtr)inputLength, output, outputDType, (UIntPtr)outputLength));
+            }
+            finally
+            {
+                ExitShared();
+            }
+        }
+
+        /// <summary>
         /// Creates an execution context: scratch memory for <see cref="MaxBatch"/> samples,
         /// allocated now so that its runs allocate nothing. Freezes the weights.
         /// </summary>
@@ -559,7 +644,7 @@ namespace FusedNN
         }
 
         /// <summary>Throws unless the batch is in range, the input length exact and the output long enough.</summary>
-        internal void Check(int batch, int inputLength, int outputLength)
+        internal void Check(int batch, int inputLength, int outputLength, string unit = "floats")
         {
             CheckBatch(batch);
             int inputNeeded = Length(batch, InputShape, "input");
@@ -567,13 +652,13 @@ namespace FusedNN
             if (inputLength != inputNeeded)
             {
                 throw new ArgumentException(
-                    "input holds " + inputLength + " floats, but batch " + batch + " x input shape " + InputShape +
+                    "input holds " + inputLength + " " + unit + ", but batch " + batch + " x input shape " + InputShape +
                     " needs " + inputNeeded, "input");
             }
             if (outputLength < outputNeeded)
             {
                 throw new ArgumentException(
-                    "output holds " + outputLength + " floats, but batch " + batch + " x output shape " + OutputShape +
+                    "output holds " + outputLength + " " + unit + ", but batch " + batch + " x output shape " + OutputShape +
                     " needs " + outputNeeded, "output");
             }
         }

@@ -141,6 +141,11 @@ namespace FusedNN
         internal static extern unsafe Status fdnn_model_run(
             ModelHandle model, long batch, float* input, UIntPtr inputCount, float* output, UIntPtr outputCapacity);
 
+        [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern unsafe Status fdnn_model_run_typed(
+            ModelHandle model, long batch, void* input, NativeDType inputDType, UIntPtr inputCount, void* output,
+            NativeDType outputDType, UIntPtr outputCapacity);
+
         // ---- Execution contexts ----------------------------------------------------------------
 
         [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
@@ -157,6 +162,16 @@ namespace FusedNN
         internal static extern Status fdnn_context_run_device(
             ContextHandle context, long batch, IntPtr deviceInput, UIntPtr inputCount, IntPtr deviceOutput,
             UIntPtr outputCapacity, IntPtr cudaStream);
+
+        [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern unsafe Status fdnn_context_run_typed(
+            ContextHandle context, long batch, void* input, NativeDType inputDType, UIntPtr inputCount, void* output,
+            NativeDType outputDType, UIntPtr outputCapacity);
+
+        [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern Status fdnn_context_run_device_typed(
+            ContextHandle context, long batch, IntPtr deviceInput, NativeDType inputDType, UIntPtr inputCount,
+            IntPtr deviceOutput, NativeDType outputDType, UIntPtr outputCapacity, IntPtr cudaStream);
 
         // ---- Helpers ---------------------------------------------------------------------------
 

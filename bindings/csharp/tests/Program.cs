@@ -30,6 +30,7 @@ namespace FusedNN.Tests
             RegisterErrorTests();
             RegisterRunTests();
             RegisterPrecisionTests();
+            RegisterTypedTests();
             RegisterThreadTests();
 
             int passed = 0;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "backends/cuda/convert_dtype.hpp"
+#include "common/caller_dtype.hpp"
 #include "common/error.hpp"
 
 namespace fusednn::cuda {
@@ -9,6 +11,12 @@ namespace {
 
 // Batch sizes a context keeps graphs for, per path; runs of other sizes launch directly.
 constexpr size_t kMaxGraphs = 32;
+
+static_assert(static_cast<int32_t>(HalfFormat::Binary16) == FDNN_DTYPE_FLOAT16 &&
+                  static_cast<int32_t>(HalfFormat::Bfloat16) == FDNN_DTYPE_BFLOAT16,
+              "HalfFormat mirrors fdnn_dtype's 16-bit values");
+
+HalfFormat half_format(fdnn_dtype dtype) { return static_cast<HalfFormat>(dtype); }
 
 }  // namespace
 
@@ -53,10 +61,12 @@ void CudaContext::order_after_previous(cudaStream_t stream) {
 }
 
 CudaContext::CachedGraph* CudaContext::find(std::vector<CachedGraph>& graphs, int64_t batch,
-                                             int alignment, const float* input,
-                                             const float* output) {
+                                             int alignment, fdnn_dtype input_dtype,
+                                             fdnn_dtype output_dtype, const void* input,
+                                             const void* output) {
   for (CachedGraph& graph : graphs) {
     if (graph.batch != batch || graph.alignment != alignment) continue;
+    if (graph.input_dtype != input_dtype || graph.output_dtype != output_dtype) continue;
     if (input != nullptr && (graph.input != input || graph.output != output)) continue;
     return &graph;
   }
@@ -126,7 +136,7 @@ void CudaContext::find_pointer_slots(CachedGraph& graph, int64_t input_bytes,
   }
 }
 
-void CudaContext::repoint(CachedGraph& graph, const float* input, float* output) {
+void CudaContext::repoint(CachedGraph& graph, const void* input, void* output) {
   for (Patch& patch : graph.patches) {
     std::memcpy(patch.scratch.data(), patch.launch.parameters.data(), patch.scratch.size());
     for (const PointerSlot& slot : patch.slots) {
@@ -150,15 +160,29 @@ void CudaContext::repoint(CachedGraph& graph, const float* input, float* output)
 }
 
 void CudaContext::run_host(int64_t batch, const float* input, float* output) {
+  run_host_in_dtypes(batch, input, FDNN_DTYPE_FLOAT32, output, FDNN_DTYPE_FLOAT32);
+}
+
+bool CudaContext::run_host_typed(int64_t batch, const void* input, fdnn_dtype input_dtype,
+                                 void* output, fdnn_dtype output_dtype) {
+  run_host_in_dtypes(batch, input, input_dtype, output, output_dtype);
+  return true;
+}
+
+// The graphs run on the staging buffers, which are float32 whatever the caller's dtypes: the
+// conversions happen on the host, into and out of the pinned staging (a plain copy for float32).
+void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype,
+                                     void* output, fdnn_dtype output_dtype) {
   DeviceScope scope(device_);
   Resources& r = *resources_;
   const cudaStream_t own = r.stream.get();
   order_after_previous(own);
   const Plan& plan = backend_.plan();
-  const size_t input_bytes = sizeof(float) * static_cast<size_t>(batch * plan.values[0].elements);
-  const size_t output_bytes =
-      sizeof(float) * static_cast<size_t>(batch * plan.values[plan.output_value].elements);
-  std::memcpy(r.host_input.data(), input, input_bytes);
+  const auto input_count = static_cast<size_t>(batch * plan.values[0].elements);
+  const auto output_count = static_cast<size_t>(batch * plan.values[plan.output_value].elements);
+  const size_t input_bytes = sizeof(float) * input_count;
+  const size_t output_bytes = sizeof(float) * output_count;
+  widen_to_float(input, input_dtype, r.host_input.data(), input_count);
 
   auto body = [&](cudaStream_t stream) {
     FDNN_CUDA_CHECK(cudaMemcpyAsync(r.device_input.data(), r.host_input.data(), input_bytes,
@@ -170,7 +194,7 @@ void CudaContext::run_host(int64_t batch, const float* input, float* output) {
   };
   CachedGraph* graph = nullptr;
   if (backend_.cuda_graphs()) {
-    graph = find(host_graphs_, batch, 0);
+    graph = find(host_graphs_, batch, 0, FDNN_DTYPE_FLOAT32, FDNN_DTYPE_FLOAT32);
     if (graph == nullptr && host_graphs_.size() < kMaxGraphs) {
       host_graphs_.push_back(capture(batch, body));
       graph = &host_graphs_.back();
@@ -184,10 +208,20 @@ void CudaContext::run_host(int64_t batch, const float* input, float* output) {
     body(own);
   }
   FDNN_CUDA_CHECK(cudaStreamSynchronize(own));
-  std::memcpy(output, r.host_output.data(), output_bytes);
+  narrow_from_float(r.host_output.data(), output, output_dtype, output_count);
 }
 
 void CudaContext::run_device(int64_t batch, const float* input, float* output, void* handle) {
+  run_device_in_dtypes(batch, input, FDNN_DTYPE_FLOAT32, output, FDNN_DTYPE_FLOAT32, handle);
+}
+
+void CudaContext::run_device_typed(int64_t batch, const void* input, fdnn_dtype input_dtype,
+                                   void* output, fdnn_dtype output_dtype, void* handle) {
+  run_device_in_dtypes(batch, input, input_dtype, output, output_dtype, handle);
+}
+
+void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype,
+                                       void* output, fdnn_dtype output_dtype, void* handle) {
   DeviceScope scope(device_);
   Resources& r = *resources_;
   const cudaStream_t own = r.stream.get();
@@ -198,29 +232,56 @@ void CudaContext::run_device(int64_t batch, const float* input, float* output, v
   if (!caller_capturing) order_after_previous(stream);
 
   const Plan& plan = backend_.plan();
-  const int64_t input_bytes = int64_t{sizeof(float)} * batch * plan.values[0].elements;
-  const int64_t output_bytes =
-      int64_t{sizeof(float)} * batch * plan.values[plan.output_value].elements;
+  const int64_t input_count = batch * plan.values[0].elements;
+  const int64_t output_count = batch * plan.values[plan.output_value].elements;
+  // The caller buffers' real extents: 2 bytes per element for the 16-bit dtypes. The pointer-slot
+  // scan of a captured graph relies on them (a float32 extent would reach past a 16-bit buffer,
+  // where a word pointing into the context's own memory could pass for a caller pointer).
+  const int64_t input_bytes = static_cast<int64_t>(dtype_bytes(input_dtype)) * input_count;
+  const int64_t output_bytes = static_cast<int64_t>(dtype_bytes(output_dtype)) * output_count;
   const auto in_begin = reinterpret_cast<uintptr_t>(input);
   const auto out_begin = reinterpret_cast<uintptr_t>(output);
   const bool overlapping = in_begin < out_begin + static_cast<uintptr_t>(output_bytes) &&
                            out_begin < in_begin + static_cast<uintptr_t>(input_bytes);
 
+  // A 16-bit side goes through the context's float32 buffer, so the plan sees only float32.
+  const bool widen = input_dtype != FDNN_DTYPE_FLOAT32;
+  const bool narrow = output_dtype != FDNN_DTYPE_FLOAT32;
+  auto body = [&](const void* caller_input, void* caller_output, cudaStream_t run_stream) {
+    const float* plan_input =
+        widen ? r.device_input.data() : static_cast<const float*>(caller_input);
+    float* plan_output = narrow ? r.device_output.data() : static_cast<float*>(caller_output);
+    if (widen) {
+      launch_widen(caller_input, half_format(input_dtype), r.device_input.data(), input_count,
+                   backend_.device_info(), run_stream);
+    }
+    backend_.enqueue(batch, plan_input, plan_output, r.workspace.data(),
+                     r.cublaslt_workspace.data(), run_stream);
+    if (narrow) {
+      launch_narrow(r.device_output.data(), caller_output, half_format(output_dtype),
+                    output_count, backend_.device_info(), run_stream);
+    }
+  };
+  const int launches = backend_.launches_per_run() + (widen ? 1 : 0) + (narrow ? 1 : 0);
+  // cuBLASLt kernels cannot be re-pointed; with both sides converted, no plan kernel touches a
+  // caller buffer (only the conversion kernels do, and they can be).
+  const bool repointable = backend_.device_graphs_repointable() || (widen && narrow);
+
   CachedGraph* graph = nullptr;
-  if (backend_.cuda_graphs() && backend_.launches_per_run() >= 2 && !caller_capturing &&
-      !overlapping) {
+  if (backend_.cuda_graphs() && launches >= 2 && !caller_capturing && !overlapping) {
     const int alignment = alignment_class(input, output);
-    graph = backend_.device_graphs_repointable()
-                ? find(device_graphs_, batch, alignment)
-                : find(device_graphs_, batch, alignment, input, output);
+    graph = repointable
+                ? find(device_graphs_, batch, alignment, input_dtype, output_dtype)
+                : find(device_graphs_, batch, alignment, input_dtype, output_dtype, input, output);
     if (graph == nullptr && device_graphs_.size() < kMaxGraphs) {
       CachedGraph captured = capture(batch, [&](cudaStream_t capture_stream) {
-        backend_.enqueue(batch, input, output, r.workspace.data(), r.cublaslt_workspace.data(),
-                         capture_stream);
+        body(input, output, capture_stream);
       });
       captured.input = input;
       captured.output = output;
-      captured.alignment = alignment_class(input, output);
+      captured.input_dtype = input_dtype;
+      captured.output_dtype = output_dtype;
+      captured.alignment = alignment;
       find_pointer_slots(captured, input_bytes, output_bytes);
       device_graphs_.push_back(std::move(captured));
       graph = &device_graphs_.back();
@@ -236,8 +297,7 @@ void CudaContext::run_device(int64_t batch, const float* input, float* output, v
   if (graph != nullptr) {
     FDNN_CUDA_CHECK(cudaGraphLaunch(graph->exec.get(), stream));
   } else {
-    backend_.enqueue(batch, input, output, r.workspace.data(), r.cublaslt_workspace.data(),
-                     stream);
+    body(input, output, stream);
   }
   if (handle == nullptr) FDNN_CUDA_CHECK(cudaStreamSynchronize(own));
 }

@@ -17,6 +17,15 @@
 // graphs on the device path (a graph launch costs what a kernel launch does), as do runs on a
 // stream the caller is itself capturing: those kernels go straight into the caller's capture.
 //
+// Caller dtypes (run_host_typed / run_device_typed): on the host path a 16-bit input is widened
+// into the pinned staging and a 16-bit output narrowed out of it, on the host; the graphs are
+// those of run_host. On the device path a 16-bit input is widened on the caller's stream into
+// the context's device_input and a 16-bit output narrowed from its device_output
+// (convert_dtype.cu), so the plan always runs on float32 buffers. The conversions are kernels
+// launched through launch_kernel: they are captured with the plan, graphs are keyed on the
+// dtypes too, and the caller's 16-bit buffers are re-pointed in the conversion kernels. FLOAT32
+// both ways is run_host / run_device.
+//
 // Consecutive runs of one context on different streams are ordered (the new stream waits for
 // the old one), since they share the workspace.
 #pragma once
@@ -41,6 +50,10 @@ class CudaContext final : public ExecutionContext {
 
   void run_host(int64_t batch, const float* input, float* output) override;
   void run_device(int64_t batch, const float* input, float* output, void* stream) override;
+  bool run_host_typed(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
+                      fdnn_dtype output_dtype) override;
+  void run_device_typed(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
+                        fdnn_dtype output_dtype, void* stream) override;
 
  private:
   // The memory and handles, created with the model's device current.
@@ -70,8 +83,10 @@ class CudaContext final : public ExecutionContext {
   struct CachedGraph {
     int64_t batch = 0;
     int alignment = 0;  // alignment_class() of the buffers it was captured with
-    const float* input = nullptr;
-    float* output = nullptr;
+    fdnn_dtype input_dtype = FDNN_DTYPE_FLOAT32;  // the caller buffers' element types
+    fdnn_dtype output_dtype = FDNN_DTYPE_FLOAT32;
+    const void* input = nullptr;
+    void* output = nullptr;
     Graph graph;
     GraphExec exec;
     std::vector<CapturedLaunch> launches;
@@ -80,13 +95,21 @@ class CudaContext final : public ExecutionContext {
 
   template <typename Body>
   CachedGraph capture(int64_t batch, Body&& body);
-  // The graph for `batch` captured on buffers of `alignment` (alignment_class()); with `input` /
-  // `output` not null, only one captured on those buffers.
+  // The graph for `batch` captured on buffers of `alignment` (alignment_class()) and of these
+  // dtypes; with `input` / `output` not null, only one captured on those buffers.
   static CachedGraph* find(std::vector<CachedGraph>& graphs, int64_t batch, int alignment,
-                           const float* input = nullptr, const float* output = nullptr);
+                           fdnn_dtype input_dtype, fdnn_dtype output_dtype,
+                           const void* input = nullptr, const void* output = nullptr);
   static int alignment_class(const void* input, const void* output);
+  // input_bytes / output_bytes: the caller buffers' real sizes in bytes (2 per 16-bit element).
   static void find_pointer_slots(CachedGraph& graph, int64_t input_bytes, int64_t output_bytes);
-  static void repoint(CachedGraph& graph, const float* input, float* output);
+  static void repoint(CachedGraph& graph, const void* input, void* output);
+  // The host path, converting from and to the caller's dtypes while staging.
+  void run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
+                       fdnn_dtype output_dtype);
+  // The device path; FLOAT32 both ways runs the plan on the caller's buffers.
+  void run_device_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
+                         fdnn_dtype output_dtype, void* handle);
   void order_after_previous(cudaStream_t stream);
 
   const CudaBackend& backend_;

@@ -26,6 +26,11 @@ __all__ = ["ConsumedTensor", "DLDataType", "DLDevice", "DLManagedTensor",
 KDL_CPU = 1
 KDL_CUDA = 2
 KDL_FLOAT = 2
+KDL_BFLOAT = 4
+
+# DLPack dtypes (code, bits, lanes) runs take, by fdnn dtype name.
+DTYPE_BY_DLPACK = {(KDL_FLOAT, 32, 1): "float32", (KDL_FLOAT, 16, 1): "float16",
+                   (KDL_BFLOAT, 16, 1): "bfloat16"}
 
 # Device type codes of dlpack.h, for messages.
 _DEVICE_TYPE_NAMES = {1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL", 7: "kDLVulkan",
@@ -178,8 +183,9 @@ def _consume(capsule: Any, where: str, what: str) -> ConsumedTensor:
 
 
 def _check_tensor(consumed: ConsumedTensor, device_type: int, device_index: int, writable: bool,
-                  where: str, what: str) -> Tuple[int, Tuple[int, ...]]:
-    """(data pointer, shape) of a float32 C-contiguous tensor; raises on anything else."""
+                  where: str, what: str) -> Tuple[int, Tuple[int, ...], str]:
+    """(data pointer, shape, dtype name) of a C-contiguous float32, float16 or bfloat16 tensor;
+    raises on anything else."""
     tensor = consumed.tensor
     assert tensor is not None
     if writable and consumed.flags & FLAG_READ_ONLY:
@@ -195,10 +201,13 @@ def _check_tensor(consumed: ConsumedTensor, device_type: int, device_index: int,
                          f"{tensor.device.device_id}, but __dlpack_device__() said "
                          f"{device_type_name(device_type)} device {device_index}")
     dtype = tensor.dtype
-    if (dtype.code, dtype.bits, dtype.lanes) != (KDL_FLOAT, 32, 1):
+    name = DTYPE_BY_DLPACK.get((dtype.code, dtype.bits, dtype.lanes))
+    if name is None:
         raise TypeError(f"{where}: the {what} has DLPack dtype (code {dtype.code}, bits "
                         f"{dtype.bits}, lanes {dtype.lanes}); fusednn takes float32 (code 2 "
-                        "kDLFloat, bits 32, lanes 1); convert with .float() / .astype('float32')")
+                        "kDLFloat, bits 32), float16 (code 2, bits 16) or bfloat16 (code 4 "
+                        "kDLBfloat, bits 16), lanes 1; convert with .float() / "
+                        ".astype('float32')")
     if tensor.ndim < 0:
         raise ValueError(f"{where}: the {what} has a negative ndim {tensor.ndim}")
     shape = tuple(int(tensor.shape[i]) for i in range(tensor.ndim))
@@ -214,14 +223,15 @@ def _check_tensor(consumed: ConsumedTensor, device_type: int, device_index: int,
     if not tensor.data:
         raise ValueError(f"{where}: the {what}'s DLTensor has a NULL data pointer")
     pointer = int(tensor.data) + int(tensor.byte_offset)
-    if pointer % 4:
-        raise ValueError(f"{where}: the {what}'s data is not aligned to float32")
-    return pointer, shape
+    if pointer % (dtype.bits // 8):
+        raise ValueError(f"{where}: the {what}'s data is not aligned to {name}")
+    return pointer, shape, name
 
 
 def device_buffer(obj: Any, stream: Optional[int], device_id: int, where: str, what: str,
-                  writable: bool) -> Tuple[int, Tuple[int, ...], ConsumedTensor]:
-    """(data pointer, shape, consumed tensor) of a float32 C-contiguous CUDA tensor from DLPack.
+                  writable: bool) -> Tuple[int, Tuple[int, ...], str, ConsumedTensor]:
+    """(data pointer, shape, dtype name, consumed tensor) of a C-contiguous float32, float16 or
+    bfloat16 CUDA tensor from DLPack.
 
     `stream` is the cudaStream_t the run is queued on, handed to the producer so that it orders
     its pending work before it (None when the run uses the context's own stream: the producer
@@ -247,8 +257,9 @@ def device_buffer(obj: Any, stream: Optional[int], device_id: int, where: str, w
     capsule = _export(obj, stream if stream else None)
     consumed = _consume(capsule, where, what)
     try:
-        pointer, shape = _check_tensor(consumed, device_type, device_index, writable, where, what)
+        pointer, shape, name = _check_tensor(consumed, device_type, device_index, writable, where,
+                                             what)
     except BaseException:
         consumed.release()
         raise
-    return pointer, shape, consumed
+    return pointer, shape, name, consumed

@@ -26,6 +26,16 @@ _PRECISION_BY_NAME = {"fp32": _native.PRECISION_FP32, "tf32": _native.PRECISION_
                       "fp16": _native.PRECISION_FP16, "bf16": _native.PRECISION_BF16}
 _PRECISION_NAMES = {value: name for name, value in _PRECISION_BY_NAME.items()}
 
+# The element types runs take (fdnn_dtype). numpy has no bfloat16: bfloat16 arrays are uint16
+# arrays holding the bits (with dtype="bfloat16"), or ml_dtypes' bfloat16 arrays.
+_DTYPE_BY_NAME = {"float32": _native.DTYPE_FLOAT32, "float16": _native.DTYPE_FLOAT16,
+                  "bfloat16": _native.DTYPE_BFLOAT16}
+# Host arrays each dtype name accepts, besides an ml_dtypes bfloat16 array for "bfloat16".
+_HOST_DTYPES = {"float32": (np.dtype(np.float32),),
+                "float16": (np.dtype(np.float16), np.dtype(np.uint16)),
+                "bfloat16": (np.dtype(np.uint16),)}
+_ITEM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
 
 @dataclass(frozen=True)
 class MemoryInfo:
@@ -102,22 +112,64 @@ def _options(max_batch: Optional[int], device: str, device_id: int, cpu_threads:
     return options
 
 
-def _check_input(x: Any, input_shape: Tuple[int, ...], max_batch: int,
-                 where: str) -> Tuple[int, bool]:
-    """Validate a run's input before any native call; returns (batch, is_single_sample)."""
+def _is_ml_bfloat16(dtype: np.dtype) -> bool:
+    return dtype.name == "bfloat16" and dtype.itemsize == 2
+
+
+def _dtype_name(dtype: Any, argument: str, where: str) -> Optional[str]:
+    """"float32", "float16" or "bfloat16" for a name or a numpy dtype; None stays None."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        name = dtype
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            raise TypeError(f"{where}: {argument} must be 'float32', 'float16' or 'bfloat16', "
+                            f"got {dtype!r}") from None
+    if name not in _DTYPE_BY_NAME:
+        raise ValueError(f"{where}: {argument} is {dtype!r}; use 'float32', 'float16' or "
+                         "'bfloat16'")
+    return name
+
+
+def _host_input_dtype(x: np.ndarray, dtype: Optional[str], where: str) -> str:
+    """The fdnn dtype name of a host input: from `dtype` when given, else from the array's."""
+    if dtype is None:
+        if x.dtype == np.float32:
+            return "float32"
+        if x.dtype == np.float16:
+            return "float16"
+        if _is_ml_bfloat16(x.dtype):
+            return "bfloat16"
+        if x.dtype == np.uint16:
+            raise TypeError(f"{where}: input dtype is uint16; pass dtype='bfloat16' (or "
+                            "'float16') to say which 16-bit format its bits hold")
+        raise TypeError(f"{where}: input dtype is {x.dtype}, fusednn takes float32, float16 or "
+                        "bfloat16 (uint16 bits with dtype='bfloat16'); convert with "
+                        "x.astype(np.float32)")
+    if x.dtype in _HOST_DTYPES[dtype] or (dtype == "bfloat16" and _is_ml_bfloat16(x.dtype)):
+        return dtype
+    accepted = " or ".join(str(d) for d in _HOST_DTYPES[dtype])
+    raise TypeError(f"{where}: input dtype is {x.dtype} but dtype={dtype!r} takes {accepted} "
+                    "arrays (native byte order)")
+
+
+def _check_input(x: Any, input_shape: Tuple[int, ...], max_batch: int, where: str,
+                 dtype: Optional[str] = None) -> Tuple[int, bool, str]:
+    """Validate a run's input before any native call; returns (batch, single sample, dtype)."""
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{where}: expected a numpy.ndarray, got {type(x).__name__}; convert "
                         "with np.asarray(x, dtype=np.float32)")
-    if x.dtype != np.float32:
-        raise TypeError(f"{where}: input dtype is {x.dtype}, fusednn takes float32; convert "
-                        "with x.astype(np.float32)")
+    name = _host_input_dtype(x, dtype, where)
     if not x.flags.c_contiguous:
         raise ValueError(f"{where}: input is not C-contiguous (a transposed or strided view?); "
                          "pass np.ascontiguousarray(x)")
     if not x.flags.aligned:
-        raise ValueError(f"{where}: input is not aligned to float32; pass a copy (x.copy())")
+        raise ValueError(f"{where}: input is not aligned to {name}; pass a copy (x.copy())")
     if x.shape == input_shape:
-        return 1, True
+        return 1, True, name
     if x.ndim != len(input_shape) + 1 or x.shape[1:] != input_shape:
         raise ValueError(f"{where}: input shape {x.shape} is neither (batch, *{input_shape}) nor "
                          f"a single sample {input_shape}")
@@ -127,24 +179,45 @@ def _check_input(x: Any, input_shape: Tuple[int, ...], max_batch: int,
     if batch > max_batch:
         raise ValueError(f"{where}: batch {batch} exceeds the model's max_batch {max_batch}; "
                          "split the input or create the model with a larger max_batch")
-    return batch, False
+    return batch, False, name
+
+
+# __cuda_array_interface__ typestrs runs take. bfloat16 has none: such tensors come through DLPack.
+_DTYPE_BY_TYPESTR = {"<f4": "float32", "=f4": "float32", "<f2": "float16", "=f2": "float16"}
+
+
+def _cuda_array_interface(array: Any) -> Any:
+    """The object's __cuda_array_interface__, or None; torch raises for dtypes it cannot describe
+    (bfloat16) and for tensors that require grad, which then go through DLPack if they can."""
+    try:
+        return getattr(array, "__cuda_array_interface__", None)
+    except (TypeError, RuntimeError, KeyError):
+        if _dlpack.has_dlpack(array):
+            return None
+        raise
 
 
 def _device_buffer(array: Any, where: str, what: str,
-                   writable: bool) -> Tuple[Optional[int], Tuple[int, ...]]:
-    """(data pointer, shape) of a float32 C-contiguous array in __cuda_array_interface__ form."""
-    interface = getattr(array, "__cuda_array_interface__", None)
+                   writable: bool) -> Tuple[Optional[int], Tuple[int, ...], str]:
+    """(data pointer, shape, dtype name) of a C-contiguous float32 or float16 array in
+    __cuda_array_interface__ form."""
+    interface = _cuda_array_interface(array)
     if not isinstance(interface, Mapping):
         raise TypeError(f"{where}: the {what} must be a device array exposing "
                         "__cuda_array_interface__ (a CUDA torch tensor, CuPy or Numba array), "
                         f"got {type(array).__name__}; use run() for host arrays")
     shape = tuple(int(d) for d in interface["shape"])
-    if interface.get("typestr") not in ("<f4", "=f4"):
+    dtype = _DTYPE_BY_TYPESTR.get(interface.get("typestr"))
+    if dtype is None:
         raise TypeError(f"{where}: the {what} has typestr {interface.get('typestr')!r}; fusednn "
-                        "takes float32 ('<f4')")
+                        "takes float32 ('<f4') or float16 ('<f2'), and bfloat16 through "
+                        "__dlpack__")
+    pointer, read_only = interface["data"]
+    if pointer and pointer % _ITEM_BYTES[dtype]:
+        raise ValueError(f"{where}: the {what}'s data is not aligned to {dtype}")
     strides = interface.get("strides")
     if strides is not None:
-        contiguous = [4] * len(shape)
+        contiguous = [_ITEM_BYTES[dtype]] * len(shape)
         for i in range(len(shape) - 2, -1, -1):
             contiguous[i] = contiguous[i + 1] * shape[i + 1]
         if any(extent > 1 and stride != want
@@ -152,25 +225,25 @@ def _device_buffer(array: Any, where: str, what: str,
             raise ValueError(f"{where}: the {what} is not C-contiguous; make a contiguous copy")
     if interface.get("mask") is not None:
         raise ValueError(f"{where}: masked arrays are not supported")
-    pointer, read_only = interface["data"]
     if writable and read_only:
         raise ValueError(f"{where}: the {what} is read-only")
-    return pointer, shape
+    return pointer, shape, dtype
 
 
 def _device_or_dlpack_buffer(
         array: Any, where: str, what: str, writable: bool, stream: Optional[int],
-        device_id: int) -> Tuple[Optional[int], Tuple[int, ...], Optional[_dlpack.ConsumedTensor]]:
-    """(data pointer, shape, consumed DLPack tensor or None) of a device array.
+        device_id: int
+) -> Tuple[Optional[int], Tuple[int, ...], str, Optional[_dlpack.ConsumedTensor]]:
+    """(data pointer, shape, dtype name, consumed DLPack tensor or None) of a device array.
 
     __cuda_array_interface__ is preferred when an object has both protocols (it needs no
     capsule); otherwise __dlpack__ / __dlpack_device__ are used, and the caller must release()
     the consumed tensor once the run is queued.
     """
-    if getattr(array, "__cuda_array_interface__", None) is None and _dlpack.has_dlpack(array):
+    if _cuda_array_interface(array) is None and _dlpack.has_dlpack(array):
         return _dlpack.device_buffer(array, stream, device_id, where, what, writable)
-    pointer, shape = _device_buffer(array, where, what, writable)
-    return pointer, shape, None
+    pointer, shape, dtype = _device_buffer(array, where, what, writable)
+    return pointer, shape, dtype, None
 
 
 def _stream_pointer(stream: Any) -> Optional[int]:
@@ -184,12 +257,25 @@ def _stream_pointer(stream: Any) -> Optional[int]:
                     f"{type(stream).__name__}")
 
 
-def _run(function: Callable[..., int], handle: Any, x: np.ndarray, input_shape: Tuple[int, ...],
-         output_shape: Tuple[int, ...], max_batch: int, where: str) -> np.ndarray:
-    batch, single = _check_input(x, input_shape, max_batch, where)
-    output = np.empty((batch,) + output_shape, dtype=np.float32)
-    function(handle, batch, x, x.size, output, output.size)
+def _run(function: Callable[..., int], typed_function: Callable[..., int], handle: Any,
+         x: np.ndarray, input_shape: Tuple[int, ...], output_shape: Tuple[int, ...],
+         max_batch: int, where: str, dtype: Any, out_dtype: Any) -> np.ndarray:
+    batch, single, in_name = _check_input(x, input_shape, max_batch, where,
+                                          _dtype_name(dtype, "dtype", where))
+    out_name = _dtype_name(out_dtype, "out_dtype", where) or in_name
+    if in_name == out_name == "float32":  # the float32 call, as before the typed ones existed
+        output = np.empty((batch,) + output_shape, dtype=np.float32)
+        function(handle, batch, x, x.size, output, output.size)
+    else:
+        if out_name == "bfloat16":  # the input's bfloat16 dtype if it has one, else the bits
+            numpy_dtype = x.dtype if _is_ml_bfloat16(x.dtype) else np.dtype(np.uint16)
+        else:
+            numpy_dtype = np.dtype(np.float32 if out_name == "float32" else np.float16)
+        output = np.empty((batch,) + output_shape, dtype=numpy_dtype)
+        typed_function(handle, batch, x.ctypes.data, _DTYPE_BY_NAME[in_name], x.size,
+                       output.ctypes.data, _DTYPE_BY_NAME[out_name], output.size)
     return output[0] if single else output
+
 
 
 class Model:
@@ -212,6 +298,7 @@ class Model:
         library = _native.library()
         self._destroy = library.cdll.fdnn_model_destroy
         self._run_function = library.cdll.fdnn_model_run
+        self._run_typed_function = library.cdll.fdnn_model_run_typed
         try:
             self._input_shape = self._query_shape(handle, "fdnn_model_input_shape")
             self._output_shape = self._query_shape(handle, "fdnn_model_output_shape")
@@ -423,12 +510,23 @@ class Model:
 
     # --- running -------------------------------------------------------------------------------
 
-    def run(self, x: np.ndarray) -> np.ndarray:
-        """Run the model on a batch and return a new float32 array.
+    def run(self, x: np.ndarray, dtype: Any = None, out_dtype: Any = None) -> np.ndarray:
+        """Run the model on a batch and return a new array (float32 for a float32 input).
 
         Args:
-            x: float32, C-contiguous, of shape ``(batch, *input_shape)`` with
-                ``1 <= batch <= max_batch``, or a single sample of shape ``input_shape``.
+            x: C-contiguous, of shape ``(batch, *input_shape)`` with ``1 <= batch <=
+                max_batch``, or a single sample of shape ``input_shape``: float32, float16, an
+                ml_dtypes bfloat16 array, or uint16 holding bfloat16 (or float16) bits with
+                ``dtype`` saying which.
+            dtype: The input's element type, "float32", "float16" or "bfloat16" (or a numpy
+                dtype); None (the default) takes it from ``x.dtype``.
+            out_dtype: The output's element type, likewise; None (the default) is the input's.
+                A float16 output is a float16 array; a bfloat16 output has the input's
+                bfloat16 dtype when it has one, else it is a uint16 array of bfloat16 bits.
+
+        A 16-bit input is widened to float32 exactly, the model runs in its precision, and a
+        16-bit output is rounded to nearest even (``fdnn_model_run_typed``); float32 in and out
+        is the plain float32 call (``fdnn_model_run``).
 
         Returns:
             ``(batch, *output_shape)``, or ``output_shape`` for a single sample.
@@ -437,8 +535,9 @@ class Model:
             TypeError / ValueError for a wrong input, before any native call; InvalidStateError
             (weights missing), OutOfMemoryError, DeviceError from the library.
         """
-        return _run(self._run_function, self._live_handle(), x, self._input_shape,
-                    self._output_shape, self._max_batch, "Model.run")
+        return _run(self._run_function, self._run_typed_function, self._live_handle(), x,
+                    self._input_shape, self._output_shape, self._max_batch, "Model.run", dtype,
+                    out_dtype)
 
     def create_context(self) -> "Context":
         """A new execution context for this model; see :class:`Context`."""
@@ -502,7 +601,9 @@ class Context:
         library = _native.library()
         self._destroy = library.cdll.fdnn_context_destroy
         self._run_function = library.cdll.fdnn_context_run
+        self._run_typed_function = library.cdll.fdnn_context_run_typed
         self._run_device_function = library.cdll.fdnn_context_run_device
+        self._run_device_typed_function = library.cdll.fdnn_context_run_device_typed
         self._input_shape = model.input_shape
         self._output_shape = model.output_shape
         self._max_batch = model.max_batch
@@ -532,15 +633,17 @@ class Context:
         """Where the model runs: "cpu" or "cuda"."""
         return self._device
 
-    def run(self, x: np.ndarray) -> np.ndarray:
-        """Run on a batch with this context; same contract as :meth:`Model.run`.
+    def run(self, x: np.ndarray, dtype: Any = None, out_dtype: Any = None) -> np.ndarray:
+        """Run on a batch with this context; same contract as :meth:`Model.run`
+        (``fdnn_context_run`` / ``fdnn_context_run_typed``).
 
         Not thread-safe for one context: use one context per thread.
         """
         if self._handle is None:
             raise ValueError("the context is closed")
-        return _run(self._run_function, self._handle, x, self._input_shape, self._output_shape,
-                    self._max_batch, "Context.run")
+        return _run(self._run_function, self._run_typed_function, self._handle, x,
+                    self._input_shape, self._output_shape, self._max_batch, "Context.run", dtype,
+                    out_dtype)
 
     def run_device(self, x: Any, out: Any, stream: Any = None) -> None:
         """Run on GPU buffers on a CUDA stream, without copies (``fdnn_context_run_device``).
@@ -548,8 +651,10 @@ class Context:
         Args:
             x: The input in device memory: any object with ``__cuda_array_interface__`` (a CUDA
                 torch tensor, a CuPy or Numba array) or, failing that, ``__dlpack__`` and
-                ``__dlpack_device__`` on kDLCUDA of the model's device; float32, C-contiguous,
-                shaped like the input of :meth:`run`. A DLPack producer is handed ``stream`` so
+                ``__dlpack_device__`` on kDLCUDA of the model's device; C-contiguous, shaped
+                like the input of :meth:`run`; float32, float16 (typestr ``"<f2"``, or DLPack
+                kDLFloat 16 bits) or bfloat16 (DLPack kDLBfloat, 16 bits: torch.bfloat16 tensors
+                come through ``__dlpack__``), each element aligned to its size. A DLPack producer is handed ``stream`` so
                 it orders its pending work before the run (with ``stream=None`` it is told the
                 legacy default stream, which does not order the context's own non-blocking
                 stream: pass the producer's stream when it has work in flight). The versioned
@@ -557,9 +662,11 @@ class Context:
                 when the producer does not take it; the capsule is consumed (renamed
                 "used_dltensor[_versioned]") and the tensor's deleter called once the run is
                 queued. Nothing is copied: keep ``x`` alive until the stream has used it.
-            out: The output in device memory, written in place: float32, C-contiguous, shape
-                ``(batch, *output_shape)`` (or ``output_shape`` for a single sample). One its
-                producer flags read-only (or as a copy) is refused.
+            out: The output in device memory, written in place: C-contiguous, shape
+                ``(batch, *output_shape)`` (or ``output_shape`` for a single sample), float32,
+                float16 or bfloat16 whatever the input's dtype (a 16-bit output is rounded to
+                nearest even on the GPU; ``fdnn_context_run_device_typed``). One its producer
+                flags read-only (or as a copy) is refused.
             stream: The ``cudaStream_t`` to queue the work on: an int, or an object with a
                 ``cuda_stream`` (torch) or ``ptr`` (CuPy) attribute. None uses the context's own
                 stream and waits for the results; otherwise the call returns at once and the
@@ -575,22 +682,22 @@ class Context:
         stream_pointer = _stream_pointer(stream)
         # DLPack tensors (None for __cuda_array_interface__) are released, their deleters called
         # once, only after the run is queued or refused, so the pointers stay valid until then.
-        x_pointer, x_shape, x_tensor = _device_or_dlpack_buffer(
+        x_pointer, x_shape, x_dtype, x_tensor = _device_or_dlpack_buffer(
             x, where, "input", False, stream_pointer, self._device_id)
         out_tensor: Optional[_dlpack.ConsumedTensor] = None
         try:
-            out_pointer, out_shape, out_tensor = _device_or_dlpack_buffer(
+            out_pointer, out_shape, out_dtype, out_tensor = _device_or_dlpack_buffer(
                 out, where, "output", True, stream_pointer, self._device_id)
-            self._run_device_checked(where, x_pointer, x_shape, out_pointer, out_shape,
-                                     stream_pointer)
+            self._run_device_checked(where, x_pointer, x_shape, x_dtype, out_pointer, out_shape,
+                                     out_dtype, stream_pointer)
         finally:
             for tensor in (x_tensor, out_tensor):
                 if tensor is not None:
                     tensor.release()
 
     def _run_device_checked(self, where: str, x_pointer: Optional[int], x_shape: Tuple[int, ...],
-                            out_pointer: Optional[int], out_shape: Tuple[int, ...],
-                            stream_pointer: Optional[int]) -> None:
+                            x_dtype: str, out_pointer: Optional[int], out_shape: Tuple[int, ...],
+                            out_dtype: str, stream_pointer: Optional[int]) -> None:
         """Checks the shapes of run_device's buffers against the model's and queues the run."""
         if x_shape == self._input_shape:
             batch, expected_out = 1, self._output_shape
@@ -604,8 +711,13 @@ class Context:
                              f"{self._max_batch}")
         if out_shape != expected_out:
             raise ValueError(f"{where}: output shape {out_shape} should be {expected_out}")
-        self._run_device_function(self._handle, batch, x_pointer, math.prod(x_shape),
-                                  out_pointer, math.prod(out_shape), stream_pointer)
+        if x_dtype == out_dtype == "float32":  # the float32 call (zero-copy)
+            self._run_device_function(self._handle, batch, x_pointer, math.prod(x_shape),
+                                      out_pointer, math.prod(out_shape), stream_pointer)
+        else:
+            self._run_device_typed_function(
+                self._handle, batch, x_pointer, _DTYPE_BY_NAME[x_dtype], math.prod(x_shape),
+                out_pointer, _DTYPE_BY_NAME[out_dtype], math.prod(out_shape), stream_pointer)
 
     @property
     def closed(self) -> bool:

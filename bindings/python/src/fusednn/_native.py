@@ -31,7 +31,7 @@ ENV_LIBRARY = "FUSEDNN_LIBRARY"
 # The C API this binding is written against: the library must have this major version and at
 # least this minor version (FDNN_VERSION_MAJOR / FDNN_VERSION_MINOR in fusednn.h).
 API_VERSION_MAJOR = 0
-API_VERSION_MINOR = 2
+API_VERSION_MINOR = 3
 
 MAX_RANK = 8  # FDNN_MAX_RANK
 
@@ -202,12 +202,18 @@ class Library:
         fallible("fdnn_model_layer_count", ModelHandle, P(i32))
         fallible("fdnn_model_layer_info", ModelHandle, i32, P(LayerInfoStruct))
         fallible("fdnn_model_run", ModelHandle, i64, FloatInput, size_t, FloatOutput, size_t)
+        fallible("fdnn_model_run_typed", ModelHandle, i64, ctypes.c_void_p, c_dtype, size_t,
+                 ctypes.c_void_p, c_dtype, size_t)
         # Execution contexts
         fallible("fdnn_context_create", ModelHandle, P(ContextHandle))
         plain("fdnn_context_destroy", None, ContextHandle)
         fallible("fdnn_context_run", ContextHandle, i64, FloatInput, size_t, FloatOutput, size_t)
         fallible("fdnn_context_run_device", ContextHandle, i64, ctypes.c_void_p, size_t,
                  ctypes.c_void_p, size_t, ctypes.c_void_p)
+        fallible("fdnn_context_run_typed", ContextHandle, i64, ctypes.c_void_p, c_dtype, size_t,
+                 ctypes.c_void_p, c_dtype, size_t)
+        fallible("fdnn_context_run_device_typed", ContextHandle, i64, ctypes.c_void_p, c_dtype,
+                 size_t, ctypes.c_void_p, c_dtype, size_t, ctypes.c_void_p)
 
 
 def _shared_library_names() -> List[str]:

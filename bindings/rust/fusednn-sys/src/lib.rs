@@ -208,7 +208,7 @@ macro_rules! c_functions {
 /// ABI major version of the header these declarations mirror; the library's SOVERSION.
 pub const FDNN_VERSION_MAJOR: u32 = 0;
 /// Minor version of the header: incremented when functions or struct fields are added.
-pub const FDNN_VERSION_MINOR: u32 = 2;
+pub const FDNN_VERSION_MINOR: u32 = 3;
 /// Patch version of the header: fixes that change no interface.
 pub const FDNN_VERSION_PATCH: u32 = 0;
 /// The header version as one number, `major * 10000 + minor * 100 + patch`; compare with
@@ -486,6 +486,20 @@ c_functions! {
         output_capacity: usize,
     ) -> fdnn_status;
 
+    /// Run on host buffers in the caller's element types (since 0.3): a 16-bit input is widened
+    /// exactly, a 16-bit output rounded to nearest even; counts are in elements. FLOAT32 both
+    /// ways is [`fdnn_model_run`]. Thread-safe once the weights are loaded.
+    pub fn fdnn_model_run_typed(
+        model: *mut fdnn_model,
+        batch: i64,
+        input: *const c_void,
+        input_dtype: fdnn_dtype,
+        input_count: usize,
+        output: *mut c_void,
+        output_dtype: fdnn_dtype,
+        output_capacity: usize,
+    ) -> fdnn_status;
+
     /// Create an execution context with all scratch memory for max_batch. Freezes the weights.
     /// Free with [`fdnn_context_destroy`]. Thread-safe once the weights are loaded.
     pub fn fdnn_context_create(model: *mut fdnn_model, context: *mut *mut fdnn_context)
@@ -513,6 +527,33 @@ c_functions! {
         device_input: *const f32,
         input_count: usize,
         device_output: *mut f32,
+        output_capacity: usize,
+        cuda_stream: *mut c_void,
+    ) -> fdnn_status;
+
+    /// [`fdnn_model_run_typed`] with this context (since 0.3); one thread at a time per context.
+    /// Its float32 conversion buffers are allocated by the first run that needs them.
+    pub fn fdnn_context_run_typed(
+        context: *mut fdnn_context,
+        batch: i64,
+        input: *const c_void,
+        input_dtype: fdnn_dtype,
+        input_count: usize,
+        output: *mut c_void,
+        output_dtype: fdnn_dtype,
+        output_capacity: usize,
+    ) -> fdnn_status;
+
+    /// [`fdnn_context_run_device`] in the caller's element types (since 0.3): converted on the
+    /// GPU on `cuda_stream`, nothing allocated. One thread at a time per context.
+    pub fn fdnn_context_run_device_typed(
+        context: *mut fdnn_context,
+        batch: i64,
+        device_input: *const c_void,
+        input_dtype: fdnn_dtype,
+        input_count: usize,
+        device_output: *mut c_void,
+        output_dtype: fdnn_dtype,
         output_capacity: usize,
         cuda_stream: *mut c_void,
     ) -> fdnn_status;

@@ -6,6 +6,7 @@ use std::ptr::{self, NonNull};
 
 use fusednn_sys as sys;
 
+use crate::dtype::{check_element, Dtype, Element};
 use crate::error::{check, Error, Result, Status};
 use crate::info::Shape;
 use crate::model::{Model, RunLayout};
@@ -115,6 +116,73 @@ impl Context {
                 output.len(),
             )
         })
+    }
+
+    /// Runs `batch` samples in the caller's [`Dtype`]s with this context's scratch memory; see
+    /// [`Model::run_typed`]. The first run that needs them allocates the context's `f32`
+    /// conversion buffers (for max_batch); later runs allocate nothing.
+    pub fn run_typed<I: Element, O: Element>(
+        &mut self,
+        batch: usize,
+        input: &[I],
+        input_dtype: Dtype,
+        output: &mut [O],
+        output_dtype: Dtype,
+    ) -> Result<()> {
+        check_element::<I>(input_dtype, "input_dtype")?;
+        check_element::<O>(output_dtype, "output_dtype")?;
+        self.layout
+            .check_counts(batch, input.len(), output.len(), "elements")?;
+        // SAFETY: as run_into; the element sizes match the dtypes (checked above).
+        check(unsafe {
+            sys::fdnn_context_run_typed(
+                self.raw.as_ptr(),
+                batch as i64,
+                input.as_ptr().cast(),
+                input_dtype.to_raw(),
+                input.len(),
+                output.as_mut_ptr().cast(),
+                output_dtype.to_raw(),
+                output.len(),
+            )
+        })
+    }
+
+    /// [`Context::run_device`] with the input and output in their own [`Dtype`]s
+    /// (`fdnn_context_run_device_typed`): a 16-bit side is converted on the GPU, on
+    /// `cuda_stream`, through the context's own `f32` buffers. Counts are in elements.
+    ///
+    /// Errors: as [`Context::run_device`].
+    ///
+    /// # Safety
+    /// As [`Context::run_device`], with `device_input` pointing to `input_count` elements of
+    /// `input_dtype` and `device_output` to `output_capacity` elements of `output_dtype`, each
+    /// aligned to its element size.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn run_device_typed(
+        &mut self,
+        batch: usize,
+        device_input: *const std::ffi::c_void,
+        input_dtype: Dtype,
+        input_count: usize,
+        device_output: *mut std::ffi::c_void,
+        output_dtype: Dtype,
+        output_capacity: usize,
+        cuda_stream: *mut std::ffi::c_void,
+    ) -> Result<()> {
+        self.layout
+            .check_counts(batch, input_count, output_capacity, "elements")?;
+        check(sys::fdnn_context_run_device_typed(
+            self.raw.as_ptr(),
+            batch as i64,
+            device_input,
+            input_dtype.to_raw(),
+            input_count,
+            device_output,
+            output_dtype.to_raw(),
+            output_capacity,
+            cuda_stream,
+        ))
     }
 
     /// Runs `batch` samples on device buffers, queued on the caller's CUDA stream: nothing is

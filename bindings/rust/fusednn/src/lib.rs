@@ -22,6 +22,8 @@
 //! * Every fallible call returns [`Result`]; an [`Error`] carries a [`Status`] mirroring the C
 //!   `fdnn_status` and the message the library wrote for the calling thread.
 //! * Buffer lengths are checked against the model's shapes before the library is called.
+//! * Inputs and outputs are `f32`, or float16 / bfloat16 bits in `u16` through
+//!   [`Model::run_typed`] and [`Context::run_typed`] (each side its own [`Dtype`]).
 //!
 //! The native library is linked by `fusednn-sys`: set `FUSEDNN_DIR` or `FUSEDNN_LIB_DIR` (or make
 //! `pkg-config fusednn` work) when building, and `LD_LIBRARY_PATH` when running.
@@ -29,6 +31,7 @@
 #![warn(missing_docs)]
 
 mod context;
+mod dtype;
 mod error;
 mod info;
 mod model;
@@ -41,6 +44,7 @@ use std::ffi::CStr;
 pub use fusednn_sys as sys;
 
 pub use context::Context;
+pub use dtype::{Dtype, Element};
 pub use error::{Error, Result, Status};
 pub use info::{LayerInfo, MemoryInfo, Shape, Version, MAX_RANK};
 pub use model::{Device, Model, ModelOptions};

@@ -7,6 +7,7 @@ use std::ptr::{self, NonNull};
 use fusednn_sys as sys;
 
 use crate::context::Context;
+use crate::dtype::{check_element, Dtype, Element};
 use crate::error::{check, Error, Result, Status};
 use crate::info::{copy_c_string, LayerInfo, MemoryInfo, Shape, MAX_RANK};
 use crate::precision::Precision;
@@ -136,6 +137,17 @@ impl RunLayout {
     /// Number of output floats a run of `batch` samples writes, after checking the batch and the
     /// buffer lengths against the model's shapes.
     pub(crate) fn check(&self, batch: usize, input_len: usize, output_len: usize) -> Result<usize> {
+        self.check_counts(batch, input_len, output_len, "floats")
+    }
+
+    /// As [`RunLayout::check`], with `unit` naming what the lengths count ("elements").
+    pub(crate) fn check_counts(
+        &self,
+        batch: usize,
+        input_len: usize,
+        output_len: usize,
+        unit: &str,
+    ) -> Result<usize> {
         if batch == 0 || batch > self.max_batch {
             return Err(Error::new(
                 Status::InvalidArgument,
@@ -161,7 +173,7 @@ impl RunLayout {
             return Err(Error::new(
                 Status::InvalidArgument,
                 format!(
-                    "input holds {input_len} floats, but batch {batch} x input shape {} needs {input_needed}",
+                    "input holds {input_len} {unit}, but batch {batch} x input shape {} needs {input_needed}",
                     self.input_shape
                 ),
             ));
@@ -170,7 +182,7 @@ impl RunLayout {
             return Err(Error::new(
                 Status::BufferTooSmall,
                 format!(
-                    "output holds {output_len} floats, but batch {batch} x output shape {} needs {output_needed}",
+                    "output holds {output_len} {unit}, but batch {batch} x output shape {} needs {output_needed}",
                     self.output_shape
                 ),
             ));
@@ -591,6 +603,47 @@ impl Model {
                 input.as_ptr(),
                 input.len(),
                 output.as_mut_ptr(),
+                output.len(),
+            )
+        })
+    }
+
+    /// Runs `batch` samples with the input and the output each in its own [`Dtype`]: `f32`
+    /// slices for [`Dtype::Float32`], `u16` slices of bits for [`Dtype::Float16`] and
+    /// [`Dtype::Bfloat16`] (`fdnn_model_run_typed`). Writes `batch` x [`Model::output_shape`]
+    /// elements to the start of `output`; on error nothing is written. Thread-safe, as
+    /// [`Model::run`].
+    ///
+    /// A 16-bit input is widened exactly, a 16-bit output rounded to nearest even; with
+    /// `Float32` both ways it is [`Model::run_into`]. Each pooled context allocates its `f32`
+    /// conversion buffers (for max_batch) on its first run that needs them.
+    ///
+    /// Errors: [`Status::InvalidArgument`] for a slice whose element type does not fit its dtype
+    /// or a length that does not match the shapes, [`Status::BufferTooSmall`], and those of
+    /// [`Model::run`].
+    pub fn run_typed<I: Element, O: Element>(
+        &self,
+        batch: usize,
+        input: &[I],
+        input_dtype: Dtype,
+        output: &mut [O],
+        output_dtype: Dtype,
+    ) -> Result<()> {
+        check_element::<I>(input_dtype, "input_dtype")?;
+        check_element::<O>(output_dtype, "output_dtype")?;
+        self.layout
+            .check_counts(batch, input.len(), output.len(), "elements")?;
+        // SAFETY: as run_into; the element sizes match the dtypes (checked above), so the
+        // library reads and writes only inside the slices.
+        check(unsafe {
+            sys::fdnn_model_run_typed(
+                self.raw.as_ptr(),
+                batch as i64,
+                input.as_ptr().cast(),
+                input_dtype.to_raw(),
+                input.len(),
+                output.as_mut_ptr().cast(),
+                output_dtype.to_raw(),
                 output.len(),
             )
         })

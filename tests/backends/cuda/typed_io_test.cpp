@@ -1,0 +1,253 @@
+// The typed runs on a CUDA model: fdnn_context_run_device_typed (widened into the context's
+// device_input, narrowed from its device_output, on the caller's stream) and the host path
+// (converted into and out of the pinned staging), with graphs on and off. The reference is the same
+// context's float32 run on the same (exactly widened) input, narrowed on the host by the library's
+// own converters (src/common/half_float.hpp): the GPU rounds to nearest even as they do, so the
+// bits must agree exactly. Skips without a GPU.
+#include "common/half_float.hpp"
+#include "cuda_test_support.hpp"
+
+namespace {
+
+using namespace fusednn_cuda_test;
+
+const fdnn_dtype kDtypes[] = {FDNN_DTYPE_FLOAT32, FDNN_DTYPE_FLOAT16, FDNN_DTYPE_BFLOAT16};
+
+const char* name_of(fdnn_dtype dtype) {
+  return dtype == FDNN_DTYPE_FLOAT32 ? "float32" : dtype == FDNN_DTYPE_FLOAT16 ? "float16" : "bfloat16";
+}
+
+size_t bytes_of(fdnn_dtype dtype) { return dtype == FDNN_DTYPE_FLOAT32 ? 4 : 2; }
+
+// Values exact in float16 and bfloat16 alike: k / 32 with |k| <= 128.
+std::vector<float> exact_inputs(size_t count, std::mt19937& random) {
+  std::uniform_int_distribution<int> k(-128, 128);
+  std::vector<float> values(count);
+  for (float& v : values) v = static_cast<float>(k(random)) / 32.0f;
+  return values;
+}
+
+std::vector<unsigned char> encode(const std::vector<float>& values, fdnn_dtype dtype) {
+  std::vector<unsigned char> bytes(values.size() * bytes_of(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == FDNN_DTYPE_FLOAT32) {
+      std::memcpy(bytes.data() + 4 * i, &values[i], 4);
+    } else {
+      const uint16_t bits = dtype == FDNN_DTYPE_FLOAT16 ? fusednn::float_to_half(values[i])
+                                                        : fusednn::float_to_bfloat16(values[i]);
+      std::memcpy(bytes.data() + 2 * i, &bits, 2);
+    }
+  }
+  return bytes;
+}
+
+// A fused MLP chain (few launches, re-pointable graphs) and one with a lone wide Linear on
+// cuBLASLt reading the model input (graphs kept per pair of buffers when a float32 side is the
+// caller's).
+std::vector<std::pair<std::string, Net>> nets() {
+  Net mlp({100});
+  mlp.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
+  mlp.linear("fc2", 128, 10);
+  Net wide({300});
+  wide.linear("fc1", 300, 512).act(R"({"type": "ReLU"})");
+  wide.linear("fc2", 512, 10);
+  return {{"mlp", mlp}, {"wide", wide}};
+}
+
+struct CudaModel {
+  fdnn_model* model = nullptr;
+  fdnn_context* context = nullptr;
+  size_t in_per_sample = 0, out_per_sample = 0;
+  ~CudaModel() {
+    fdnn_context_destroy(context);
+    fdnn_model_destroy(model);
+  }
+};
+
+void make(const Net& net, int32_t graphs, int64_t max_batch, std::mt19937& random, CudaModel* s) {
+  s->model = create_model(net.spec(), FDNN_DEVICE_CUDA, max_batch, graphs);
+  ASSERT_NE(s->model, nullptr);
+  set_weights(s->model, net, draw_weights(net, random));
+  ASSERT_EQ(fdnn_context_create(s->model, &s->context), FDNN_STATUS_OK) << fdnn_last_error_message();
+  fdnn_shape in, out;
+  ASSERT_EQ(fdnn_model_input_shape(s->model, &in), FDNN_STATUS_OK);
+  ASSERT_EQ(fdnn_model_output_shape(s->model, &out), FDNN_STATUS_OK);
+  s->in_per_sample = static_cast<size_t>(elements(in));
+  s->out_per_sample = static_cast<size_t>(elements(out));
+}
+
+TEST(CudaTypedIo, HostPathEveryDtypePairMatchesTheFloat32RunNarrowed) {
+  REQUIRE_CUDA();
+  for (const auto& [what, net] : nets()) {
+    for (int32_t graphs : {1, 0}) {
+      SCOPED_TRACE(what + (graphs ? " graphs on" : " graphs off"));
+      std::mt19937 random(17);
+      CudaModel s;
+      ASSERT_NO_FATAL_FAILURE(make(net, graphs, 64, random, &s));
+      for (int64_t batch : {int64_t{1}, int64_t{33}}) {
+        const std::vector<float> input = exact_inputs(batch * s.in_per_sample, random);
+        std::vector<float> reference(batch * s.out_per_sample, NAN);
+        ASSERT_EQ(fdnn_context_run(s.context, batch, input.data(), input.size(), reference.data(),
+                                   reference.size()),
+                  FDNN_STATUS_OK) << fdnn_last_error_message();
+        for (fdnn_dtype in : kDtypes) {
+          const std::vector<unsigned char> typed_input = encode(input, in);
+          for (fdnn_dtype out : kDtypes) {
+            SCOPED_TRACE(std::string(name_of(in)) + " -> " + name_of(out));
+            const std::vector<unsigned char> expected = encode(reference, out);
+            std::vector<unsigned char> got(expected.size(), 0xA5);
+            ASSERT_EQ(fdnn_context_run_typed(s.context, batch, typed_input.data(), in, input.size(),
+                                             got.data(), out, reference.size()),
+                      FDNN_STATUS_OK) << fdnn_last_error_message();
+            EXPECT_EQ(got, expected);
+            std::vector<unsigned char> pooled(expected.size(), 0xA5);
+            ASSERT_EQ(fdnn_model_run_typed(s.model, batch, typed_input.data(), in, input.size(),
+                                           pooled.data(), out, reference.size()),
+                      FDNN_STATUS_OK) << fdnn_last_error_message();
+            EXPECT_EQ(pooled, expected);
+          }
+        }
+      }
+    }
+  }
+}
+
+#if FUSEDNN_TEST_WITH_CUDART
+// Device buffers that hold any dtype, `offset_bytes` past a 256-byte boundary.
+struct TypedBuffers {
+  std::vector<void*> allocations;
+  ~TypedBuffers() {
+    for (void* p : allocations) cudaFree(p);
+  }
+  unsigned char* make(size_t bytes, size_t offset_bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes + offset_bytes) != cudaSuccess) return nullptr;
+    allocations.push_back(p);
+    return static_cast<unsigned char*>(p) + offset_bytes;
+  }
+};
+
+// Sets of caller buffers (one 2 bytes past an alignment boundary: a misaligned 16-bit buffer),
+// each round giving each set another pair of dtypes, queued back to back on two streams before
+// one wait: graphs must be found by dtype as well as batch, re-pointed (or kept per pair of
+// buffers) and never mistake the context's memory for the caller's.
+TEST(CudaTypedIo, DevicePathRotatingBuffersAndDtypes) {
+  REQUIRE_CUDA();
+  const std::pair<fdnn_dtype, fdnn_dtype> pairs[] = {
+      {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_FLOAT16}, {FDNN_DTYPE_BFLOAT16, FDNN_DTYPE_BFLOAT16},
+      {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_FLOAT32}, {FDNN_DTYPE_FLOAT32, FDNN_DTYPE_BFLOAT16},
+      {FDNN_DTYPE_BFLOAT16, FDNN_DTYPE_FLOAT16}, {FDNN_DTYPE_FLOAT32, FDNN_DTYPE_FLOAT32}};
+  constexpr int kPairs = 6;
+  for (const auto& [what, net] : nets()) {
+    for (int32_t graphs : {1, 0}) {
+      SCOPED_TRACE(what + (graphs ? " graphs on" : " graphs off"));
+      std::mt19937 random(29);
+      CudaModel s;
+      ASSERT_NO_FATAL_FAILURE(make(net, graphs, 33, random, &s));
+      const int64_t batch = 33;
+      const size_t in_count = batch * s.in_per_sample;
+      const size_t out_count = batch * s.out_per_sample;
+      constexpr int kSets = 4;
+      TypedBuffers memory;
+      std::vector<unsigned char*> device_in, device_out;
+      std::vector<std::vector<float>> inputs, references;
+      float* scratch_in = reinterpret_cast<float*>(memory.make(in_count * 4, 0));
+      float* scratch_out = reinterpret_cast<float*>(memory.make(out_count * 4, 0));
+      ASSERT_TRUE(scratch_in && scratch_out);
+      for (int k = 0; k < kSets; ++k) {
+        const size_t offset = k == kSets - 1 ? 2 : 0;  // the last set: 2-byte aligned only
+        device_in.push_back(memory.make(in_count * 4, offset));
+        device_out.push_back(memory.make(out_count * 4, offset));
+        ASSERT_TRUE(device_in.back() && device_out.back());
+        inputs.push_back(exact_inputs(in_count, random));
+        // The float32 device run of the same context is the reference.
+        std::vector<float> reference;
+        ASSERT_NO_FATAL_FAILURE(run_device(s.context, batch, inputs.back(), out_count, scratch_in,
+                                           scratch_out, nullptr, &reference));
+        references.push_back(reference);
+      }
+      cudaStream_t streams[2] = {};
+      for (cudaStream_t& stream : streams) {
+        CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      }
+      for (int round = 0; round < 3 * kPairs / 2; ++round) {
+        for (int k = 0; k < kSets; ++k) {
+          const auto [in, out] = pairs[(round + k) % kPairs];
+          const std::vector<unsigned char> bytes = encode(inputs[k], in);
+          CUDA_OK(cudaMemcpy(device_in[k], bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+          CUDA_OK(cudaMemset(device_out[k], 0xFF, out_count * 4));  // NaN in every dtype
+        }
+        for (int k = 0; k < kSets; ++k) {
+          const auto [in, out] = pairs[(round + k) % kPairs];
+          ASSERT_EQ(fdnn_context_run_device_typed(s.context, batch, device_in[k], in, in_count,
+                                                  device_out[k], out, out_count,
+                                                  streams[(round + k) % 2]),
+                    FDNN_STATUS_OK) << fdnn_last_error_message();
+        }
+        CUDA_OK(cudaDeviceSynchronize());
+        for (int k = 0; k < kSets; ++k) {
+          const auto [in, out] = pairs[(round + k) % kPairs];
+          SCOPED_TRACE("round " + std::to_string(round) + " set " + std::to_string(k) + ": " +
+                       name_of(in) + " -> " + name_of(out));
+          const std::vector<unsigned char> expected = encode(references[k], out);
+          std::vector<unsigned char> got(expected.size());
+          CUDA_OK(cudaMemcpy(got.data(), device_out[k], got.size(), cudaMemcpyDeviceToHost));
+          EXPECT_EQ(got, expected);
+        }
+      }
+      for (cudaStream_t stream : streams) cudaStreamDestroy(stream);
+    }
+  }
+}
+
+// The NULL stream (the context's own, waited for) and a batch of one on a one-launch plan, whose
+// float32 device path skips graphs but whose converted one has enough launches to use them.
+TEST(CudaTypedIo, DevicePathOwnStreamAndOneLaunchPlan) {
+  REQUIRE_CUDA();
+  Net tiny({8});
+  tiny.linear("fc", 8, 4);
+  std::mt19937 random(5);
+  CudaModel s;
+  ASSERT_NO_FATAL_FAILURE(make(tiny, 1, 4, random, &s));
+  TypedBuffers memory;
+  float* in32 = reinterpret_cast<float*>(memory.make(8 * 4, 0));
+  float* out32 = reinterpret_cast<float*>(memory.make(4 * 4, 0));
+  unsigned char* in16 = memory.make(8 * 2, 0);
+  unsigned char* out16 = memory.make(4 * 2, 0);
+  ASSERT_TRUE(in32 && out32 && in16 && out16);
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    const std::vector<float> input = exact_inputs(8, random);
+    std::vector<float> reference;
+    ASSERT_NO_FATAL_FAILURE(run_device(s.context, 1, input, 4, in32, out32, nullptr, &reference));
+    for (fdnn_dtype dtype : {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_BFLOAT16}) {
+      const std::vector<unsigned char> bytes = encode(input, dtype);
+      CUDA_OK(cudaMemcpy(in16, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+      ASSERT_EQ(fdnn_context_run_device_typed(s.context, 1, in16, dtype, 8, out16, dtype, 4,
+                                              nullptr),
+                FDNN_STATUS_OK) << fdnn_last_error_message();
+      std::vector<unsigned char> got(8);
+      CUDA_OK(cudaMemcpy(got.data(), out16, got.size(), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(got, encode(reference, dtype)) << name_of(dtype);
+    }
+  }
+}
+#endif
+
+TEST(CudaTypedIo, UnknownDtypeOnACudaModel) {
+  REQUIRE_CUDA();
+  Net tiny({8});
+  tiny.linear("fc", 8, 4);
+  std::mt19937 random(3);
+  CudaModel s;
+  ASSERT_NO_FATAL_FAILURE(make(tiny, 1, 4, random, &s));
+  const int32_t raw = 3;  // within the enum's range: C++ may load it (see tests/api)
+  fdnn_dtype unknown;
+  std::memcpy(&unknown, &raw, sizeof unknown);
+  float in[8] = {}, out[4] = {};
+  EXPECT_EQ(fdnn_context_run_device_typed(s.context, 1, in, unknown, 8, out, FDNN_DTYPE_FLOAT32,
+                                          4, nullptr),
+            FDNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fdnn_last_error_message()).find("input_dtype"), std::string::npos);
+}
+
+}  // namespace
