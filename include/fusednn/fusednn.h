@@ -133,8 +133,10 @@ typedef enum fdnn_device {
  * **Where each precision runs.** The CPU backend always computes in fp32, which meets every
  * bound: a model created with ::FDNN_DEVICE_CPU (or ::FDNN_DEVICE_AUTO without a GPU) and a
  * reduced precision runs in fp32, and fdnn_model_precision() reports ::FDNN_PRECISION_FP32.
- * The CUDA backend receives the requested precision; in this version it still runs everything
- * in fp32 and reports ::FDNN_PRECISION_FP32.
+ * On the GPU (compute capability 8.0 and newer) chains of Linear layers up to 256 wide run on
+ * tensor cores in the requested precision and wider lone Linear layers use cuBLASLt's matching
+ * fast compute type; convolutions and the other layers run in fp32 in this version. The model
+ * reports the requested precision when some layer runs in it, ::FDNN_PRECISION_FP32 otherwise.
  */
 typedef enum fdnn_precision {
   FDNN_PRECISION_FP32 = 0, /**< IEEE 754 binary32 throughout (exact; the default). */
