@@ -144,7 +144,8 @@ if want bench && [[ -f $LIB ]]; then
                 "FP32_TENSOR_CORES=0 seed_mlp 16384" "FP32_TENSOR_CORES=1 seed_mlp 16384" \
                 "FP32_TENSOR_CORES=0 seed_mlp 262144" "FP32_TENSOR_CORES=1 seed_mlp 262144" \
                 "FUSED_CONV=1 lenet5 1" "FUSED_CONV=1 lenet5 1024" \
-                "FUSED_CONV=0 lenet5 16384" "FUSED_CONV=1 lenet5 16384"; do
+                "FUSED_CONV=0 lenet5 16384" "FUSED_CONV=1 lenet5 16384" \
+                "CUBLASLT=0 linear_gelu 32" "CUBLASLT=1 linear_gelu 32"; do
       set -- $args
       echo "{\"knob\": \"FUSEDNN_CUDA_$1\"}" >>/tmp/latency.jsonl
       phase "latency $args" 40 /tmp/latency.jsonl env "FUSEDNN_CUDA_$1" /tmp/device_latency \

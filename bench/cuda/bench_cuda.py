@@ -903,6 +903,10 @@ def run_cases(bench: Bench) -> None:
     bench.run_case(wide_name, wide, 1 << 21, (32,), precision="fp16", use_compile=False)
     bench.run_case(wide_name, wide, 1 << 21, (32,), use_compile=False)
     bench.run_case(gelu_name, gelu, 4096, (768,), precision="bf16", use_compile=False)
+    bench.run_case(gelu_name, gelu, 32, (768,), knobs={"FUSEDNN_CUDA_CUBLASLT": "1"},
+                   use_compile=False)
+    bench.run_case(seed_name, seed, 16384, (100,),
+                   knobs={"FUSEDNN_CUDA_FP32_TENSOR_CORES": "1"}, use_compile=False)
 
 
 def latency_notes(path: str) -> list:

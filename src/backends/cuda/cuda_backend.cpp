@@ -2,11 +2,13 @@
 // layout its kernel reads, and queues a run as a sequence of launches on one stream.
 //
 // Linear steps: a chain of two or more (each feeding only the next, widths up to
-// kFusedMlpMaxWidth) becomes one fused MLP launch, as does a lone layer of at most that width
-// whose input fits a tile. Any other lone Linear runs on cuBLASLt with the bias and a ReLU or
-// GELU(tanh) fused in its epilogue (linear_cublaslt.cpp; W kept in PyTorch's [out][in] layout),
-// the epilogue ops it cannot fuse running as in-place elementwise passes, and the tiled GEMM of
-// linear.cu standing in for the batch sizes cuBLASLt offers no algorithm for.
+// kFusedMlpMaxWidth) becomes one fused MLP launch (on tensor cores for reduced precisions), as
+// does a lone layer whose input fits a tile. A lone layer wider than kFusedMlpMaxWidth runs on
+// cuBLASLt with the bias and a ReLU or GELU(tanh) fused in its epilogue (linear_cublaslt.cpp; W
+// kept in PyTorch's [out][in] layout) for reduced precisions, and for fp32 with
+// FUSEDNN_CUDA_CUBLASLT=1 until that path has run on a GPU (otherwise the fused kernel's
+// column-split form); the epilogue ops cuBLASLt cannot fuse run as in-place elementwise passes,
+// and the tiled GEMM of linear.cu stands in where cuBLASLt has no algorithm or is not loaded.
 #include "backends/cuda/cuda_backend.hpp"
 
 #include <algorithm>
@@ -280,6 +282,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_ordinal));
   device_.shared_per_sm = static_cast<size_t>(value);
   prepare_fused_mlp_kernels(device_);
+  // Lone wide Linear layers go to cuBLASLt for reduced precisions (the caller asked for a new
+  // path) and, for fp32, with FUSEDNN_CUDA_CUBLASLT=1 until it has been validated on a GPU
+  // (bench/cuda/NOTES.md); otherwise they keep the fused kernel's column-split form.
+  const char* cublaslt_knob = std::getenv("FUSEDNN_CUDA_CUBLASLT");
+  const bool use_cublaslt = precision_ != Precision::FP32 ||
+                            (cublaslt_knob != nullptr && std::string(cublaslt_knob) == "1");
   const bool fused_conv = conv_pool_enabled();  // FUSEDNN_CUDA_FUSED_CONV=1
   if (fused_conv) prepare_conv_pool_kernels(device_);
 
@@ -326,7 +334,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         // columns fit one block; anything else runs on cuBLASLt.
         bool fused = false;
         while (!chain.empty() && step.weight >= 0) {
-          if (chain.size() == 1 && step.out_features > kFusedMlpMaxWidth) break;
+          if (chain.size() == 1 && step.out_features > kFusedMlpMaxWidth && use_cublaslt) break;
           std::vector<FusedMlpLayerDesc> layers;
           for (size_t index : chain) {
             const Step& layer_step = p.steps[index];
@@ -454,7 +462,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   for (const Op& op : ops_) uses_cublaslt = uses_cublaslt || op.kind == OpKind::CublasLtLinear;
   // Without a loadable cuBLASLt those steps run on the tiled GEMM (the reason is kept for
   // cublaslt_unavailable_reason()).
-  if (uses_cublaslt && cublaslt_library(&cublaslt_unavailable_reason_) != nullptr) {
+  if (uses_cublaslt && !use_cublaslt) {
+    cublaslt_unavailable_reason_ = "cuBLASLt is off for fp32 models until it has run on a GPU "
+                                   "(FUSEDNN_CUDA_CUBLASLT=1 turns it on)";
+  } else if (uses_cublaslt && cublaslt_library(&cublaslt_unavailable_reason_) != nullptr) {
     cublaslt_ = std::make_unique<CublasLtHandle>();  // on the model's device, current here
     cublaslt_workspace_bytes_ = recommended_cublaslt_workspace_bytes(device_);
   }

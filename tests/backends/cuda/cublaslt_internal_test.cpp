@@ -23,6 +23,12 @@
 namespace {
 
 using namespace fusednn_cuda_test;
+
+// fp32 models use cuBLASLt only with FUSEDNN_CUDA_CUBLASLT=1 until it has run on a GPU.
+class CublasLtInternal : public ::testing::Test {
+ protected:
+  ScopedEnvironment cublaslt_on_{"FUSEDNN_CUDA_CUBLASLT", "1"};
+};
 using fusednn::cuda::CublasLtLinear;
 using fusednn::cuda::CudaBackend;
 using fusednn::cuda::Op;
@@ -81,7 +87,7 @@ constexpr const char* kScale = R"({"type": "Scale", "alpha": -0.75})";
 constexpr const char* kSiLU = R"({"type": "SiLU"})";
 
 // Which op each Linear step becomes, the cuBLASLt epilogue chosen, the passes after it.
-TEST(CublasLtInternal, LoneWideLinearsRunOnCublasLt) {
+TEST_F(CublasLtInternal, LoneWideLinearsRunOnCublasLt) {
   REQUIRE_CUDA();
   const bool fuses_gelu = fusednn::cuda::kCublasLtFusesGeluTanh;
   struct Case {
@@ -147,7 +153,7 @@ TEST(CublasLtInternal, LoneWideLinearsRunOnCublasLt) {
 // 256-byte-aligned buffers (as the host path's and the workspace's are). For buffers aligned to
 // only 4 bytes it may have none; then the choice must say why (the fallback GEMM runs), and what
 // it said is printed.
-TEST(CublasLtInternal, HeuristicOffersAnAlgorithm) {
+TEST_F(CublasLtInternal, HeuristicOffersAnAlgorithm) {
   REQUIRE_CUDA();
   fdnn_model* model = prepared_cuda_model(lone(768, 3072, true, {kGeluTanh}), 4097, 2100);
   ASSERT_NE(model, nullptr);
@@ -179,7 +185,7 @@ TEST(CublasLtInternal, HeuristicOffersAnAlgorithm) {
 
 // Runs of a cuBLASLt step really queue cublasLtMatmul (graphs on: once per captured batch size;
 // off: once per run).
-TEST(CublasLtInternal, RunsGoThroughCublasLt) {
+TEST_F(CublasLtInternal, RunsGoThroughCublasLt) {
   REQUIRE_CUDA();
   GpuHooks hooks;
   hooks.before_runs = [](fdnn_model* model) { EXPECT_EQ(matmuls_queued(model), 0); };
@@ -194,7 +200,7 @@ TEST(CublasLtInternal, RunsGoThroughCublasLt) {
 
 // The tiled GEMM where cuBLASLt is refused: the same epilogue (bias and the fused op applied by
 // the GEMM, the rest as passes), every batch size, W in PyTorch's layout.
-TEST(CublasLtInternal, FallbackGemmWhenCublasLtRefuses) {
+TEST_F(CublasLtInternal, FallbackGemmWhenCublasLtRefuses) {
   REQUIRE_CUDA();
   GpuHooks hooks;
   hooks.before_runs = [](fdnn_model* model) { backend_of(model)->refuse_cublaslt_for_testing(); };
@@ -230,7 +236,7 @@ TEST(CublasLtInternal, FallbackGemmWhenCublasLtRefuses) {
 // summation orders), for row counts that may get different kernels. With the constant true the
 // error must be within the tests' 1e-5 (else set it to false: GELU(tanh) then runs as a pass);
 // with it false the figure printed says whether it could be true.
-TEST(CublasLtInternal, GeluEpilogueMatchesTheFormula) {
+TEST_F(CublasLtInternal, GeluEpilogueMatchesTheFormula) {
   REQUIRE_CUDA();
   using fusednn::cuda::CublasLtActivation;
   using fusednn::cuda::CublasLtHandle;

@@ -25,6 +25,12 @@ namespace {
 
 using namespace fusednn_cuda_test;
 
+// fp32 models use cuBLASLt only with FUSEDNN_CUDA_CUBLASLT=1 until it has run on a GPU.
+class CublasLtLinear : public ::testing::Test {
+ protected:
+  ScopedEnvironment cublaslt_on_{"FUSEDNN_CUDA_CUBLASLT", "1"};
+};
+
 struct Activation {
   const char* name;
   const char* layer;  // "" for none
@@ -60,7 +66,7 @@ std::vector<int64_t> seed_shape_batches() {
 }
 
 // The seed's shape, 768 -> 3072, in every combination of activation, bias and a trailing Scale.
-TEST(CublasLtLinear, EveryEpilogueAt768To3072) {
+TEST_F(CublasLtLinear, EveryEpilogueAt768To3072) {
   REQUIRE_CUDA();
   uint32_t seed = 1000;
   for (const Activation& activation : kActivations) {
@@ -75,7 +81,7 @@ TEST(CublasLtLinear, EveryEpilogueAt768To3072) {
 
 // Every batch size on a smaller shape: each activation with and without bias, half of them with
 // a trailing Scale.
-TEST(CublasLtLinear, EveryEpilogueEveryBatchSize) {
+TEST_F(CublasLtLinear, EveryEpilogueEveryBatchSize) {
   REQUIRE_CUDA();
   uint32_t seed = 1100;
   int index = 0;
@@ -90,7 +96,7 @@ TEST(CublasLtLinear, EveryEpilogueEveryBatchSize) {
 
 // Every activation first in the epilogue: ReLU and GELU(tanh) fused, the others (which cuBLASLt
 // has no epilogue for) as a pass after a BIAS or DEFAULT epilogue.
-TEST(CublasLtLinear, EveryActivationFirst) {
+TEST_F(CublasLtLinear, EveryActivationFirst) {
   REQUIRE_CUDA();
   uint32_t seed = 1200;
   bool bias = true;
@@ -103,7 +109,7 @@ TEST(CublasLtLinear, EveryActivationFirst) {
 }
 
 // Epilogues longer than one pass holds (kMaxEpilogueOps), after a fused and an unfused first op.
-TEST(CublasLtLinear, EpilogueLongerThanOnePassHolds) {
+TEST_F(CublasLtLinear, EpilogueLongerThanOnePassHolds) {
   REQUIRE_CUDA();
   for (const char* first : {R"({"type": "ReLU"})", R"({"type": "GELU"})"}) {
     Net net({300});
@@ -118,7 +124,7 @@ TEST(CublasLtLinear, EpilogueLongerThanOnePassHolds) {
   }
 }
 
-TEST(CublasLtLinear, RowsPerSampleAboveOne) {
+TEST_F(CublasLtLinear, RowsPerSampleAboveOne) {
   REQUIRE_CUDA();
   Net net({5, 300});
   net.linear("fc", 300, 520).act(R"({"type": "GELU", "approximate": "tanh"})");
@@ -126,7 +132,7 @@ TEST(CublasLtLinear, RowsPerSampleAboveOne) {
 }
 
 // A narrow layer whose input no fused tile holds (6000 floats per row of activations).
-TEST(CublasLtLinear, InputTooWideForAFusedTile) {
+TEST_F(CublasLtLinear, InputTooWideForAFusedTile) {
   REQUIRE_CUDA();
   Net net({6000});
   net.linear("fc", 6000, 64).act(R"({"type": "ReLU"})");
@@ -134,7 +140,7 @@ TEST(CublasLtLinear, InputTooWideForAFusedTile) {
 }
 
 // Fused chains before and after a cuBLASLt layer, which reads and writes the workspace.
-TEST(CublasLtLinear, BetweenFusedChains) {
+TEST_F(CublasLtLinear, BetweenFusedChains) {
   REQUIRE_CUDA();
   Net net({64});
   net.linear("fc1", 64, 128).act(R"({"type": "ReLU"})");
@@ -157,7 +163,7 @@ TEST(CublasLtLinear, BetweenFusedChains) {
 // writes the model output its graphs cannot be re-pointed and are kept per pair of buffers (and
 // a misaligned pair gets an algorithm chosen for its alignment); where it only touches the
 // workspace, graphs are re-pointed as usual.
-TEST(CublasLtLinear, DevicePathRotatingBuffers) {
+TEST_F(CublasLtLinear, DevicePathRotatingBuffers) {
   REQUIRE_CUDA();
   Net edge({300});
   edge.linear("fc", 300, 520).act(R"({"type": "SiLU"})");  // cuBLASLt, then a pass
@@ -172,7 +178,7 @@ TEST(CublasLtLinear, DevicePathRotatingBuffers) {
 
 // Threads running different batch sizes at once on one model: the first run of each batch size
 // chooses cuBLASLt's algorithm while others run.
-TEST(CublasLtLinear, ThreadsRunDifferentBatchSizesAtOnce) {
+TEST_F(CublasLtLinear, ThreadsRunDifferentBatchSizesAtOnce) {
   REQUIRE_CUDA();
   Net net({300});
   net.linear("fc", 300, 520).act(R"({"type": "GELU", "approximate": "tanh"})").act(kScale);
@@ -220,7 +226,7 @@ TEST(CublasLtLinear, ThreadsRunDifferentBatchSizesAtOnce) {
 }
 
 // A context's memory includes cuBLASLt's workspace (at least 4 MiB) exactly when a step uses it.
-TEST(CublasLtLinear, ContextMemoryCountsTheWorkspace) {
+TEST_F(CublasLtLinear, ContextMemoryCountsTheWorkspace) {
   REQUIRE_CUDA();
   auto context_bytes = [](const Net& net) -> size_t {
     fdnn_model* model = create_model(net.spec(), FDNN_DEVICE_CUDA, 1, 1);
