@@ -76,15 +76,7 @@ namespace FusedNN
         public unsafe void Run(int batch, ReadOnlySpan<float> input, Span<float> output)
         {
             layout.Check(batch, input.Length, output.Length);
-            if (handle.IsClosed)
-            {
-                throw new ObjectDisposedException(nameof(Context));
-            }
-            if (Interlocked.CompareExchange(ref running, 1, 0) != 0)
-            {
-                throw new InvalidOperationException(
-                    "this context is running on another thread; a context is used by one thread at a time");
-            }
+            BeginRun();
             try
             {
                 fixed (float* inputPointer = &MemoryMarshal.GetReference(input))
@@ -96,7 +88,7 @@ namespace FusedNN
             }
             finally
             {
-                Volatile.Write(ref running, 0);
+                EndRun();
             }
         }
 
@@ -141,15 +133,7 @@ namespace FusedNN
                                      NativeDType outputDType, int outputLength)
         {
             layout.Check(batch, inputLength, outputLength, "elements");
-            if (handle.IsClosed)
-            {
-                throw new ObjectDisposedException(nameof(Context));
-            }
-            if (Interlocked.CompareExchange(ref running, 1, 0) != 0)
-            {
-                throw new InvalidOperationException(
-                    "this context is running on another thread; a context is used by one thread at a time");
-            }
+            BeginRun();
             try
             {
                 NativeMethods.VerifySuccess(NativeMethods.fdnn_context_run_typed(
@@ -157,7 +141,7 @@ namespace FusedNN
             }
             finally
             {
-                Volatile.Write(ref running, 0);
+                EndRun();
             }
         }
 
@@ -183,15 +167,7 @@ namespace FusedNN
                 throw new ArgumentOutOfRangeException(inputCount < 0 ? nameof(inputCount) : nameof(outputCapacity));
             }
             layout.Check(batch, (int)Math.Min(inputCount, int.MaxValue), (int)Math.Min(outputCapacity, int.MaxValue), "elements");
-            if (handle.IsClosed)
-            {
-                throw new ObjectDisposedException(nameof(Context));
-            }
-            if (Interlocked.CompareExchange(ref running, 1, 0) != 0)
-            {
-                throw new InvalidOperationException(
-                    "this context is running on another thread; a context is used by one thread at a time");
-            }
+            BeginRun();
             try
             {
                 NativeMethods.VerifySuccess(NativeMethods.fdnn_context_run_device_typed(
@@ -200,7 +176,7 @@ namespace FusedNN
             }
             finally
             {
-                Volatile.Write(ref running, 0);
+                EndRun();
             }
         }
 
@@ -230,6 +206,22 @@ namespace FusedNN
                 throw new ArgumentOutOfRangeException(inputCount < 0 ? nameof(inputCount) : nameof(outputCapacity));
             }
             layout.Check(batch, (int)Math.Min(inputCount, int.MaxValue), (int)Math.Min(outputCapacity, int.MaxValue));
+            BeginRun();
+            try
+            {
+                NativeMethods.VerifySuccess(NativeMethods.fdnn_context_run_device(
+                    handle, batch, deviceInput, (UIntPtr)inputCount, deviceOutput, (UIntPtr)outputCapacity, cudaStream));
+            }
+            finally
+            {
+                EndRun();
+            }
+        }
+
+        // Every run enters here: a disposed context and a second thread are refused before the
+        // call; EndRun (in a finally) lets the next run in.
+        private void BeginRun()
+        {
             if (handle.IsClosed)
             {
                 throw new ObjectDisposedException(nameof(Context));
@@ -239,15 +231,11 @@ namespace FusedNN
                 throw new InvalidOperationException(
                     "this context is running on another thread; a context is used by one thread at a time");
             }
-            try
-            {
-                NativeMethods.VerifySuccess(NativeMethods.fdnn_context_run_device(
-                    handle, batch, deviceInput, (UIntPtr)inputCount, deviceOutput, (UIntPtr)outputCapacity, cudaStream));
-            }
-            finally
-            {
-                Volatile.Write(ref running, 0);
-            }
+        }
+
+        private void EndRun()
+        {
+            Volatile.Write(ref running, 0);
         }
 
         /// <summary>Frees the context's memory.</summary>
