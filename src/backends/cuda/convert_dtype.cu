@@ -51,34 +51,32 @@ __global__ void __launch_bounds__(kThreads) narrow_kernel(ConvertParams p) {
 
 }  // namespace
 
-void launch_widen(const void* x, HalfFormat format, float* y, int64_t count,
-                  const DeviceInfo& device, cudaStream_t stream) {
+namespace {
+
+void launch_conversion(void (*kernel)(ConvertParams), const char* name, const void* x, void* y,
+                       int64_t count, const DeviceInfo& device, cudaStream_t stream) {
   if (count <= 0) return;
   const unsigned blocks =
       grid_for(count, kThreads, static_cast<long long>(device.sm_count) * kBlocksPerSm);
-  const ConvertParams p{x, y, count};
-  if (format == HalfFormat::Binary16) {
-    launch_kernel(widen_kernel<HalfFormat::Binary16>, "widen_kernel<float16>", blocks, kThreads,
-                  0, stream, p);
-  } else {
-    launch_kernel(widen_kernel<HalfFormat::Bfloat16>, "widen_kernel<bfloat16>", blocks, kThreads,
-                  0, stream, p);
-  }
+  launch_kernel(kernel, name, blocks, kThreads, 0, stream, ConvertParams{x, y, count});
+}
+
+}  // namespace
+
+void launch_widen(const void* x, HalfFormat format, float* y, int64_t count,
+                  const DeviceInfo& device, cudaStream_t stream) {
+  const bool binary16 = format == HalfFormat::Binary16;
+  launch_conversion(
+      binary16 ? widen_kernel<HalfFormat::Binary16> : widen_kernel<HalfFormat::Bfloat16>,
+      binary16 ? "widen_kernel<float16>" : "widen_kernel<bfloat16>", x, y, count, device, stream);
 }
 
 void launch_narrow(const float* x, void* y, HalfFormat format, int64_t count,
                    const DeviceInfo& device, cudaStream_t stream) {
-  if (count <= 0) return;
-  const unsigned blocks =
-      grid_for(count, kThreads, static_cast<long long>(device.sm_count) * kBlocksPerSm);
-  const ConvertParams p{x, y, count};
-  if (format == HalfFormat::Binary16) {
-    launch_kernel(narrow_kernel<HalfFormat::Binary16>, "narrow_kernel<float16>", blocks, kThreads,
-                  0, stream, p);
-  } else {
-    launch_kernel(narrow_kernel<HalfFormat::Bfloat16>, "narrow_kernel<bfloat16>", blocks,
-                  kThreads, 0, stream, p);
-  }
+  const bool binary16 = format == HalfFormat::Binary16;
+  launch_conversion(
+      binary16 ? narrow_kernel<HalfFormat::Binary16> : narrow_kernel<HalfFormat::Bfloat16>,
+      binary16 ? "narrow_kernel<float16>" : "narrow_kernel<bfloat16>", x, y, count, device, stream);
 }
 
 }  // namespace fusednn::cuda
