@@ -887,15 +887,17 @@ def run_cases(bench: Bench) -> None:
     bench.guarded("ReLU + Scale over 2^26 floats", bench.copy_case,
                   "ReLU + Scale over 2^26 floats", 1 << 26)
 
-    # issue #4: larger batches, reduced precisions, and the forms behind knobs.
-    fused_conv = {"FUSEDNN_CUDA_FUSED_CONV": "1"}
-    bench.run_case("LeNet-5", lenet, 1, (1, 28, 28), knobs=fused_conv, use_compile=False)
+    # issue #4: larger batches, reduced precisions, and the forms behind knobs (each knob row
+    # runs the form the default replaced, or one not yet the default, for comparing).
+    separate_conv = {"FUSEDNN_CUDA_FUSED_CONV": "0"}
+    bench.run_case("LeNet-5", lenet, 1, (1, 28, 28), knobs=separate_conv, use_compile=False)
     bench.run_case("LeNet-5", lenet, 16384, (1, 28, 28), use_compile=False)
-    bench.run_case("LeNet-5", lenet, 16384, (1, 28, 28), knobs=fused_conv, use_compile=False)
-    bench.run_case(seed_name, seed, 1, (100,), knobs={"FUSEDNN_CUDA_SMALL_BATCH_MLP": "block"},
+    bench.run_case("LeNet-5", lenet, 16384, (1, 28, 28), knobs=separate_conv, use_compile=False)
+    bench.run_case(seed_name, seed, 1, (100,), knobs={"FUSEDNN_CUDA_SMALL_BATCH_MLP": "cluster"},
                    use_compile=False)
-    bench.run_case(seed_name, seed, 262144, (100,),
-                   knobs={"FUSEDNN_CUDA_FP32_TENSOR_CORES": "1"}, use_compile=False)
+    fp32_tensor_cores = {"FUSEDNN_CUDA_FP32_TENSOR_CORES": "1"}
+    bench.run_case(seed_name, seed, 1024, (100,), knobs=fp32_tensor_cores, use_compile=False)
+    bench.run_case(seed_name, seed, 262144, (100,), knobs=fp32_tensor_cores, use_compile=False)
     for precision in ("tf32", "bf16", "fp16"):
         bench.run_case(seed_name, seed, 262144, (100,), precision=precision, use_compile=False)
     wide = mlp_case("mlp64", WIDE64_LAYERS, [torch.relu] * 4 + [None])
@@ -903,10 +905,13 @@ def run_cases(bench: Bench) -> None:
     bench.run_case(wide_name, wide, 1 << 21, (32,), precision="fp16", use_compile=False)
     bench.run_case(wide_name, wide, 1 << 21, (32,), use_compile=False)
     bench.run_case(gelu_name, gelu, 4096, (768,), precision="bf16", use_compile=False)
-    bench.run_case(gelu_name, gelu, 32, (768,), knobs={"FUSEDNN_CUDA_CUBLASLT": "1"},
+    bench.run_case(gelu_name, gelu, 32, (768,), knobs={"FUSEDNN_CUDA_CUBLASLT": "0"},
                    use_compile=False)
-    bench.run_case(seed_name, seed, 16384, (100,),
-                   knobs={"FUSEDNN_CUDA_FP32_TENSOR_CORES": "1"}, use_compile=False)
+    bench.run_case(seed_name, seed, 16384, (100,), knobs=fp32_tensor_cores, use_compile=False)
+    # The tensor-core MLP's older SharedTiles form, against the WarpRegisters form above.
+    shared_tiles = {"FUSEDNN_CUDA_TENSOR_CORE_FORM": "shared"}
+    bench.run_case(seed_name, seed, 262144, (100,), precision="bf16", knobs=shared_tiles,
+                   use_compile=False)
 
 
 def latency_notes(path: str) -> list:

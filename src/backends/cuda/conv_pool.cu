@@ -609,7 +609,7 @@ ConvPoolShape fit_variant(const ConvPoolDesc& d, int index, const DeviceInfo& de
 
 bool conv_pool_enabled() {
   const char* knob = std::getenv("FUSEDNN_CUDA_FUSED_CONV");
-  return knob != nullptr && std::string(knob) == "1";
+  return knob == nullptr || std::string(knob) != "0";
 }
 
 void prepare_conv_pool_kernels(const DeviceInfo& device) {

@@ -69,7 +69,7 @@ struct ConvPoolPlan {
   ConvPoolShape small;  // smaller batches: 4 channels x 2 x 2 per thread, rows split over blocks
 };
 
-// The knob: FUSEDNN_CUDA_FUSED_CONV=1 turns the fused path on (read when a backend is created).
+// The knob: on unless FUSEDNN_CUDA_FUSED_CONV=0, for comparing (read when a backend is created).
 bool conv_pool_enabled();
 
 // Lets every conv_pool kernel use the device's opt-in shared memory (once per backend, at load).

@@ -5,9 +5,8 @@
 // kFusedMlpMaxWidth) becomes one fused MLP launch (on tensor cores for reduced precisions), as
 // does a lone layer whose input fits a tile. A lone layer wider than kFusedMlpMaxWidth runs on
 // cuBLASLt with the bias and a ReLU or GELU(tanh) fused in its epilogue (linear_cublaslt.cpp; W
-// kept in PyTorch's [out][in] layout) for reduced precisions, and for fp32 with
-// FUSEDNN_CUDA_CUBLASLT=1 until that path has run on a GPU (otherwise the fused kernel's
-// column-split form); the epilogue ops cuBLASLt cannot fuse run as in-place elementwise passes,
+// kept in PyTorch's [out][in] layout; FUSEDNN_CUDA_CUBLASLT=0 sends fp32 models to the fused
+// kernel's column-split form instead, for comparing); the epilogue ops cuBLASLt cannot fuse run as in-place elementwise passes,
 // and the tiled GEMM of linear.cu stands in where cuBLASLt has no algorithm or is not loaded.
 #include "backends/cuda/cuda_backend.hpp"
 
@@ -139,8 +138,7 @@ int64_t fp32_tensor_core_min_rows(const TensorCoreMlpPlan& plan, const DeviceInf
   return -1;
 }
 
-// The Conv2d step s as conv_pool.cu's fused kernel (FUSEDNN_CUDA_FUSED_CONV=1 until validated on
-// a GPU): together with the pooling step after it when that step is the only reader of the
+// The Conv2d step s as conv_pool.cu's fused kernel (unless FUSEDNN_CUDA_FUSED_CONV=0): together with the pooling step after it when that step is the only reader of the
 // conv's workspace output and its windows equal its stride (1 or 2, no dilation), else alone.
 // Fills op's kind, last step, epilogue and conv_pool plan; false when the layer does not fit,
 // and the caller lowers it as before.
@@ -207,17 +205,27 @@ bool lower_conv_pool(const Plan& p, size_t s, const std::vector<int>& consumers,
   return true;
 }
 
-// Reduced precisions run their MLP chains on tensor cores unless FUSEDNN_CUDA_TENSOR_CORES=0
-// (then fp32, and the model reports fp32): a knob for comparing, not an API. -1 for never.
-int64_t reduced_tensor_core_min_rows() {
+// Reduced precisions run on tensor cores unless FUSEDNN_CUDA_TENSOR_CORES=0 (then fp32, and the
+// model reports fp32): a knob for comparing, not an API.
+bool reduced_tensor_cores_off() {
   const char* knob = std::getenv("FUSEDNN_CUDA_TENSOR_CORES");
-  return knob != nullptr && std::string(knob) == "0" ? -1 : 0;
+  return knob != nullptr && std::string(knob) == "0";
+}
+
+// The batch rows from which a reduced-precision MLP chain runs on tensor cores; -1 for never.
+// tf32 keeps batches of up to kFusedMlpBlockMaxRows rows in exact fp32: there the call is
+// bound by its launch, not its arithmetic, and PyTorch with TF32 allowed computes a batch of 1
+// in fp32 too (its error was 1.8e-7 against tf32's 6e-4 on an H100), which the accuracy
+// contract's "at most 2x PyTorch's error" holds fusednn to.
+int64_t reduced_tensor_core_min_rows(Precision precision) {
+  if (reduced_tensor_cores_off()) return -1;
+  return precision == Precision::TF32 ? kFusedMlpBlockMaxRows + 1 : 0;
 }
 
 // The cuBLASLt compute type for a model precision: fp32 data throughout, tensor-core products in
 // the reduced format from compute capability 8.0 on (and unless FUSEDNN_CUDA_TENSOR_CORES=0).
 cublasComputeType_t cublaslt_compute_type(Precision precision, const DeviceInfo& device) {
-  if (device.major < 8 || reduced_tensor_core_min_rows() < 0) return CUBLAS_COMPUTE_32F;
+  if (device.major < 8 || reduced_tensor_cores_off()) return CUBLAS_COMPUTE_32F;
   switch (precision) {
     case Precision::TF32:
       return CUBLAS_COMPUTE_32F_FAST_TF32;
@@ -282,13 +290,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_ordinal));
   device_.shared_per_sm = static_cast<size_t>(value);
   prepare_fused_mlp_kernels(device_);
-  // Lone wide Linear layers go to cuBLASLt for reduced precisions (the caller asked for a new
-  // path) and, for fp32, with FUSEDNN_CUDA_CUBLASLT=1 until it has been validated on a GPU
-  // (bench/cuda/NOTES.md); otherwise they keep the fused kernel's column-split form.
+  // Lone wide Linear layers go to cuBLASLt: Linear 768->3072 + GELU at batch 32 took 18.2 us
+  // there against the fused kernel's 27.9 on an H100 (2026-11-23). FUSEDNN_CUDA_CUBLASLT=0 keeps
+  // fp32 models on the fused kernel's column-split form, for comparing.
   const char* cublaslt_knob = std::getenv("FUSEDNN_CUDA_CUBLASLT");
-  const bool use_cublaslt = precision_ != Precision::FP32 ||
-                            (cublaslt_knob != nullptr && std::string(cublaslt_knob) == "1");
-  const bool fused_conv = conv_pool_enabled();  // FUSEDNN_CUDA_FUSED_CONV=1
+  const bool use_cublaslt = precision_ != Precision::FP32 || cublaslt_knob == nullptr ||
+                            std::string(cublaslt_knob) != "0";
+  const bool fused_conv = conv_pool_enabled();  // unless FUSEDNN_CUDA_FUSED_CONV=0
   if (fused_conv) prepare_conv_pool_kernels(device_);
 
   WeightBlob blob;
@@ -370,7 +378,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                    &op.tensor_core)) {
             op.tensor_core_min_rows = precision_ == Precision::FP32
                                           ? fp32_tensor_core_min_rows(op.tensor_core, device_)
-                                          : reduced_tensor_core_min_rows();
+                                          : reduced_tensor_core_min_rows(precision_);
             if (op.tensor_core_min_rows < 0) op.tensor_core = TensorCoreMlpPlan();
           }
           if (op.tensor_core.tile_rows > 0 && precision_ != Precision::FP32) {
@@ -463,8 +471,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   // Without a loadable cuBLASLt those steps run on the tiled GEMM (the reason is kept for
   // cublaslt_unavailable_reason()).
   if (uses_cublaslt && !use_cublaslt) {
-    cublaslt_unavailable_reason_ = "cuBLASLt is off for fp32 models until it has run on a GPU "
-                                   "(FUSEDNN_CUDA_CUBLASLT=1 turns it on)";
+    cublaslt_unavailable_reason_ = "cuBLASLt is off for fp32 models (FUSEDNN_CUDA_CUBLASLT=0)";
   } else if (uses_cublaslt && cublaslt_library(&cublaslt_unavailable_reason_) != nullptr) {
     cublaslt_ = std::make_unique<CublasLtHandle>();  // on the model's device, current here
     cublaslt_workspace_bytes_ = recommended_cublaslt_workspace_bytes(device_);

@@ -1,4 +1,5 @@
-// The fused MLP on tensor cores (see fused_mlp_tensor_core.hpp for the design).
+// The fused MLP on tensor cores, SharedTiles form, and the entry points that pick a form (see
+// fused_mlp_tensor_core.hpp).
 //
 // Napkin math, seed MLP 100-128-64-10 at batch 262144: 11.3 GFLOP and 115 MB of fp32 input and
 // output. The input stream alone is ~27 us at 4.2 TB/s; bf16 mma.sync at ~half the H200's dense
@@ -12,15 +13,19 @@
 // (column g, t) and (column g, t+4) of W stored [out][in]; C's are (row g, columns 2t, 2t+1)
 // and (row g+8, the same). Row strides of 4 mod 8 words make those loads conflict-free.
 #include "backends/cuda/fused_mlp_tensor_core.hpp"
+#include "backends/cuda/fused_mlp_tensor_core_registers.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backends/cuda/epilogue.cuh"
+#include "backends/cuda/tensor_core_mma.cuh"
 #include "backends/cuda/launch.hpp"
 #include "common/error.hpp"
 
@@ -47,61 +52,6 @@ struct KernelParams {
   uint32_t even_offset;
   TensorCoreMlpLayer layers[kFusedMlpMaxLayers];
 };
-
-__host__ __device__ constexpr bool is_half(TensorCoreMath math) {
-  return math == TensorCoreMath::Fp16 || math == TensorCoreMath::Bf16;
-}
-
-// The device code compiles for every target so that nothing goes unreferenced, but tf32 and the
-// mma instructions exist from sm_80 on; the launcher never runs the kernel below that.
-__device__ __forceinline__ uint32_t to_tf32(float value) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  uint32_t result;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(result) : "f"(value));
-  // The tf32 register layout is implementation defined (PTX ISA, alternate floating-point
-  // formats); Tf32x3 reads `result` back as an fp32 value, so keep only sign, exponent and the
-  // 10 mantissa bits the tensor core uses.
-  return result & 0xffffe000u;
-#else
-  return __float_as_uint(value);
-#endif
-}
-
-template <TensorCoreMath kMath>
-__device__ __forceinline__ uint32_t pack_pair(float low, float high) {
-  uint32_t bits;
-  if constexpr (kMath == TensorCoreMath::Fp16) {
-    const __half2 pair = __floats2half2_rn(low, high);
-    memcpy(&bits, &pair, sizeof bits);
-  } else {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-    memcpy(&bits, &pair, sizeof bits);
-  }
-  return bits;
-}
-
-template <TensorCoreMath kMath>
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                    uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (kMath == TensorCoreMath::Fp16) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else if constexpr (kMath == TensorCoreMath::Bf16) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-#endif
-}
 
 // A fragment of 16 rows for one k-step, as `kMath` wants it. For Tf32x3 `small` receives the
 // remainders. Sources are fp32 words (staging, or any activation in the tf32 forms) or packed
@@ -370,20 +320,6 @@ int skewed_stride(int words, int modulus, int remainder) {
   return stride;
 }
 
-// Host-side round to nearest even into the half formats (weights are converted once at load).
-uint16_t to_half_bits(float value, TensorCoreMath math) {
-  if (math == TensorCoreMath::Fp16) {
-    const __half h = __float2half_rn(value);
-    uint16_t bits;
-    std::memcpy(&bits, &h, sizeof bits);
-    return bits;
-  }
-  const __nv_bfloat16 h = __float2bfloat16_rn(value);
-  uint16_t bits;
-  std::memcpy(&bits, &h, sizeof bits);
-  return bits;
-}
-
 }  // namespace
 
 const char* tensor_core_math_name(TensorCoreMath math) {
@@ -400,7 +336,9 @@ const char* tensor_core_math_name(TensorCoreMath math) {
   return "?";
 }
 
-bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
+namespace {
+
+bool plan_shared_tile_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
                           const DeviceInfo& device, TensorCoreMlpPlan* plan) {
   if (device.major < 8) return false;
   if (layers.empty() || layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) return false;
@@ -408,6 +346,7 @@ bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCo
   const int k_step_elements = half ? 16 : 8;
   TensorCoreMlpPlan result;
   result.math = math;
+  result.form = TensorCoreForm::SharedTiles;
   result.layer_count = static_cast<int32_t>(layers.size());
   uint32_t offset = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -472,7 +411,7 @@ bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCo
   return true;
 }
 
-std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
+std::vector<uint32_t> build_shared_tile_mlp_image(const TensorCoreMlpPlan& plan,
                                                   const std::vector<const float*>& weights,
                                                   const std::vector<const float*>& biases) {
   std::vector<uint32_t> image(plan.image_bytes / 4, 0u);
@@ -485,7 +424,7 @@ std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
       uint32_t* row = rows + static_cast<size_t>(n) * layer.weight_stride;
       for (int k = 0; k < layer.in; ++k) {
         if (half) {
-          const uint32_t bits = to_half_bits(source[k], plan.math);
+          const uint32_t bits = tensor_core_half_bits(source[k], plan.math);
           row[k / 2] |= (k % 2 == 0) ? bits : (bits << 16);
         } else {
           std::memcpy(&row[k], &source[k], sizeof(float));
@@ -499,7 +438,7 @@ std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
   return image;
 }
 
-void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
+void launch_shared_tile_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
                             int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
   KernelParams p{};
@@ -523,6 +462,45 @@ void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float
   const unsigned grid = static_cast<unsigned>(std::min(tiles, resident));
   launch_kernel(kernel_for(plan.math), "tensor_core_mlp_kernel", dim3(grid), dim3(kThreads),
                 plan.shared_bytes, stream, p);
+}
+
+}  // namespace
+
+uint16_t tensor_core_half_bits(float value, TensorCoreMath math) {
+  uint16_t bits;
+  if (math == TensorCoreMath::Fp16) {
+    const __half h = __float2half_rn(value);
+    std::memcpy(&bits, &h, sizeof bits);
+  } else {
+    const __nv_bfloat16 h = __float2bfloat16_rn(value);
+    std::memcpy(&bits, &h, sizeof bits);
+  }
+  return bits;
+}
+
+bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
+                          const DeviceInfo& device, TensorCoreMlpPlan* plan) {
+  const char* knob = std::getenv("FUSEDNN_CUDA_TENSOR_CORE_FORM");
+  const bool shared_only = knob != nullptr && std::string(knob) == "shared";
+  if (!shared_only && plan_warp_register_mlp(layers, math, device, plan)) return true;
+  return plan_shared_tile_mlp(layers, math, device, plan);
+}
+
+std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
+                                                  const std::vector<const float*>& weights,
+                                                  const std::vector<const float*>& biases) {
+  return plan.form == TensorCoreForm::WarpRegisters
+             ? build_warp_register_mlp_image(plan, weights, biases)
+             : build_shared_tile_mlp_image(plan, weights, biases);
+}
+
+void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
+                            int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
+  if (plan.form == TensorCoreForm::WarpRegisters) {
+    launch_warp_register_mlp(plan, x, y, rows, device, stream);
+  } else {
+    launch_shared_tile_mlp(plan, x, y, rows, device, stream);
+  }
 }
 
 }  // namespace fusednn::cuda

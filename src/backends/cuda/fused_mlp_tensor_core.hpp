@@ -1,10 +1,15 @@
 // The fully fused MLP on tensor cores (compute capability 8.0 and newer): the same chains as
 // fused_mlp.hpp, with every layer's matrix work done by warp-level mma instructions.
 //
-// A persistent grid: each block copies all the chain's weights into shared memory once, in the
-// layout the mma fragments read, then walks tiles of rows. A tile's fp32 input arrives by
-// cp.async into one of two staging buffers while the previous tile is computed; activations
-// stay in shared memory between layers; only the last layer writes global memory.
+// Two forms, both a persistent grid whose blocks copy all the chain's weights into shared memory
+// once, in the layout the mma fragments read:
+//   WarpRegisters (fused_mlp_tensor_core_registers.cu), the fast one: each warp takes 16 rows
+//     through every layer on its own, activations in registers (a layer's accumulator fragments
+//     are the next layer's operand fragments), no block barrier after the weights are in.
+//     Widths up to 256 (half forms) or 128 (tf32 forms).
+//   SharedTiles (fused_mlp_tensor_core.cu): the block takes a tile of rows through each layer
+//     together, activations in shared memory, the next tile's input arriving by cp.async. Wider
+//     chains (tf32 forms up to 256, a first input up to 1024).
 //
 // Math (TensorCoreMath):
 //   Tf32   : tf32 operands, fp32 accumulation (precision tf32).
@@ -30,6 +35,7 @@
 namespace fusednn::cuda {
 
 enum class TensorCoreMath : int32_t { Tf32 = 0, Tf32x3 = 1, Fp16 = 2, Bf16 = 3 };
+enum class TensorCoreForm : int32_t { WarpRegisters = 0, SharedTiles = 1 };
 
 const char* tensor_core_math_name(TensorCoreMath math);
 
@@ -47,7 +53,9 @@ struct TensorCoreMlpLayer {
 
 struct TensorCoreMlpPlan {
   TensorCoreMath math = TensorCoreMath::Tf32;
-  int32_t tile_rows = 0;
+  TensorCoreForm form = TensorCoreForm::WarpRegisters;
+  int32_t width_class = 0;       // WarpRegisters: 64, 128 or 256, the kernel's register arrays
+  int32_t tile_rows = 0;         // rows per tile (0: no plan); WarpRegisters: 16 per warp
   int32_t layer_count = 0;
   TensorCoreMlpLayer layers[kFusedMlpMaxLayers];
   uint32_t image_bytes = 0;      // weights + biases, copied to shared memory offset 0
@@ -62,6 +70,8 @@ struct TensorCoreMlpPlan {
 
 // Whether the chain runs on tensor cores on this device with `math`; fills *plan (but not
 // plan->image). Needs compute capability 8.0+, 1..kFusedMlpMaxLayers layers, widths <= 256.
+// The WarpRegisters form where it fits, else SharedTiles; FUSEDNN_CUDA_TENSOR_CORE_FORM=shared
+// forces the second (a knob for tests and benchmarks).
 bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
                           const DeviceInfo& device, TensorCoreMlpPlan* plan);
 

@@ -82,8 +82,13 @@ TEST(CudaBackend, Fp32ChainsOnTensorCoresHoldFp32Accuracy) {
   REQUIRE_CUDA();
   ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "1");
   expect_matches_cpu(seed_mlp(), all_batches(), 21, "seed MLP, 3xTF32");
-  // More tiles than resident blocks: the persistent loop and its double-buffered input.
-  expect_matches_cpu(seed_mlp(), {20000}, 42, "seed MLP, 3xTF32, 20000 rows");
+  // More tiles than resident blocks: the persistent loops (and the SharedTiles form's
+  // double-buffered input).
+  expect_matches_cpu(seed_mlp(), {100000}, 42, "seed MLP, 3xTF32, 100000 rows");
+  {
+    ScopedEnvironment form("FUSEDNN_CUDA_TENSOR_CORE_FORM", "shared");
+    expect_matches_cpu(seed_mlp(), {1, 33, 129, 20000}, 43, "seed MLP, 3xTF32, SharedTiles");
+  }
   const Net net = off_grid_chain();
   expect_matches_cpu(net, all_batches(), 22, "37-200-13-256-255-5, 3xTF32");
   uint32_t seed = 23;
@@ -124,6 +129,14 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
                                      }};
     expect_matches_cpu(seed_mlp(), all_batches(), seed++, std::string("seed MLP, ") + c.name,
                        reports_precision, c.precision, c.bound);
+    expect_matches_cpu(seed_mlp(), {100000}, seed++, std::string("seed MLP, ") + c.name,
+                       reports_precision, c.precision, c.bound);
+    {
+      ScopedEnvironment form("FUSEDNN_CUDA_TENSOR_CORE_FORM", "shared");
+      expect_matches_cpu(seed_mlp(), {17, 33, 129, 20000}, seed++,
+                         std::string("seed MLP, SharedTiles, ") + c.name, reports_precision,
+                         c.precision, c.bound);
+    }
     const Net net = narrow_off_grid_chain();
     expect_matches_cpu(net, few_batches(), seed++, std::string("37-200-13-255-5, ") + c.name,
                        reports_precision, c.precision, c.bound);
@@ -152,12 +165,12 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
 
 TEST(CudaBackend, Fp32ChainsOnFmaPipesOnly) {
   REQUIRE_CUDA();
-  ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "0");  // today's default
+  ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "0");
   expect_matches_cpu(seed_mlp(), {1, 33, 4097, 20000}, 41, "seed MLP, FMA kernels");
 }
 
-// The single-block small-batch form (opt-in until timed): every batch size it takes (1 to 16
-// rows) and one past it, every activation.
+// The single-block small-batch form (the default; pinned here in case that changes): every
+// batch size it takes (1 to 16 rows) and one past it, every activation.
 TEST(CudaBackend, SmallBatchSingleBlockForm) {
   REQUIRE_CUDA();
   ScopedEnvironment form("FUSEDNN_CUDA_SMALL_BATCH_MLP", "block");
@@ -226,8 +239,13 @@ TEST(CudaBackend, WideLinearLayers) {
   expect_matches_cpu(tall, few_batches(), 62, "5000 -> 300 -> 30");
 }
 
-TEST(CudaBackend, ConvolutionsAndPooling) {
+// Run twice: with the fused conv + pool kernel (the default, where a layer fits it) and with
+// the separate conv2d and pooling kernels.
+class ConvolutionsAndPooling : public testing::TestWithParam<const char*> {};
+
+TEST_P(ConvolutionsAndPooling, MatchTheCpu) {
   REQUIRE_CUDA();
+  ScopedEnvironment fused_conv("FUSEDNN_CUDA_FUSED_CONV", GetParam());
   Net a({3, 17, 19});
   a.conv("conv", 3, 8, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
   a.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 3, "stride": 2, "padding": 1})");
@@ -251,6 +269,11 @@ TEST(CudaBackend, ConvolutionsAndPooling) {
   c.batch_norm("bn", "BatchNorm2d", 5);
   expect_matches_cpu(c, few_batches(), 72, "non-square kernel, avg pool counting padding");
 }
+
+INSTANTIATE_TEST_SUITE_P(CudaBackend, ConvolutionsAndPooling, testing::Values("1", "0"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param) == "1" ? "FusedConv" : "SeparateKernels";
+                         });
 
 // A Linear chain reading a workspace value (a conv's output, 64 floats per sample) whose slot
 // the planner hands to the chain's output (200 per sample): one fused kernel reads the first and

@@ -1,0 +1,403 @@
+// The fused MLP on tensor cores, WarpRegisters form (see fused_mlp_tensor_core.hpp).
+//
+// Why this form: the SharedTiles form ran the seed MLP at batch 262144 in 627 us (bf16) and
+// 980 us (3xTF32) on an H100, slower than PyTorch: one 8-warp block per SM (179 KB of shared
+// memory), a block barrier per layer, every activation through shared memory, and integer work
+// outweighing the mma's. Here a warp owns 16 rows from input to output; the weights are the
+// only shared data, read-only after one barrier.
+//
+// Napkin math, seed MLP 100-128-64-10 at batch 262144 on an H100: 6.2 G multiply-adds in bf16
+// (~25 us at a mma.sync rate of ~250 T/s), 115 MB of fp32 input and output (~38 us at 3 TB/s),
+// and each warp reads the 46 KB of bf16 weights from shared memory per 16 rows (~25 us at
+// 128 B/clk per SM): memory-bound near 40 us. 3xTF32 triples the products at half the rate:
+// ~130 us, against PyTorch's 525 us in fp32.
+//
+// Fragment bookkeeping (PTX ISA, mma.m16n8k8 tf32 and mma.m16n8k16 f16/bf16; g = lane / 4,
+// t = lane % 4). C fragments hold (row g, columns 2t, 2t+1) and (row g+8, the same) of an 8-column
+// tile. f16/bf16 A fragments hold (row g, k 2t..2t+1), (row g+8, same), (row g, k 2t+8..2t+9),
+// (row g+8, same): C tiles 2s and 2s+1, packed in pairs, are exactly A's k-step s. tf32 A
+// fragments hold (row g, k t), (row g+8, k t), (row g, k t+4), (row g+8, k t+4): the order of k
+// inside a dot product is free, so k t and t+4 are taken to mean columns 2t and 2t+1 of C tile
+// s, and the weights are laid out to match. Each thread's two B words per k-step are adjacent in
+// shared memory (one 8-byte load); rows 8 mod 32 words apart make those loads conflict-free.
+// The first layer reads fp32 rows from global memory: 4 consecutive columns per thread and
+// k-step in the half forms (one 16-byte load), 2 in the tf32 forms, with the weights ordered to
+// match.
+#include "backends/cuda/fused_mlp_tensor_core_registers.hpp"
+
+#include <cuda_pipeline.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cuda/epilogue.cuh"
+#include "backends/cuda/launch.hpp"
+#include "backends/cuda/tensor_core_mma.cuh"
+#include "common/error.hpp"
+
+namespace fusednn::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kThreads = kWarpsPerBlock * 32;
+constexpr int kRowsPerWarp = 16;
+
+struct RegisterParams {
+  const float* x;
+  float* y;
+  const uint4* image;
+  int64_t rows;
+  int64_t tiles;  // of kRowsPerWarp rows
+  int32_t layer_count;
+  int32_t input_width;
+  int32_t vector_input;   // rows start on 16 (half forms) or 8 (tf32 forms) bytes
+  int32_t vector_output;  // rows start on 8 bytes
+  uint32_t image_chunks;  // 16-byte chunks
+  TensorCoreMlpLayer layers[kFusedMlpMaxLayers];
+};
+
+__host__ __device__ constexpr int step_elements(TensorCoreMath math) { return is_half(math) ? 16 : 8; }
+
+// The first layer's operand fragments from a warp's 16 fp32 input rows (zeros past the batch
+// and past the input width).
+template <TensorCoreMath kMath, int kSteps>
+__device__ __forceinline__ void load_input(const RegisterParams& p, int64_t row_lo, int t,
+                                           uint32_t (&act)[kSteps][4]) {
+  constexpr int kColumns = is_half(kMath) ? 4 : 2;  // consecutive columns per thread and step
+  const int width = p.input_width;
+  const int steps = p.layers[0].k_steps;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    if (s >= steps) break;
+    const int column = s * step_elements(kMath) + kColumns * t;
+    float v[2][kColumns];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = row_lo + 8 * h;
+#pragma unroll
+      for (int c = 0; c < kColumns; ++c) v[h][c] = 0.0f;
+      if (row >= p.rows) continue;
+      const float* source = p.x + row * width + column;
+      if (p.vector_input && column + kColumns <= width) {
+        if constexpr (kColumns == 4) {
+          const float4 q = __ldg(reinterpret_cast<const float4*>(source));
+          v[h][0] = q.x, v[h][1] = q.y, v[h][2] = q.z, v[h][3] = q.w;
+        } else {
+          const float2 q = __ldg(reinterpret_cast<const float2*>(source));
+          v[h][0] = q.x, v[h][1] = q.y;
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < kColumns; ++c) {
+          if (column + c < width) v[h][c] = __ldg(source + c);
+        }
+      }
+    }
+    if constexpr (is_half(kMath)) {
+      act[s][0] = pack_pair<kMath>(v[0][0], v[0][1]);
+      act[s][1] = pack_pair<kMath>(v[1][0], v[1][1]);
+      act[s][2] = pack_pair<kMath>(v[0][2], v[0][3]);
+      act[s][3] = pack_pair<kMath>(v[1][2], v[1][3]);
+    } else {
+      act[s][0] = __float_as_uint(v[0][0]);
+      act[s][1] = __float_as_uint(v[1][0]);
+      act[s][2] = __float_as_uint(v[0][1]);
+      act[s][3] = __float_as_uint(v[1][1]);
+    }
+  }
+}
+
+// acc[n] = act x W^T for every 8-column tile n of the layer.
+template <TensorCoreMath kMath, int kSteps, int kTiles>
+__device__ __forceinline__ void multiply(const TensorCoreMlpLayer& layer, const uint32_t* weights,
+                                         int g, int t, const uint32_t (&act)[kSteps][4],
+                                         float (&acc)[kTiles][4]) {
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+  }
+  const uint32_t* row = weights + g * layer.weight_stride + 2 * t;
+  const int tile_words = 8 * layer.weight_stride;
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k) {
+    if (k >= layer.k_steps) break;
+    uint32_t a_big[4];
+    [[maybe_unused]] uint32_t a_small[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (is_half(kMath)) {
+        a_big[i] = act[k][i];
+      } else {
+        a_big[i] = to_tf32(__uint_as_float(act[k][i]));
+        if constexpr (kMath == TensorCoreMath::Tf32x3) {
+          a_small[i] = to_tf32(__uint_as_float(act[k][i]) - __uint_as_float(a_big[i]));
+        }
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < kTiles; ++n) {
+      if (n >= layer.n_frags) break;
+      const uint2 b = *reinterpret_cast<const uint2*>(row + n * tile_words + 8 * k);
+      if constexpr (kMath == TensorCoreMath::Tf32x3) {
+        const uint32_t b0 = to_tf32(__uint_as_float(b.x)), b1 = to_tf32(__uint_as_float(b.y));
+        const uint32_t s0 = to_tf32(__uint_as_float(b.x) - __uint_as_float(b0));
+        const uint32_t s1 = to_tf32(__uint_as_float(b.y) - __uint_as_float(b1));
+        // Small terms first so that they are not lost below the big product's rounding.
+        mma<kMath>(acc[n], a_small, b0, b1);
+        mma<kMath>(acc[n], a_big, s0, s1);
+        mma<kMath>(acc[n], a_big, b0, b1);
+      } else {
+        // tf32 weights are rounded to tf32 in the image; half weights are stored as halves.
+        mma<kMath>(acc[n], a_big, b.x, b.y);
+      }
+    }
+  }
+}
+
+// Columns col, col+1 of rows row_lo and row_lo + 8 (v: row_lo's pair, then row_lo + 8's).
+__device__ __forceinline__ void store_output(const RegisterParams& p, int out, int64_t row_lo,
+                                             int col, const float (&v)[4]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = row_lo + 8 * h;
+    if (row >= p.rows) continue;
+    float* destination = p.y + row * out + col;
+    if (p.vector_output && col + 1 < out) {
+      *reinterpret_cast<float2*>(destination) = make_float2(v[2 * h], v[2 * h + 1]);
+    } else {
+      if (col < out) destination[0] = v[2 * h];
+      if (col + 1 < out) destination[1] = v[2 * h + 1];
+    }
+  }
+}
+
+// Bias and activation, then the next layer's operand fragments or, for the last layer, the
+// output rows. Columns past `out` become zeros, which the next layer's last k-step reads.
+template <TensorCoreMath kMath, int kSteps, int kTiles, typename Activation>
+__device__ __forceinline__ void finish(const RegisterParams& p, const TensorCoreMlpLayer& layer,
+                                       bool last, const float* bias, int64_t row_lo, int t,
+                                       const float (&acc)[kTiles][4], uint32_t (&act)[kSteps][4],
+                                       Activation activation) {
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+    if (n >= layer.n_frags) break;
+    const int col = n * 8 + 2 * t;
+    const float2 b = *reinterpret_cast<const float2*>(bias + col);
+    float v[4] = {activation(acc[n][0] + b.x), activation(acc[n][1] + b.y),
+                  activation(acc[n][2] + b.x), activation(acc[n][3] + b.y)};
+    if (col >= layer.out) v[0] = v[2] = 0.0f;
+    if (col + 1 >= layer.out) v[1] = v[3] = 0.0f;
+    if (last) {
+      store_output(p, layer.out, row_lo, col, v);
+    } else if constexpr (is_half(kMath)) {
+      act[n / 2][(n % 2) * 2] = pack_pair<kMath>(v[0], v[1]);
+      act[n / 2][(n % 2) * 2 + 1] = pack_pair<kMath>(v[2], v[3]);
+    } else {
+      act[n][0] = __float_as_uint(v[0]);
+      act[n][1] = __float_as_uint(v[2]);
+      act[n][2] = __float_as_uint(v[1]);
+      act[n][3] = __float_as_uint(v[3]);
+    }
+  }
+}
+
+// (kThreads, 1): without the minimum, ptxas held the fp16/bf16 width-128 kernel to 128
+// registers and spilled; with it, 159 and no spills (CUDA 13.0, sm_90).
+template <TensorCoreMath kMath, int kWidth>
+__global__ void __launch_bounds__(kThreads, 1)
+    warp_register_mlp_kernel(const __grid_constant__ RegisterParams p) {
+  constexpr int kSteps = kWidth / step_elements(kMath);
+  constexpr int kTiles = kWidth / 8;
+  extern __shared__ uint4 shared_memory[];
+  for (uint32_t i = threadIdx.x; i < p.image_chunks; i += kThreads) {
+    __pipeline_memcpy_async(shared_memory + i, p.image + i, 16);
+  }
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();  // the only barrier: from here on each warp runs on its own
+
+  const char* const smem = reinterpret_cast<const char*>(shared_memory);
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t warps = int64_t{gridDim.x} * kWarpsPerBlock;
+  for (int64_t tile = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5); tile < p.tiles;
+       tile += warps) {
+    const int64_t row_lo = tile * kRowsPerWarp + g;
+    uint32_t act[kSteps][4];
+    load_input<kMath, kSteps>(p, row_lo, t, act);
+    for (int l = 0; l < p.layer_count; ++l) {
+      const TensorCoreMlpLayer& layer = p.layers[l];
+      float acc[kTiles][4];
+      multiply<kMath>(layer, reinterpret_cast<const uint32_t*>(smem + layer.weight_offset), g, t,
+                      act, acc);
+      const float* bias = reinterpret_cast<const float*>(smem + layer.bias_offset);
+      const bool last = l + 1 == p.layer_count;
+      const DeviceEpilogue& epilogue = layer.epilogue;
+      // The common epilogues without the general one's per-element dispatch.
+      if (epilogue.count == 0) {
+        finish<kMath>(p, layer, last, bias, row_lo, t, acc, act, [](float v) { return v; });
+      } else if (epilogue.count == 1 && epilogue.kind[0] == kOpReLU) {
+        finish<kMath>(p, layer, last, bias, row_lo, t, acc, act,
+                      [](float v) { return v > 0.0f ? v : 0.0f; });
+      } else {
+        finish<kMath>(p, layer, last, bias, row_lo, t, acc, act,
+                      [&epilogue](float v) { return apply_epilogue(epilogue, v); });
+      }
+    }
+  }
+}
+
+using KernelFunction = void (*)(RegisterParams);
+
+template <TensorCoreMath kMath>
+KernelFunction kernel_for_width(int width_class) {
+  if (width_class <= 64) return warp_register_mlp_kernel<kMath, 64>;
+  if constexpr (is_half(kMath)) {
+    if (width_class > 128) return warp_register_mlp_kernel<kMath, 256>;
+  }
+  return warp_register_mlp_kernel<kMath, 128>;
+}
+
+KernelFunction kernel_for(TensorCoreMath math, int width_class) {
+  switch (math) {
+    case TensorCoreMath::Tf32:
+      return kernel_for_width<TensorCoreMath::Tf32>(width_class);
+    case TensorCoreMath::Tf32x3:
+      return kernel_for_width<TensorCoreMath::Tf32x3>(width_class);
+    case TensorCoreMath::Fp16:
+      return kernel_for_width<TensorCoreMath::Fp16>(width_class);
+    case TensorCoreMath::Bf16:
+      break;
+  }
+  return kernel_for_width<TensorCoreMath::Bf16>(width_class);
+}
+
+int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// Round to nearest, ties away from zero, into tf32 (cvt.rna's rounding), kept in fp32's layout.
+uint32_t tf32_bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return bits;  // inf and NaN as they are
+  return (bits + 0x1000u) & 0xffffe000u;
+}
+
+}  // namespace
+
+bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
+                            const DeviceInfo& device, TensorCoreMlpPlan* plan) {
+  if (device.major < 8) return false;
+  if (layers.empty() || layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) return false;
+  const int step = step_elements(math);
+  const int max_width = is_half(math) ? 256 : 128;
+  TensorCoreMlpPlan result;
+  result.math = math;
+  result.form = TensorCoreForm::WarpRegisters;
+  result.layer_count = static_cast<int32_t>(layers.size());
+  int widest = 0;
+  uint32_t offset = 0;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const FusedMlpLayerDesc& desc = layers[l];
+    if (desc.in < 1 || desc.out < 1 || desc.in > max_width || desc.out > max_width) return false;
+    if (l > 0 && desc.in != layers[l - 1].out) return false;
+    const bool last = l + 1 == layers.size();
+    TensorCoreMlpLayer& layer = result.layers[l];
+    layer.in = desc.in;
+    layer.out = desc.out;
+    layer.epilogue = desc.epilogue;
+    layer.k_steps = (desc.in + step - 1) / step;
+    // Every column the next layer's k-steps read is computed (zeros past out).
+    const int padded_out = round_up(desc.out, last ? 8 : step);
+    widest = std::max({widest, layer.k_steps * step, padded_out});
+    layer.n_frags = padded_out / 8;
+    // 8 words per k-step; rows 8 or 24 mod 32 words apart for conflict-free 8-byte loads.
+    layer.weight_stride = layer.k_steps * 8;
+    while (layer.weight_stride % 16 != 8) ++layer.weight_stride;
+    layer.weight_offset = offset;
+    offset += static_cast<uint32_t>(padded_out * layer.weight_stride * 4);
+    layer.bias_offset = offset;
+    offset += static_cast<uint32_t>(round_up(padded_out * 4, 16));
+  }
+  if (widest > max_width) return false;
+  result.width_class = widest <= 64 ? 64 : widest <= 128 ? 128 : 256;
+  result.image_bytes = offset;
+  result.shared_bytes = offset;
+  result.tile_rows = kRowsPerWarp;
+  if (result.shared_bytes > device.shared_per_block_optin) return false;
+
+  const KernelFunction kernel = kernel_for(math, result.width_class);
+  FDNN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(device.shared_per_block_optin)));
+  int blocks = 0;
+  FDNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads,
+                                                                result.shared_bytes));
+  if (blocks < 1) return false;
+  result.blocks_per_sm = blocks;
+  *plan = result;
+  return true;
+}
+
+std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& plan,
+                                                    const std::vector<const float*>& weights,
+                                                    const std::vector<const float*>& biases) {
+  std::vector<uint32_t> image(plan.image_bytes / 4, 0u);
+  const bool half = is_half(plan.math);
+  for (int l = 0; l < plan.layer_count; ++l) {
+    const TensorCoreMlpLayer& layer = plan.layers[l];
+    uint32_t* rows = image.data() + layer.weight_offset / 4;
+    for (int n = 0; n < layer.out; ++n) {
+      const float* source = weights[l] + static_cast<size_t>(n) * layer.in;
+      uint32_t* row = rows + static_cast<size_t>(n) * layer.weight_stride;
+      for (int k = 0; k < layer.in; ++k) {
+        if (!half) {
+          uint32_t bits;
+          std::memcpy(&bits, &source[k], sizeof bits);
+          row[k] = plan.math == TensorCoreMath::Tf32 ? tf32_bits(source[k]) : bits;
+          continue;
+        }
+        // The first layer's operands are 4 consecutive input columns per thread: weights in
+        // their natural order. Later layers' operands are C fragments: thread t's two words of
+        // k-step s hold columns 16s+2t, 16s+2t+1 and 16s+8+2t, 16s+9+2t.
+        int word = k / 2;
+        if (l > 0) {
+          const int s = k / 16, r = k % 16;
+          word = 8 * s + 2 * ((r % 8) / 2) + r / 8;
+        }
+        const uint32_t bits = tensor_core_half_bits(source[k], plan.math);
+        row[word] |= (k % 2 == 0) ? bits : (bits << 16);
+      }
+    }
+    if (biases[l] != nullptr) {
+      std::memcpy(image.data() + layer.bias_offset / 4, biases[l], sizeof(float) * layer.out);
+    }
+  }
+  return image;
+}
+
+void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
+                              int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
+  if (rows <= 0) return;
+  RegisterParams p{};
+  p.x = x;
+  p.y = y;
+  p.image = static_cast<const uint4*>(plan.image);
+  p.rows = rows;
+  p.tiles = (rows + kRowsPerWarp - 1) / kRowsPerWarp;
+  p.layer_count = plan.layer_count;
+  p.input_width = plan.layers[0].in;
+  const int in_alignment = is_half(plan.math) ? 4 : 2;
+  p.vector_input = plan.layers[0].in % in_alignment == 0 &&
+                   reinterpret_cast<uintptr_t>(x) % (4 * in_alignment) == 0;
+  p.vector_output = plan.layers[plan.layer_count - 1].out % 2 == 0 &&
+                    reinterpret_cast<uintptr_t>(y) % 8 == 0;
+  p.image_chunks = plan.image_bytes / 16;
+  for (int l = 0; l < plan.layer_count; ++l) p.layers[l] = plan.layers[l];
+  const int64_t blocks = (p.tiles + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int64_t resident = int64_t{device.sm_count} * plan.blocks_per_sm;
+  const unsigned grid = static_cast<unsigned>(std::min(blocks, resident));
+  launch_kernel(kernel_for(plan.math, plan.width_class), "warp_register_mlp_kernel", dim3(grid),
+                dim3(kThreads), plan.shared_bytes, stream, p);
+}
+
+}  // namespace fusednn::cuda

@@ -1,0 +1,25 @@
+// The WarpRegisters form of the tensor-core fused MLP (fused_mlp_tensor_core.hpp says when each
+// form runs): plan, weight image and launch, called through fused_mlp_tensor_core.hpp's entry
+// points.
+#pragma once
+
+#include "backends/cuda/fused_mlp_tensor_core.hpp"
+
+namespace fusednn::cuda {
+
+// Fills *plan with form WarpRegisters when every width fits the form's register arrays (256 for
+// the half forms, 128 for the tf32 forms) and the weights fit one block's shared memory.
+bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
+                            const DeviceInfo& device, TensorCoreMlpPlan* plan);
+
+std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& plan,
+                                                    const std::vector<const float*>& weights,
+                                                    const std::vector<const float*>& biases);
+
+void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
+                              int64_t rows, const DeviceInfo& device, cudaStream_t stream);
+
+// fp16 or bf16 bits of `value`, rounded to nearest even (weights are converted once at load).
+uint16_t tensor_core_half_bits(float value, TensorCoreMath math);
+
+}  // namespace fusednn::cuda
