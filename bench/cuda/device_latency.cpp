@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "fusednn/fusednn.h"
@@ -43,13 +44,15 @@ double median(std::vector<double> values) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s MODEL BATCH [CUDA_GRAPHS] [BUFFER_SETS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL BATCH [CUDA_GRAPHS] [BUFFER_SETS] [fp32|tf32|fp16|bf16]\n",
+                 argv[0]);
     return 2;
   }
   const char* path = argv[1];
   const int64_t batch = std::atoll(argv[2]);
   const int graphs = argc > 3 ? std::atoi(argv[3]) : 1;
   const int sets = argc > 4 ? std::max(1, std::min(8, std::atoi(argv[4]))) : 8;
+  const std::string precision = argc > 5 ? argv[5] : "fp32";
 
   check_cuda(cudaFree(nullptr), "cudaFree(0)");  // the CUDA context exists before timing
   fdnn_model_options options;
@@ -57,6 +60,10 @@ int main(int argc, char** argv) {
   options.device = FDNN_DEVICE_CUDA;
   options.max_batch = batch;
   options.cuda_graphs = graphs;
+  options.precision = precision == "tf32"   ? FDNN_PRECISION_TF32
+                      : precision == "fp16" ? FDNN_PRECISION_FP16
+                      : precision == "bf16" ? FDNN_PRECISION_BF16
+                                            : FDNN_PRECISION_FP32;
   fdnn_model* model = nullptr;
   check(fdnn_model_create_from_file(path, &options, &model), "create");
   fdnn_shape in_shape, out_shape;
@@ -125,9 +132,10 @@ int main(int argc, char** argv) {
     host_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / host_calls);
   }
   std::printf("{\"model\": \"%s\", \"batch\": %lld, \"cuda_graphs\": %d, \"buffer_sets\": %d, "
-              "\"device_path_us\": %.3f, \"device_path_submit_us\": %.3f, \"host_path_us\": %.3f}\n",
-              path, static_cast<long long>(batch), graphs, sets, median(device_us),
-              median(submit_us), median(host_us));
+              "\"precision\": \"%s\", \"device_path_us\": %.3f, \"device_path_submit_us\": %.3f, "
+              "\"host_path_us\": %.3f}\n",
+              path, static_cast<long long>(batch), graphs, sets, precision.c_str(),
+              median(device_us), median(submit_us), median(host_us));
 
   fdnn_context_destroy(context);
   fdnn_model_destroy(model);

@@ -125,17 +125,20 @@ size_t add_transposed(WeightBlob& blob, const std::vector<float>& weight, int64_
   return offset;
 }
 
-// When an fp32 chain runs on tensor cores (3xTF32 split products), from
-// FUSEDNN_CUDA_FP32_TENSOR_CORES: "1" at every batch size, "auto" from the batch that gives every
-// SM a tile (where the split products should beat the FMA pipes), anything else never. The
-// default stays "never" until the kernel has been validated and timed on a GPU (bench/cuda/
-// NOTES.md). A knob for tests and benchmarks, not an API. Returns -1 for never.
+// When an fp32 chain runs on tensor cores (3xTF32 split products, relative error ~2e-6 against
+// the FMA kernels' ~3e-7, both inside fp32's 1e-5 contract), from
+// FUSEDNN_CUDA_FP32_TENSOR_CORES: "1" at every batch size, "0" never, otherwise ("auto", the
+// default) in the WarpRegisters form from the batch that gives every SM a warp tile. Seed MLP on
+// an H100 (2026-11-23), FMA kernels against 3xTF32: batch 1024 17.5 against 25.9 us, 4096 48.3
+// against 25.9, 16384 46.3 against 32.9, 262144 655 against 433. The SharedTiles form lost at
+// every size (980 against 662 us at 262144), so it runs only when asked for. A knob for tests
+// and benchmarks, not an API. Returns -1 for never.
 int64_t fp32_tensor_core_min_rows(const TensorCoreMlpPlan& plan, const DeviceInfo& device) {
   const char* knob = std::getenv("FUSEDNN_CUDA_FP32_TENSOR_CORES");
-  const std::string value = knob != nullptr ? knob : "";
+  const std::string value = knob != nullptr ? knob : "auto";
   if (value == "1") return 0;
-  if (value == "auto") return int64_t{device.sm_count} * plan.tile_rows;
-  return -1;
+  if (value == "0" || plan.form != TensorCoreForm::WarpRegisters) return -1;
+  return int64_t{device.sm_count} * plan.tile_rows;
 }
 
 // The Conv2d step s as conv_pool.cu's fused kernel (unless FUSEDNN_CUDA_FUSED_CONV=0): together with the pooling step after it when that step is the only reader of the

@@ -43,6 +43,7 @@ struct TensorCoreMlpLayer {
   int32_t in = 0, out = 0;
   int32_t k_steps = 0;        // mma k-steps over the (padded) input
   int32_t n_frags = 0;        // 8-column mma tiles over the (padded) output
+  int32_t out_frags = 0;      // WarpRegisters: the tiles of those the epilogue finishes
   int32_t weight_stride = 0;  // 32-bit words between weight rows in shared memory
   int32_t input_stride = 0;   // 32-bit words between rows of this layer's input activations
   uint32_t weight_offset = 0;  // bytes from the start of shared memory

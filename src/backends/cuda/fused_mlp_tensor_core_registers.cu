@@ -41,6 +41,7 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreads = kWarpsPerBlock * 32;
 constexpr int kRowsPerWarp = 16;
+constexpr int kTileGroup = 4;  // 8-column tiles multiplied without a branch between them
 
 struct RegisterParams {
   const float* x;
@@ -135,21 +136,32 @@ __device__ __forceinline__ void multiply(const TensorCoreMlpLayer& layer, const 
         }
       }
     }
+    // Tiles in groups of kTileGroup with no branch inside a group, so that the group's weight
+    // loads are all in flight before its first mma (a branch per tile serialised each load and
+    // its mma: 12 cycles per mma per SM on an H100). Layers are padded to whole groups.
 #pragma unroll
-    for (int n = 0; n < kTiles; ++n) {
-      if (n >= layer.n_frags) break;
-      const uint2 b = *reinterpret_cast<const uint2*>(row + n * tile_words + 8 * k);
-      if constexpr (kMath == TensorCoreMath::Tf32x3) {
-        const uint32_t b0 = to_tf32(__uint_as_float(b.x)), b1 = to_tf32(__uint_as_float(b.y));
-        const uint32_t s0 = to_tf32(__uint_as_float(b.x) - __uint_as_float(b0));
-        const uint32_t s1 = to_tf32(__uint_as_float(b.y) - __uint_as_float(b1));
-        // Small terms first so that they are not lost below the big product's rounding.
-        mma<kMath>(acc[n], a_small, b0, b1);
-        mma<kMath>(acc[n], a_big, s0, s1);
-        mma<kMath>(acc[n], a_big, b0, b1);
-      } else {
-        // tf32 weights are rounded to tf32 in the image; half weights are stored as halves.
-        mma<kMath>(acc[n], a_big, b.x, b.y);
+    for (int n0 = 0; n0 < kTiles; n0 += kTileGroup) {
+      if (n0 >= layer.n_frags) break;
+      uint2 b[kTileGroup];
+#pragma unroll
+      for (int j = 0; j < kTileGroup; ++j) {
+        b[j] = *reinterpret_cast<const uint2*>(row + (n0 + j) * tile_words + 8 * k);
+      }
+#pragma unroll
+      for (int j = 0; j < kTileGroup; ++j) {
+        if constexpr (kMath == TensorCoreMath::Tf32x3) {
+          const uint32_t b0 = to_tf32(__uint_as_float(b[j].x));
+          const uint32_t b1 = to_tf32(__uint_as_float(b[j].y));
+          const uint32_t s0 = to_tf32(__uint_as_float(b[j].x) - __uint_as_float(b0));
+          const uint32_t s1 = to_tf32(__uint_as_float(b[j].y) - __uint_as_float(b1));
+          // Small terms first so that they are not lost below the big product's rounding.
+          mma<kMath>(acc[n0 + j], a_small, b0, b1);
+          mma<kMath>(acc[n0 + j], a_big, s0, s1);
+          mma<kMath>(acc[n0 + j], a_big, b0, b1);
+        } else {
+          // tf32 weights are rounded to tf32 in the image; half weights are stored as halves.
+          mma<kMath>(acc[n0 + j], a_big, b[j].x, b[j].y);
+        }
       }
     }
   }
@@ -181,7 +193,7 @@ __device__ __forceinline__ void finish(const RegisterParams& p, const TensorCore
                                        Activation activation) {
 #pragma unroll
   for (int n = 0; n < kTiles; ++n) {
-    if (n >= layer.n_frags) break;
+    if (n >= layer.out_frags) break;
     const int col = n * 8 + 2 * t;
     const float2 b = *reinterpret_cast<const float2*>(bias + col);
     float v[4] = {activation(acc[n][0] + b.x), activation(acc[n][1] + b.y),
@@ -309,13 +321,15 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
     layer.k_steps = (desc.in + step - 1) / step;
     // Every column the next layer's k-steps read is computed (zeros past out).
     const int padded_out = round_up(desc.out, last ? 8 : step);
-    widest = std::max({widest, layer.k_steps * step, padded_out});
-    layer.n_frags = padded_out / 8;
+    layer.out_frags = padded_out / 8;
+    const int multiplied_out = round_up(desc.out, 8 * kTileGroup);  // whole groups of tiles
+    widest = std::max({widest, layer.k_steps * step, multiplied_out});
+    layer.n_frags = multiplied_out / 8;
     // 8 words per k-step; rows 8 or 24 mod 32 words apart for conflict-free 8-byte loads.
     layer.weight_stride = layer.k_steps * 8;
     while (layer.weight_stride % 16 != 8) ++layer.weight_stride;
     layer.weight_offset = offset;
-    offset += static_cast<uint32_t>(padded_out * layer.weight_stride * 4);
+    offset += static_cast<uint32_t>(multiplied_out * layer.weight_stride * 4);
     layer.bias_offset = offset;
     offset += static_cast<uint32_t>(round_up(padded_out * 4, 16));
   }

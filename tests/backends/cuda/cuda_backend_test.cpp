@@ -84,10 +84,11 @@ TEST(CudaBackend, Fp32ChainsOnTensorCoresHoldFp32Accuracy) {
   expect_matches_cpu(seed_mlp(), all_batches(), 21, "seed MLP, 3xTF32");
   // More tiles than resident blocks: the persistent loops (and the SharedTiles form's
   // double-buffered input).
-  expect_matches_cpu(seed_mlp(), {100000}, 42, "seed MLP, 3xTF32, 100000 rows");
+  expect_matches_cpu(seed_mlp(), with_large({}, 100000, 30000), 42, "seed MLP, 3xTF32, many rows");
   {
     ScopedEnvironment form("FUSEDNN_CUDA_TENSOR_CORE_FORM", "shared");
-    expect_matches_cpu(seed_mlp(), {1, 33, 129, 20000}, 43, "seed MLP, 3xTF32, SharedTiles");
+    expect_matches_cpu(seed_mlp(), with_large({1, 33, 129}, 20000), 43,
+                       "seed MLP, 3xTF32, SharedTiles");
   }
   const Net net = off_grid_chain();
   expect_matches_cpu(net, all_batches(), 22, "37-200-13-256-255-5, 3xTF32");
@@ -129,11 +130,12 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
                                      }};
     expect_matches_cpu(seed_mlp(), all_batches(), seed++, std::string("seed MLP, ") + c.name,
                        reports_precision, c.precision, c.bound);
-    expect_matches_cpu(seed_mlp(), {100000}, seed++, std::string("seed MLP, ") + c.name,
-                       reports_precision, c.precision, c.bound);
+    expect_matches_cpu(seed_mlp(), with_large({}, 100000, 30000), seed++,
+                       std::string("seed MLP, many rows, ") + c.name, reports_precision,
+                       c.precision, c.bound);
     {
       ScopedEnvironment form("FUSEDNN_CUDA_TENSOR_CORE_FORM", "shared");
-      expect_matches_cpu(seed_mlp(), {17, 33, 129, 20000}, seed++,
+      expect_matches_cpu(seed_mlp(), with_large({17, 33, 129}, 20000), seed++,
                          std::string("seed MLP, SharedTiles, ") + c.name, reports_precision,
                          c.precision, c.bound);
     }

@@ -61,6 +61,15 @@ inline bool quick() {
   return value != nullptr && std::string(value) == "1";
 }
 
+// `sizes`, then `large` (a batch that makes persistent kernels loop) unless running quick, where
+// `quick_large` stands in (0: none).
+inline std::vector<int64_t> with_large(std::vector<int64_t> sizes, int64_t large,
+                                       int64_t quick_large = 0) {
+  const int64_t added = quick() ? quick_large : large;
+  if (added > 0) sizes.push_back(added);
+  return sizes;
+}
+
 inline std::vector<int64_t> all_batches() {
   if (quick()) return {1, 3, 33, 129};
   return {1, 2, 3, 31, 32, 33, 127, 128, 129, 1000, 4097};
