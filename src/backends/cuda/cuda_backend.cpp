@@ -300,7 +300,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   const bool use_cublaslt = precision_ != Precision::FP32 || cublaslt_knob == nullptr ||
                             std::string(cublaslt_knob) != "0";
   const bool fused_conv = conv_pool_enabled();  // unless FUSEDNN_CUDA_FUSED_CONV=0
-  if (fused_conv) prepare_conv_pool_kernels(device_);
+  // Set on the first Conv2d only: setting a kernel's attributes loads its module, which a model
+  // without convolutions should not wait for.
+  bool conv_pool_kernels_prepared = false;
 
   WeightBlob blob;
   std::vector<uint32_t> tensor_core_blob;  // images, each on 16 bytes
@@ -422,6 +424,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         break;
       }
       case StepKind::Conv2d:
+        if (fused_conv && !conv_pool_kernels_prepared) {
+          prepare_conv_pool_kernels(device_);
+          conv_pool_kernels_prepared = true;
+        }
         if (fused_conv && lower_conv_pool(p, s, consumers, device_, &op)) {
           ref.weight = blob.add(build_conv_pool_weights(op.conv_pool, constant(step.weight)));
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));

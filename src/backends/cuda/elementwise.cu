@@ -1,11 +1,12 @@
 // Elementwise and Add: memory-bound streams. Napkin math for the benchmark case, ReLU + Scale
 // over 2^26 floats: 256 MiB read + 256 MiB written = 537 MB; at the ~3 TB/s a device-to-device
 // copy reaches on an H100 that is ~180 us, and a copy of the same bytes is the bound to meet.
-// 16-byte loads and stores when every pointer is 16-byte aligned, a scalar loop otherwise;
-// a grid of a few blocks per SM striding over the range keeps enough loads in flight.
-// Measured on an H200: 161 us (3.3 TB/s) against the copy's 128 us. Two variants with four
-// loads in flight per thread (grid-strided, then block-contiguous tiles) both measured slower,
-// ~197 us, and were dropped (bench/cuda/NOTES.md).
+// 16-byte loads and stores when every pointer is 16-byte aligned, a scalar loop otherwise; one
+// float4 per thread, with a grid that covers the whole range, and one dispatch per epilogue op
+// per float4. bench/cuda/elementwise_sweep.cu on an H100 (2026-11-23): that form ran at 2.92
+// TB/s against the copy kernel's 2.95, while this kernel's earlier form (a grid of 8 blocks per
+// SM striding over the range, a dispatch per value) ran ReLU + Scale at 2.26 TB/s, 77% of the
+// copy. Four loads in flight per thread measured slower still on an H200 (bench/cuda/NOTES.md).
 #include "backends/cuda/elementwise.hpp"
 
 #include <cstdint>
@@ -17,7 +18,9 @@ namespace fusednn::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBlocksPerSm = 8;
+// Enough blocks for one float4 (or value) per thread up to 2^38 floats; past that the kernels'
+// loops stride.
+constexpr long long kMaxBlocks = (1LL << 31) - 1;
 
 bool aligned16(const void* pointer) {
   return (reinterpret_cast<uintptr_t>(pointer) & 15u) == 0;
@@ -32,14 +35,7 @@ __global__ void __launch_bounds__(kThreads) elementwise_kernel(ElementwiseArgs a
     const int64_t quads = args.count / 4;
     const float4* x4 = reinterpret_cast<const float4*>(args.x);
     float4* y4 = reinterpret_cast<float4*>(args.y);
-    for (int64_t i = first; i < quads; i += stride) {
-      float4 v = x4[i];
-      v.x = apply_epilogue(args.epilogue, v.x);
-      v.y = apply_epilogue(args.epilogue, v.y);
-      v.z = apply_epilogue(args.epilogue, v.z);
-      v.w = apply_epilogue(args.epilogue, v.w);
-      y4[i] = v;
-    }
+    for (int64_t i = first; i < quads; i += stride) y4[i] = apply_epilogue4(args.epilogue, x4[i]);
     tail_begin = quads * 4;
   }
   for (int64_t i = tail_begin + first; i < args.count; i += stride) {
@@ -63,11 +59,7 @@ __global__ void __launch_bounds__(kThreads) add_kernel(AddArgs args) {
         sum.z += v.z;
         sum.w += v.w;
       }
-      sum.x = apply_epilogue(args.epilogue, sum.x);
-      sum.y = apply_epilogue(args.epilogue, sum.y);
-      sum.z = apply_epilogue(args.epilogue, sum.z);
-      sum.w = apply_epilogue(args.epilogue, sum.w);
-      reinterpret_cast<float4*>(args.y)[i] = sum;
+      reinterpret_cast<float4*>(args.y)[i] = apply_epilogue4(args.epilogue, sum);
     }
     tail_begin = quads * 4;
   }
@@ -80,12 +72,12 @@ __global__ void __launch_bounds__(kThreads) add_kernel(AddArgs args) {
 
 }  // namespace
 
-void launch_elementwise(const ElementwiseArgs& args, const DeviceInfo& device,
+void launch_elementwise(const ElementwiseArgs& args, const DeviceInfo& /*device*/,
                         cudaStream_t stream) {
   if (args.count <= 0) return;
   const bool vector = aligned16(args.x) && aligned16(args.y);
-  const unsigned blocks = grid_for(vector ? (args.count + 3) / 4 : args.count, kThreads,
-                                   static_cast<long long>(device.sm_count) * kBlocksPerSm);
+  const unsigned blocks =
+      grid_for(vector ? (args.count + 3) / 4 : args.count, kThreads, kMaxBlocks);
   if (vector) {
     launch_kernel(elementwise_kernel<true>, "elementwise_kernel<vector>", blocks, kThreads, 0,
                   stream, args);
@@ -95,12 +87,12 @@ void launch_elementwise(const ElementwiseArgs& args, const DeviceInfo& device,
   }
 }
 
-void launch_add(const AddArgs& args, const DeviceInfo& device, cudaStream_t stream) {
+void launch_add(const AddArgs& args, const DeviceInfo& /*device*/, cudaStream_t stream) {
   if (args.count <= 0) return;
   bool vector = aligned16(args.y);
   for (int k = 0; k < args.input_count; ++k) vector = vector && aligned16(args.x[k]);
-  const unsigned blocks = grid_for(vector ? (args.count + 3) / 4 : args.count, kThreads,
-                                   static_cast<long long>(device.sm_count) * kBlocksPerSm);
+  const unsigned blocks =
+      grid_for(vector ? (args.count + 3) / 4 : args.count, kThreads, kMaxBlocks);
   if (vector) {
     launch_kernel(add_kernel<true>, "add_kernel<vector>", blocks, kThreads, 0, stream, args);
   } else {

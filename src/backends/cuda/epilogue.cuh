@@ -36,4 +36,32 @@ __device__ __forceinline__ float apply_epilogue(const DeviceEpilogue& epilogue, 
   return x;
 }
 
+template <int kKind>
+__device__ __forceinline__ float4 apply_op4(float parameter, float4 v) {
+  v.x = apply_op(kKind, parameter, v.x);
+  v.y = apply_op(kKind, parameter, v.y);
+  v.z = apply_op(kKind, parameter, v.z);
+  v.w = apply_op(kKind, parameter, v.w);
+  return v;
+}
+
+// The epilogue on four values: one dispatch per op rather than per value (the same formulas).
+__device__ __forceinline__ float4 apply_epilogue4(const DeviceEpilogue& epilogue, float4 v) {
+  for (int i = 0; i < epilogue.count; ++i) {
+    const float p = epilogue.parameter[i];
+    switch (epilogue.kind[i]) {
+      case kOpReLU: v = apply_op4<kOpReLU>(p, v); break;
+      case kOpLeakyReLU: v = apply_op4<kOpLeakyReLU>(p, v); break;
+      case kOpGeluErf: v = apply_op4<kOpGeluErf>(p, v); break;
+      case kOpGeluTanh: v = apply_op4<kOpGeluTanh>(p, v); break;
+      case kOpSiLU: v = apply_op4<kOpSiLU>(p, v); break;
+      case kOpSigmoid: v = apply_op4<kOpSigmoid>(p, v); break;
+      case kOpTanh: v = apply_op4<kOpTanh>(p, v); break;
+      case kOpScale: v = apply_op4<kOpScale>(p, v); break;
+      default: break;
+    }
+  }
+  return v;
+}
+
 }  // namespace fusednn::cuda
