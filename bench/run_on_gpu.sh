@@ -75,7 +75,8 @@ phase "configure" 60 "$BUILD_LOG" cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD
   -DFUSEDNN_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DFUSEDNN_BUILD_TOOLS=OFF \
   "-DCMAKE_PREFIX_PATH=$ROOT/.carry;$DEPS"
 phase "build" 240 "$BUILD_LOG" cmake --build build-gpu -j "$JOBS" --target fusednn \
-  fusednn_cuda_tests fusednn_cuda_internal_tests fusednn_api_tests fusednn_golden_tests
+  fusednn_cuda_tests fusednn_cuda_internal_tests fusednn_cuda_typed_io_tests fusednn_api_tests \
+  fusednn_golden_tests
 grep -E "error|warning" "$BUILD_LOG" | head -20 >>"$SUMMARY"
 fi
 
@@ -91,9 +92,11 @@ if want tests && [[ -x $TESTS ]]; then
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran" "$TEST_LOG" | head -60 >>"$SUMMARY"
   phase "CUDA internal tests" 60 "$TEST_LOG" "$BUILD/tests/backends/cuda/fusednn_cuda_internal_tests"
   grep -E "\[ cuBLASLt \]|^\[  (PASSED|FAILED) " "$TEST_LOG" | tail -20 >>"$SUMMARY"
-  phase "API and golden tests" 60 "$TEST_LOG" bash -c \
-    "build-gpu/tests/api/fusednn_api_tests && build-gpu/tests/golden/fusednn_golden_tests"
-  grep -E "^\[  (PASSED|FAILED) " "$TEST_LOG" | tail -6 >>"$SUMMARY"
+  # The typed (float16 / bfloat16) runs joined this list on 2026-11-23, after its last GPU run.
+  phase "typed I/O, API and golden tests" 90 "$TEST_LOG" bash -c \
+    "$BUILD/tests/backends/cuda/fusednn_cuda_typed_io_tests && \
+     build-gpu/tests/api/fusednn_api_tests && build-gpu/tests/golden/fusednn_golden_tests"
+  grep -E "^\[  (PASSED|FAILED) " "$TEST_LOG" | tail -8 >>"$SUMMARY"
 fi
 
 # Registers, spills and the fused kernels' instruction mix (no device time to speak of).
@@ -196,13 +199,13 @@ if want sanitize && [[ -x $TESTS ]] && command -v compute-sanitizer >/dev/null; 
   export FUSEDNN_CUDA_TEST_QUICK=1
   phase "memcheck" 90 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --leak-check full \
     --error-exitcode 3 "$TESTS" \
-    --gtest_filter='*SeedMlp*:*OffThe*:*LongerThan*:*Convolutions*:*LayerNorm*:*Dags*:*Identity*:*RowsPerSample*:*DevicePath*:*TensorCore*:*SmallBatch*:*Precision*:*Cublas*:*FusedConvPool*:*FusedConvLeNet*'
+    --gtest_filter='*RowOps*:*SeedMlp*:*OffThe*:*LongerThan*:*Convolutions*:*LayerNorm*:*Dags*:*Identity*:*RowsPerSample*:*DevicePath*:*TensorCore*:*SmallBatch*:*Precision*:*Cublas*:*FusedConvPool*:*FusedConvLeNet*'
   grep -E "ERROR SUMMARY|LEAK SUMMARY|^\[  (PASSED|FAILED) " "$OUT/memcheck.log" | tail -4 >>"$SUMMARY"
   # The kernels that share data through shared memory (the SharedTiles form under racecheck is
   # the slowest part: 90 s was too little on 2026-11-23).
   phase "racecheck" 170 "$OUT/racecheck.log" compute-sanitizer --tool racecheck \
     --error-exitcode 3 "$TESTS" \
-    --gtest_filter='*TensorCore*:*SeedMlp*:*SmallBatch*:*FusedConvPool*:*FusedConvLeNet*:*Convolutions*:*LayerNorm*:*Precision*:*RowsPerSample*:*OffThe*'
+    --gtest_filter='*RowOps*:*TensorCore*:*SeedMlp*:*SmallBatch*:*FusedConvPool*:*FusedConvLeNet*:*Convolutions*:*LayerNorm*:*Precision*:*RowsPerSample*:*OffThe*'
   grep -E "RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) " "$OUT/racecheck.log" | tail -4 \
     >>"$SUMMARY"
 fi

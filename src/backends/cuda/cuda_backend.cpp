@@ -256,6 +256,23 @@ TensorCoreMath tensor_core_math(Precision precision) {
   return TensorCoreMath::Tf32x3;
 }
 
+// The Softmax or LayerNorm step right after step `chain_end` when it may join the chain's
+// kernel: it is the only reader of the chain's workspace output and normalises rows of exactly
+// that output (Softmax with no epilogue of its own); else null.
+const Step* foldable_row_tail(const Plan& p, size_t chain_end, const std::vector<int>& consumers) {
+  const Step& end = p.steps[chain_end];
+  if (chain_end + 1 >= p.steps.size()) return nullptr;
+  const Step& tail = p.steps[chain_end + 1];
+  const bool row_op = tail.kind == StepKind::Softmax || tail.kind == StepKind::LayerNorm;
+  if (!row_op || tail.inputs.size() != 1 || tail.inputs[0] != end.output ||
+      consumers[end.output] != 1 || p.values[end.output].storage != Storage::Workspace ||
+      tail.in_features != end.out_features || tail.rows_per_sample != end.rows_per_sample) {
+    return nullptr;
+  }
+  if (tail.kind == StepKind::Softmax && !tail.epilogue.empty()) return nullptr;
+  return &tail;
+}
+
 int launches_for(const Op& op, const Step& step) {
   const int passes = static_cast<int>(op.epilogue.size()) - 1;
   switch (op.kind) {
@@ -266,6 +283,8 @@ int launches_for(const Op& op, const Step& step) {
     }
     case OpKind::Concat:
       return static_cast<int>(step.inputs.size());
+    case OpKind::FusedMlp:  // the fused kernel and the row kernel below the tensor-core rows
+      return (op.row_tail_input >= 0 ? 2 : 1) + std::max(passes, 0);
     default:
       return 1 + std::max(passes, 0);
   }
@@ -300,6 +319,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   const bool use_cublaslt = precision_ != Precision::FP32 || cublaslt_knob == nullptr ||
                             std::string(cublaslt_knob) != "0";
   const bool fused_conv = conv_pool_enabled();  // unless FUSEDNN_CUDA_FUSED_CONV=0
+  // A Softmax or LayerNorm after a tensor-core MLP chain folded into its kernel, with
+  // FUSEDNN_CUDA_FOLD_ROW_OPS=1 until that has run on a GPU (bench/cuda/NOTES.md).
+  const char* fold_knob = std::getenv("FUSEDNN_CUDA_FOLD_ROW_OPS");
+  const bool fold_row_ops = fold_knob != nullptr && std::string(fold_knob) == "1";
   // Set on the first Conv2d only: setting a kernel's attributes loads its module, which a model
   // without convolutions should not wait for.
   bool conv_pool_kernels_prepared = false;
@@ -389,6 +412,33 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           if (op.tensor_core.tile_rows > 0 && precision_ != Precision::FP32) {
             effective_precision_ = precision_;
           }
+          const Step* tail = fold_row_ops ? foldable_row_tail(p, chain.back(), consumers) : nullptr;
+          if (tail != nullptr && op.tensor_core.form == TensorCoreForm::WarpRegisters &&
+              op.tensor_core.tile_rows > 0 && op.epilogue.size() == 1) {
+            TensorCoreRowTail row_tail;
+            row_tail.kind = tail->kind == StepKind::Softmax ? RowTailKind::Softmax
+                                                            : RowTailKind::LayerNorm;
+            row_tail.eps = tail->eps;
+            row_tail.gamma = tail->weight >= 0;
+            row_tail.beta = tail->bias >= 0;
+            TensorCoreMlpPlan folded;
+            if (plan_tensor_core_mlp(op.mlp.layers, tensor_core_math(precision_), device_,
+                                     &folded, row_tail)) {
+              op.tensor_core = folded;
+              op.row_tail_input = p.steps[chain.back()].output;
+              op.last_step = static_cast<int>(chain.back() + 1);
+              // The kernel ends with the normalised rows; an activation after them runs as
+              // in-place passes.
+              op.epilogue = {DeviceEpilogue()};
+              if (!tail->epilogue.empty()) {
+                for (const DeviceEpilogue& piece : split_epilogue(tail->epilogue)) {
+                  op.epilogue.push_back(piece);
+                }
+              }
+              if (tail->weight >= 0) ref.weight = blob.add(constant(tail->weight));
+              if (tail->bias >= 0) ref.bias = blob.add(constant(tail->bias));
+            }
+          }
           if (op.tensor_core.tile_rows > 0) {
             std::vector<const float*> weights, biases;
             for (size_t index : chain) {
@@ -396,8 +446,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
               weights.push_back(constant(layer_step.weight).data());
               biases.push_back(layer_step.bias >= 0 ? constant(layer_step.bias).data() : nullptr);
             }
-            const std::vector<uint32_t> image =
-                build_tensor_core_mlp_image(op.tensor_core, weights, biases);
+            const Step& after = p.steps[op.last_step];
+            const bool has_tail = op.row_tail_input >= 0;
+            const std::vector<uint32_t> image = build_tensor_core_mlp_image(
+                op.tensor_core, weights, biases,
+                has_tail && after.weight >= 0 ? constant(after.weight).data() : nullptr,
+                has_tail && after.bias >= 0 ? constant(after.bias).data() : nullptr);
             tensor_core_blob.resize((tensor_core_blob.size() + 3) / 4 * 4, 0u);
             tensor_core_offset.resize(ops_.size() + 1, kNone);
             tensor_core_offset[ops_.size()] = tensor_core_blob.size();
@@ -574,16 +628,19 @@ void CudaBackend::assign_workspace() {
   // slot. An op that runs several steps in one kernel (a fused MLP chain, a conv with its
   // pooling) still reads its first step's inputs while its blocks write its last step's output,
   // so such an output gets a region of its own instead of sharing one with an input.
+  // The same for the chain output a folded row op reads below the tensor-core rows.
   for (const Op& op : ops_) {
-    const int output = p.steps[op.last_step].output;
-    if (op.first_step == op.last_step || p.values[output].storage != Storage::Workspace) continue;
-    for (int input : p.steps[op.first_step].inputs) {
-      if (p.values[input].storage == Storage::Workspace &&
-          p.values[input].workspace_offset == p.values[output].workspace_offset) {
-        const int64_t start = (end + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
-        value_offset_[output] = start;
-        end = start + p.values[output].elements * max_batch_;
-        break;
+    if (op.first_step == op.last_step) continue;
+    for (const int output : {p.steps[op.last_step].output, op.row_tail_input}) {
+      if (output < 0 || p.values[output].storage != Storage::Workspace) continue;
+      for (int input : p.steps[op.first_step].inputs) {
+        if (p.values[input].storage == Storage::Workspace &&
+            p.values[input].workspace_offset == p.values[output].workspace_offset) {
+          const int64_t start = (end + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+          value_offset_[output] = start;
+          end = start + p.values[output].elements * max_batch_;
+          break;
+        }
       }
     }
   }
@@ -626,6 +683,31 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
     }
   };
 
+  // The LayerNorm or Softmax of `row_step` over `rows` rows (LayerNorm's gamma and beta in
+  // op.weight and op.bias): its own op, or one folded after a fused chain.
+  auto row_op = [&](const Op& op, const Step& row_step, const float* in, float* out,
+                    int64_t rows) {
+    if (row_step.kind == StepKind::Softmax) {
+      SoftmaxArgs args;
+      args.x = in;
+      args.y = out;
+      args.rows = rows;
+      args.row_size = row_step.in_features;
+      launch_softmax(args, device_, stream);
+      return;
+    }
+    LayerNormArgs args;
+    args.x = in;
+    args.gamma = op.weight;
+    args.beta = op.bias;
+    args.y = out;
+    args.rows = rows;
+    args.row_size = row_step.in_features;
+    args.eps = row_step.eps;
+    args.epilogue = op.epilogue.front();
+    launch_layer_norm(args, device_, stream);
+  };
+
   for (const Op& op : ops_) {
     const Step& step = p.steps[op.first_step];
     const Step& last = p.steps[op.last_step];
@@ -638,8 +720,12 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         const int64_t rows = batch * step.rows_per_sample;
         if (op.tensor_core.tile_rows > 0 && rows >= op.tensor_core_min_rows) {
           launch_tensor_core_mlp(op.tensor_core, x, y, rows, device_, stream);
-        } else {
+        } else if (op.row_tail_input < 0) {
           launch_fused_mlp(op.mlp, x, y, rows, device_, stream);
+        } else {
+          float* middle = data(op.row_tail_input);
+          launch_fused_mlp(op.mlp, x, middle, rows, device_, stream);
+          row_op(op, last, middle, y, rows);
         }
         break;
       }
@@ -741,28 +827,10 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         launch_channel_affine(args, device_, stream);
         break;
       }
-      case OpKind::LayerNorm: {
-        LayerNormArgs args;
-        args.x = x;
-        args.gamma = op.weight;
-        args.beta = op.bias;
-        args.y = y;
-        args.rows = batch * step.rows_per_sample;
-        args.row_size = step.in_features;
-        args.eps = step.eps;
-        args.epilogue = op.epilogue.front();
-        launch_layer_norm(args, device_, stream);
+      case OpKind::LayerNorm:
+      case OpKind::Softmax:
+        row_op(op, step, x, y, batch * step.rows_per_sample);
         break;
-      }
-      case OpKind::Softmax: {
-        SoftmaxArgs args;
-        args.x = x;
-        args.y = y;
-        args.rows = batch * step.rows_per_sample;
-        args.row_size = step.in_features;
-        launch_softmax(args, device_, stream);
-        break;
-      }
       case OpKind::Add: {
         // Up to kMaxAddInputs at a time, continuing the running sum in y; the epilogue on the
         // last launch.

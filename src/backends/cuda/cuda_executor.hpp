@@ -50,6 +50,10 @@ struct Op {
   // tensor_core_min_rows rows on (0 for reduced precisions: always).
   TensorCoreMlpPlan tensor_core;
   int64_t tensor_core_min_rows = 0;
+  // A Softmax or LayerNorm folded in after the chain (tensor_core.tail): the tensor-core kernel
+  // applies it; below tensor_core_min_rows the fused kernel writes the chain's output value and
+  // the row kernel runs from there (LayerNorm's gamma and beta in weight and bias).
+  int row_tail_input = -1;
   std::unique_ptr<CublasLtLinear> lt;    // CublasLtLinear only
   ConvPoolPlan conv_pool;                // ConvPool only
   // [0] applied by the kernel (for CublasLtLinear: what cuBLASLt's epilogue fuses after the

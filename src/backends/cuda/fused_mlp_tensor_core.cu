@@ -479,18 +479,21 @@ uint16_t tensor_core_half_bits(float value, TensorCoreMath math) {
 }
 
 bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
-                          const DeviceInfo& device, TensorCoreMlpPlan* plan) {
+                          const DeviceInfo& device, TensorCoreMlpPlan* plan,
+                          const TensorCoreRowTail& tail) {
   const char* knob = std::getenv("FUSEDNN_CUDA_TENSOR_CORE_FORM");
   const bool shared_only = knob != nullptr && std::string(knob) == "shared";
-  if (!shared_only && plan_warp_register_mlp(layers, math, device, plan)) return true;
+  if (!shared_only && plan_warp_register_mlp(layers, math, device, tail, plan)) return true;
+  if (tail.kind != RowTailKind::None) return false;
   return plan_shared_tile_mlp(layers, math, device, plan);
 }
 
 std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
                                                   const std::vector<const float*>& weights,
-                                                  const std::vector<const float*>& biases) {
+                                                  const std::vector<const float*>& biases,
+                                                  const float* gamma, const float* beta) {
   return plan.form == TensorCoreForm::WarpRegisters
-             ? build_warp_register_mlp_image(plan, weights, biases)
+             ? build_warp_register_mlp_image(plan, weights, biases, gamma, beta)
              : build_shared_tile_mlp_image(plan, weights, biases);
 }
 

@@ -39,6 +39,20 @@ enum class TensorCoreForm : int32_t { WarpRegisters = 0, SharedTiles = 1 };
 
 const char* tensor_core_math_name(TensorCoreMath math);
 
+// A Softmax or LayerNorm over the chain's output rows, folded into the last layer's epilogue
+// (WarpRegisters form only): a row's columns live in the 4 lanes of one fragment group, so the
+// row statistics are two shuffles away.
+enum class RowTailKind : int32_t { None = 0, Softmax = 1, LayerNorm = 2 };
+
+// The chain's last layer may have no activation or ReLU; an activation after the LayerNorm is
+// the caller's to run.
+struct TensorCoreRowTail {
+  RowTailKind kind = RowTailKind::None;
+  float eps = 0.0f;           // LayerNorm
+  bool gamma = false;         // LayerNorm's scale [out] present
+  bool beta = false;          // LayerNorm's shift [out] present
+};
+
 struct TensorCoreMlpLayer {
   int32_t in = 0, out = 0;
   int32_t k_steps = 0;        // mma k-steps over the (padded) input
@@ -66,6 +80,9 @@ struct TensorCoreMlpPlan {
   uint32_t even_offset = 0;      // inputs of layers 2, 4, ... (0: in the tile's staging buffer)
   size_t shared_bytes = 0;
   int blocks_per_sm = 0;
+  TensorCoreRowTail tail;        // WarpRegisters only
+  uint32_t gamma_offset = 0;     // bytes into the image, when tail.gamma
+  uint32_t beta_offset = 0;      // bytes into the image, when tail.beta
   const void* image = nullptr;   // device copy of the image, set once uploaded
 };
 
@@ -73,14 +90,19 @@ struct TensorCoreMlpPlan {
 // plan->image). Needs compute capability 8.0+, 1..kFusedMlpMaxLayers layers, widths <= 256.
 // The WarpRegisters form where it fits, else SharedTiles; FUSEDNN_CUDA_TENSOR_CORE_FORM=shared
 // forces the second (a knob for tests and benchmarks).
+// With a `tail` (kind != None) only the WarpRegisters form qualifies.
 bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
-                          const DeviceInfo& device, TensorCoreMlpPlan* plan);
+                          const DeviceInfo& device, TensorCoreMlpPlan* plan,
+                          const TensorCoreRowTail& tail = {});
 
 // The shared-memory image of the chain's weights and biases (plan.image_bytes bytes):
 // weights[l] is [out][in] as PyTorch stores it, biases[l] may be null.
+// gamma and beta: the tail's LayerNorm constants [last out], when the plan's tail has them.
 std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
                                                   const std::vector<const float*>& weights,
-                                                  const std::vector<const float*>& biases);
+                                                  const std::vector<const float*>& biases,
+                                                  const float* gamma = nullptr,
+                                                  const float* beta = nullptr);
 
 // y[rows][last out] = chain(x[rows][first in]); the image must be uploaded.
 void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,

@@ -54,6 +54,10 @@ struct RegisterParams {
   int32_t vector_input;   // rows start on 16 (half forms) or 8 (tf32 forms) bytes
   int32_t vector_output;  // rows start on 8 bytes
   uint32_t image_chunks;  // 16-byte chunks
+  int32_t tail_kind;      // RowTailKind
+  float tail_eps;
+  uint32_t gamma_offset;  // bytes into shared memory; 0: none (the image starts with weights)
+  uint32_t beta_offset;
   TensorCoreMlpLayer layers[kFusedMlpMaxLayers];
 };
 
@@ -216,6 +220,90 @@ __device__ __forceinline__ void finish(const RegisterParams& p, const TensorCore
 
 // (kThreads, 1): without the minimum, ptxas held the fp16/bf16 width-128 kernel to 128
 // registers and spilled; with it, 159 and no spills (CUDA 13.0, sm_90).
+// The sum (or the max) of the values of row g (h = 0) or g + 8 (h = 1) across the 4 lanes of the
+// fragment group, which together hold every column of the row.
+__device__ __forceinline__ float group_sum(float value) {
+  value += __shfl_xor_sync(0xffffffffu, value, 1);
+  return value + __shfl_xor_sync(0xffffffffu, value, 2);
+}
+__device__ __forceinline__ float group_max(float value) {
+  value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 1));
+  return fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 2));
+}
+
+// The last layer (bias, then ReLU or nothing) followed by the folded Softmax or LayerNorm over
+// each output row, with the CPU backend's formulas: exp(x - max) / sum; (x - mean) * rstd
+// [* gamma + beta] with the variance around the mean and rstd = 1 / sqrt(variance + eps). An
+// activation after the LayerNorm runs as an in-place pass (cuda_backend.cpp): inlining the
+// general epilogue here for every value quadrupled this file's compile time.
+template <int kTiles>
+__device__ __forceinline__ void finish_with_row_op(const RegisterParams& p,
+                                                   const TensorCoreMlpLayer& layer,
+                                                   const char* smem, const float* bias,
+                                                   int64_t row_lo, int t, float (&acc)[kTiles][4]) {
+  const bool relu = layer.epilogue.count == 1;  // the planner folds after none or ReLU only
+  const int out = layer.out;
+  const bool softmax = p.tail_kind == static_cast<int32_t>(RowTailKind::Softmax);
+  float first[2] = {softmax ? -INFINITY : 0.0f, softmax ? -INFINITY : 0.0f};
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+    if (n >= layer.out_frags) break;
+    const int col = n * 8 + 2 * t;
+    const float2 b = *reinterpret_cast<const float2*>(bias + col);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      acc[n][i] += (i & 1) ? b.y : b.x;
+      if (relu) acc[n][i] = fmaxf(acc[n][i], 0.0f);
+      if (col + (i & 1) < out) {
+        first[i / 2] = softmax ? fmaxf(first[i / 2], acc[n][i]) : first[i / 2] + acc[n][i];
+      }
+    }
+  }
+  float second[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    first[h] = softmax ? group_max(first[h]) : group_sum(first[h]) / static_cast<float>(out);
+  }
+  // Softmax: exp(x - max) and its sum; LayerNorm: the squared deviations from the mean.
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+    if (n >= layer.out_frags) break;
+    const int col = n * 8 + 2 * t;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float centred = acc[n][i] - first[i / 2];
+      if (softmax) acc[n][i] = expf(centred);
+      if (col + (i & 1) < out) second[i / 2] += softmax ? acc[n][i] : centred * centred;
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    second[h] = group_sum(second[h]);
+    if (!softmax) second[h] = 1.0f / sqrtf(second[h] / static_cast<float>(out) + p.tail_eps);
+  }
+  const float* gamma = reinterpret_cast<const float*>(smem + p.gamma_offset);
+  const float* beta = reinterpret_cast<const float*>(smem + p.beta_offset);
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+    if (n >= layer.out_frags) break;
+    const int col = n * 8 + 2 * t;
+    float v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (softmax) {
+        v[i] = acc[n][i] / second[i / 2];
+      } else {
+        const int c = col + (i & 1);
+        float y = (acc[n][i] - first[i / 2]) * second[i / 2];
+        if (p.gamma_offset != 0) y = y * gamma[c];
+        if (p.beta_offset != 0) y = y + beta[c];
+        v[i] = y;
+      }
+    }
+    store_output(p, out, row_lo, col, v);
+  }
+}
+
 template <TensorCoreMath kMath, int kWidth>
 __global__ void __launch_bounds__(kThreads, 1)
     warp_register_mlp_kernel(const __grid_constant__ RegisterParams p) {
@@ -246,15 +334,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float* bias = reinterpret_cast<const float*>(smem + layer.bias_offset);
       const bool last = l + 1 == p.layer_count;
       const DeviceEpilogue& epilogue = layer.epilogue;
+      const auto general = [&epilogue](float v) { return apply_epilogue(epilogue, v); };
       // The common epilogues without the general one's per-element dispatch.
-      if (epilogue.count == 0) {
+      if (last && p.tail_kind != static_cast<int32_t>(RowTailKind::None)) {
+        finish_with_row_op(p, layer, smem, bias, row_lo, t, acc);
+      } else if (epilogue.count == 0) {
         finish<kMath>(p, layer, last, bias, row_lo, t, acc, act, [](float v) { return v; });
       } else if (epilogue.count == 1 && epilogue.kind[0] == kOpReLU) {
         finish<kMath>(p, layer, last, bias, row_lo, t, acc, act,
                       [](float v) { return v > 0.0f ? v : 0.0f; });
       } else {
-        finish<kMath>(p, layer, last, bias, row_lo, t, acc, act,
-                      [&epilogue](float v) { return apply_epilogue(epilogue, v); });
+        finish<kMath>(p, layer, last, bias, row_lo, t, acc, act, general);
       }
     }
   }
@@ -298,7 +388,8 @@ uint32_t tf32_bits(float value) {
 }  // namespace
 
 bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
-                            const DeviceInfo& device, TensorCoreMlpPlan* plan) {
+                            const DeviceInfo& device, const TensorCoreRowTail& tail,
+                            TensorCoreMlpPlan* plan) {
   if (device.major < 8) return false;
   if (layers.empty() || layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) return false;
   const int step = step_elements(math);
@@ -334,6 +425,16 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
     offset += static_cast<uint32_t>(round_up(padded_out * 4, 16));
   }
   if (widest > max_width) return false;
+  const DeviceEpilogue& last_epilogue = layers.back().epilogue;
+  const bool relu_or_none = last_epilogue.count == 0 ||
+                            (last_epilogue.count == 1 && last_epilogue.kind[0] == kOpReLU);
+  if (tail.kind != RowTailKind::None && !relu_or_none) return false;
+  result.tail = tail;
+  if (tail.kind == RowTailKind::LayerNorm) {  // gamma and beta after the weights (offsets > 0)
+    const uint32_t bytes = static_cast<uint32_t>(round_up(layers.back().out, 8) * 4);  // read to the padded out
+    if (tail.gamma) result.gamma_offset = offset, offset += bytes;
+    if (tail.beta) result.beta_offset = offset, offset += bytes;
+  }
   result.width_class = widest <= 64 ? 64 : widest <= 128 ? 128 : 256;
   result.image_bytes = offset;
   result.shared_bytes = offset;
@@ -354,7 +455,8 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
 
 std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& plan,
                                                     const std::vector<const float*>& weights,
-                                                    const std::vector<const float*>& biases) {
+                                                    const std::vector<const float*>& biases,
+                                                    const float* gamma, const float* beta) {
   std::vector<uint32_t> image(plan.image_bytes / 4, 0u);
   const bool half = is_half(plan.math);
   for (int l = 0; l < plan.layer_count; ++l) {
@@ -386,6 +488,13 @@ std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& pla
       std::memcpy(image.data() + layer.bias_offset / 4, biases[l], sizeof(float) * layer.out);
     }
   }
+  const size_t out = static_cast<size_t>(plan.layers[plan.layer_count - 1].out);
+  if (plan.gamma_offset != 0 && gamma != nullptr) {
+    std::memcpy(image.data() + plan.gamma_offset / 4, gamma, sizeof(float) * out);
+  }
+  if (plan.beta_offset != 0 && beta != nullptr) {
+    std::memcpy(image.data() + plan.beta_offset / 4, beta, sizeof(float) * out);
+  }
   return image;
 }
 
@@ -406,6 +515,10 @@ void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, flo
   p.vector_output = plan.layers[plan.layer_count - 1].out % 2 == 0 &&
                     reinterpret_cast<uintptr_t>(y) % 8 == 0;
   p.image_chunks = plan.image_bytes / 16;
+  p.tail_kind = static_cast<int32_t>(plan.tail.kind);
+  p.tail_eps = plan.tail.eps;
+  p.gamma_offset = plan.gamma_offset;
+  p.beta_offset = plan.beta_offset;
   for (int l = 0; l < plan.layer_count; ++l) p.layers[l] = plan.layers[l];
   const int64_t blocks = (p.tiles + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const int64_t resident = int64_t{device.sm_count} * plan.blocks_per_sm;

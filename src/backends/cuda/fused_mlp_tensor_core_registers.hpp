@@ -10,11 +10,13 @@ namespace fusednn::cuda {
 // Fills *plan with form WarpRegisters when every width fits the form's register arrays (256 for
 // the half forms, 128 for the tf32 forms) and the weights fit one block's shared memory.
 bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
-                            const DeviceInfo& device, TensorCoreMlpPlan* plan);
+                            const DeviceInfo& device, const TensorCoreRowTail& tail,
+                            TensorCoreMlpPlan* plan);
 
 std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& plan,
                                                     const std::vector<const float*>& weights,
-                                                    const std::vector<const float*>& biases);
+                                                    const std::vector<const float*>& biases,
+                                                    const float* gamma, const float* beta);
 
 void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
                               int64_t rows, const DeviceInfo& device, cudaStream_t stream);

@@ -165,6 +165,47 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
   }
 }
 
+// A Softmax or LayerNorm right after a tensor-core MLP chain, folded into the chain's kernel
+// (FUSEDNN_CUDA_FOLD_ROW_OPS=1 until timed): every precision; batches below the tensor-core rows
+// (fp32 below 132 x 16 rows, tf32 up to 16: the fused kernel, then the row kernel from the
+// chain's output) and above; with and without LayerNorm's affine constants; an activation after
+// the LayerNorm.
+TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChains) {
+  REQUIRE_CUDA();
+  ScopedEnvironment fold("FUSEDNN_CUDA_FOLD_ROW_OPS", "1");
+  Net softmax({100});
+  softmax.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
+  softmax.linear("fc2", 128, 64).act(R"({"type": "ReLU"})");
+  softmax.linear("fc3", 64, 10).layer(R"({"type": "Softmax", "dim": -1})");
+  Net norm({37});
+  norm.linear("a", 37, 120).act(R"({"type": "GELU", "approximate": "tanh"})");
+  norm.linear("b", 120, 50).layer_norm("norm", 50).act(R"({"type": "SiLU"})");
+  Net plain_norm({32});
+  plain_norm.linear("a", 32, 64).act(R"({"type": "ReLU"})").linear("b", 64, 13, false);
+  plain_norm.layer_norm("norm", 13, false);
+  struct Case {
+    fdnn_precision precision;
+    double bound;
+    const char* name;
+  };
+  const Case cases[] = {{FDNN_PRECISION_FP32, kTolerance, "fp32"},
+                        {FDNN_PRECISION_TF32, 1e-3, "tf32"},
+                        {FDNN_PRECISION_FP16, 1e-2, "fp16"},
+                        {FDNN_PRECISION_BF16, 1e-2, "bf16"}};
+  const std::vector<int64_t> batches = with_large({1, 3, 17, 33, 129, 4097}, 20000);
+  uint32_t seed = 90;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    expect_matches_cpu(softmax, batches, seed++, "seed MLP + Softmax", {}, c.precision, c.bound);
+    expect_matches_cpu(norm, batches, seed++, "37-120-50 + LayerNorm + SiLU", {}, c.precision,
+                       c.bound);
+    expect_matches_cpu(plain_norm, batches, seed++, "32-64-13 + LayerNorm without affine", {},
+                       c.precision, c.bound);
+  }
+  ScopedEnvironment all_rows("FUSEDNN_CUDA_FP32_TENSOR_CORES", "1");
+  expect_matches_cpu(softmax, {1, 33}, seed++, "seed MLP + Softmax, 3xTF32 at every batch");
+}
+
 TEST(CudaBackend, Fp32ChainsOnFmaPipesOnly) {
   REQUIRE_CUDA();
   ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "0");
