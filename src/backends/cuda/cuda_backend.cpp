@@ -133,12 +133,25 @@ size_t add_transposed(WeightBlob& blob, const std::vector<float>& weight, int64_
 // against 25.9, 16384 46.3 against 32.9, 262144 655 against 433. The SharedTiles form lost at
 // every size (980 against 662 us at 262144), so it runs only when asked for. A knob for tests
 // and benchmarks, not an API. Returns -1 for never.
-int64_t fp32_tensor_core_min_rows(const TensorCoreMlpPlan& plan, const DeviceInfo& device) {
+std::string fp32_tensor_cores_knob() {
   const char* knob = std::getenv("FUSEDNN_CUDA_FP32_TENSOR_CORES");
-  const std::string value = knob != nullptr ? knob : "auto";
+  return knob != nullptr ? knob : "auto";
+}
+
+int64_t fp32_tensor_core_min_rows(const TensorCoreMlpPlan& plan, const DeviceInfo& device) {
+  const std::string value = fp32_tensor_cores_knob();
   if (value == "1") return 0;
   if (value == "0" || plan.form != TensorCoreForm::WarpRegisters) return -1;
   return int64_t{device.sm_count} * plan.tile_rows;
+}
+
+// Whether an fp32 chain of at most `most_rows` rows can ever reach its tensor-core form. When it
+// cannot, the backend does not plan one: planning sets the kernel's attributes, which loads its
+// module, and a model that cannot use it should not wait for that at load.
+bool fp32_tensor_cores_reachable(int64_t most_rows, const DeviceInfo& device) {
+  const std::string value = fp32_tensor_cores_knob();
+  if (value == "1") return true;
+  return value != "0" && most_rows >= int64_t{device.sm_count} * kWarpRegisterTileRows;
 }
 
 // The Conv2d step s as conv_pool.cu's fused kernel (unless FUSEDNN_CUDA_FUSED_CONV=0): together with the pooling step after it when that step is the only reader of the
@@ -402,7 +415,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           }
           // The same chain on tensor cores, where the device and the widths allow: in the
           // precision asked for, or for fp32 as 3xTF32 where the knob allows.
-          if (plan_tensor_core_mlp(op.mlp.layers, tensor_core_math(precision_), device_,
+          const bool tensor_cores_reachable =
+              precision_ != Precision::FP32 ||
+              fp32_tensor_cores_reachable(max_batch_ * step.rows_per_sample, device_);
+          if (tensor_cores_reachable &&
+              plan_tensor_core_mlp(op.mlp.layers, tensor_core_math(precision_), device_,
                                    &op.tensor_core)) {
             op.tensor_core_min_rows = precision_ == Precision::FP32
                                           ? fp32_tensor_core_min_rows(op.tensor_core, device_)

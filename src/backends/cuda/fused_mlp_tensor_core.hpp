@@ -37,6 +37,8 @@ namespace fusednn::cuda {
 enum class TensorCoreMath : int32_t { Tf32 = 0, Tf32x3 = 1, Fp16 = 2, Bf16 = 3 };
 enum class TensorCoreForm : int32_t { WarpRegisters = 0, SharedTiles = 1 };
 
+constexpr int kWarpRegisterTileRows = 16;  // rows per warp tile in the WarpRegisters form
+
 const char* tensor_core_math_name(TensorCoreMath math);
 
 // A Softmax or LayerNorm over the chain's output rows, folded into the last layer's epilogue

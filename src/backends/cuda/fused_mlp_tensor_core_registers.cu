@@ -40,7 +40,7 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreads = kWarpsPerBlock * 32;
-constexpr int kRowsPerWarp = 16;
+constexpr int kRowsPerWarp = kWarpRegisterTileRows;
 constexpr int kTileGroup = 4;  // 8-column tiles multiplied without a branch between them
 
 struct RegisterParams {
