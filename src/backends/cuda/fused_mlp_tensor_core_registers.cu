@@ -10,7 +10,8 @@
 // (~25 us at a mma.sync rate of ~250 T/s), 115 MB of fp32 input and output (~38 us at 3 TB/s),
 // and each warp reads the 46 KB of bf16 weights from shared memory per 16 rows (~25 us at
 // 128 B/clk per SM): memory-bound near 40 us. 3xTF32 triples the products at half the rate:
-// ~130 us, against PyTorch's 525 us in fp32.
+// ~130 us, against PyTorch's 525 us in fp32. Measured on that H100: 132 us in bf16, 442 us in
+// 3xTF32 (bench/cuda/NOTES.md, version 5, has the profile and what to try next).
 //
 // Fragment bookkeeping (PTX ISA, mma.m16n8k8 tf32 and mma.m16n8k16 f16/bf16; g = lane / 4,
 // t = lane % 4). C fragments hold (row g, columns 2t, 2t+1) and (row g+8, the same) of an 8-column
