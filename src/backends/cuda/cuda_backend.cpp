@@ -154,6 +154,25 @@ bool fp32_tensor_cores_reachable(int64_t most_rows, const DeviceInfo& device) {
   return value != "0" && most_rows >= int64_t{device.sm_count} * kWarpRegisterTileRows;
 }
 
+// A Conv2d window's sizes into the fields Conv2dArgs and ConvPoolDesc share (the output size is
+// named differently in each: the caller sets it).
+template <typename ConvFields>
+void set_conv_window(const WindowGeometry& w, ConvFields* target) {
+  target->in_channels = static_cast<int32_t>(w.in_channels);
+  target->in_height = static_cast<int32_t>(w.in_height);
+  target->in_width = static_cast<int32_t>(w.in_width);
+  target->out_channels = static_cast<int32_t>(w.out_channels);
+  target->kernel_height = static_cast<int32_t>(w.kernel[0]);
+  target->kernel_width = static_cast<int32_t>(w.kernel[1]);
+  target->stride_height = static_cast<int32_t>(w.stride[0]);
+  target->stride_width = static_cast<int32_t>(w.stride[1]);
+  target->padding_height = static_cast<int32_t>(w.padding[0]);
+  target->padding_width = static_cast<int32_t>(w.padding[1]);
+  target->dilation_height = static_cast<int32_t>(w.dilation[0]);
+  target->dilation_width = static_cast<int32_t>(w.dilation[1]);
+  target->groups = static_cast<int32_t>(w.groups);
+}
+
 // The Conv2d step s as conv_pool.cu's fused kernel (unless FUSEDNN_CUDA_FUSED_CONV=0): together with the pooling step after it when that step is the only reader of the
 // conv's workspace output and its windows equal its stride (1 or 2, no dilation), else alone.
 // Fills op's kind, last step, epilogue and conv_pool plan; false when the layer does not fit,
@@ -169,21 +188,9 @@ bool lower_conv_pool(const Plan& p, size_t s, const std::vector<int>& consumers,
   }
   if (conv.weight < 0 || conv.inputs.size() != 1) return false;
   ConvPoolDesc desc;
-  desc.in_channels = static_cast<int32_t>(w.in_channels);
-  desc.in_height = static_cast<int32_t>(w.in_height);
-  desc.in_width = static_cast<int32_t>(w.in_width);
-  desc.out_channels = static_cast<int32_t>(w.out_channels);
+  set_conv_window(w, &desc);
   desc.conv_height = static_cast<int32_t>(w.out_height);
   desc.conv_width = static_cast<int32_t>(w.out_width);
-  desc.kernel_height = static_cast<int32_t>(w.kernel[0]);
-  desc.kernel_width = static_cast<int32_t>(w.kernel[1]);
-  desc.stride_height = static_cast<int32_t>(w.stride[0]);
-  desc.stride_width = static_cast<int32_t>(w.stride[1]);
-  desc.padding_height = static_cast<int32_t>(w.padding[0]);
-  desc.padding_width = static_cast<int32_t>(w.padding[1]);
-  desc.dilation_height = static_cast<int32_t>(w.dilation[0]);
-  desc.dilation_width = static_cast<int32_t>(w.dilation[1]);
-  desc.groups = static_cast<int32_t>(w.groups);
   desc.pooled_height = desc.conv_height;
   desc.pooled_width = desc.conv_width;
   const std::vector<DeviceEpilogue> pieces = split_epilogue(conv.epilogue);
@@ -776,21 +783,9 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         args.bias = op.bias;
         args.y = y;
         args.batch = batch;
-        args.in_channels = static_cast<int32_t>(w.in_channels);
-        args.in_height = static_cast<int32_t>(w.in_height);
-        args.in_width = static_cast<int32_t>(w.in_width);
-        args.out_channels = static_cast<int32_t>(w.out_channels);
+        set_conv_window(w, &args);
         args.out_height = static_cast<int32_t>(w.out_height);
         args.out_width = static_cast<int32_t>(w.out_width);
-        args.kernel_height = static_cast<int32_t>(w.kernel[0]);
-        args.kernel_width = static_cast<int32_t>(w.kernel[1]);
-        args.stride_height = static_cast<int32_t>(w.stride[0]);
-        args.stride_width = static_cast<int32_t>(w.stride[1]);
-        args.padding_height = static_cast<int32_t>(w.padding[0]);
-        args.padding_width = static_cast<int32_t>(w.padding[1]);
-        args.dilation_height = static_cast<int32_t>(w.dilation[0]);
-        args.dilation_width = static_cast<int32_t>(w.dilation[1]);
-        args.groups = static_cast<int32_t>(w.groups);
         args.epilogue = op.epilogue.front();
         launch_conv2d(args, device_, stream);
         break;
