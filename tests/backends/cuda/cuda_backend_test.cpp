@@ -331,8 +331,8 @@ TEST(CudaBackend, FusedChainOutputKeepsOffItsInputSlot) {
 }
 
 // ------------------------------------------------------------------------------------------
-// Fused Conv2d + bias + activation + pooling (conv_pool.cu), on while FUSEDNN_CUDA_FUSED_CONV=1
-// is set around model creation (the backend reads it when a model prepares: at its first context
+// Fused Conv2d + bias + activation + pooling (conv_pool.cu), the default; pinned on with
+// FUSEDNN_CUDA_FUSED_CONV=1 (0 turns it off) around model creation (the backend reads it when a model prepares: at its first context
 // or run). Each net is checked against the CPU at batch sizes that take both launch forms (one
 // sample split into row slabs below the SM count, several samples per block above it), and the
 // kernel launches of one run are counted to show which path ran.
