@@ -10,7 +10,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void __launch_bounds__(kThreads) channel_affine_kernel(ChannelAffineArgs args) {
+// __grid_constant__: the epilogue is indexed at run time (see elementwise.cu).
+__global__ void __launch_bounds__(kThreads)
+    channel_affine_kernel(const __grid_constant__ ChannelAffineArgs args) {
   const int64_t count = args.batch * args.channels * args.spatial;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;

@@ -7,6 +7,10 @@
 // TB/s against the copy kernel's 2.95, while this kernel's earlier form (a grid of 8 blocks per
 // SM striding over the range, a dispatch per value) ran ReLU + Scale at 2.26 TB/s, 77% of the
 // copy. Four loads in flight per thread measured slower still on an H200 (bench/cuda/NOTES.md).
+// The parameters are __grid_constant__: the epilogue's op list and Add's inputs are indexed at
+// run time, which otherwise copies the parameter struct to a stack frame in every thread; at one
+// float4 per thread that copy halved the bandwidth (H100, 2026-11-23: 1.37 TB/s, 391 us for
+// ReLU + Scale over 2^26 floats, against 182 us with the fix).
 #include "backends/cuda/elementwise.hpp"
 
 #include <cstdint>
@@ -27,7 +31,8 @@ bool aligned16(const void* pointer) {
 }
 
 template <bool kVector>
-__global__ void __launch_bounds__(kThreads) elementwise_kernel(ElementwiseArgs args) {
+__global__ void __launch_bounds__(kThreads)
+    elementwise_kernel(const __grid_constant__ ElementwiseArgs args) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t tail_begin = 0;
@@ -44,7 +49,7 @@ __global__ void __launch_bounds__(kThreads) elementwise_kernel(ElementwiseArgs a
 }
 
 template <bool kVector>
-__global__ void __launch_bounds__(kThreads) add_kernel(AddArgs args) {
+__global__ void __launch_bounds__(kThreads) add_kernel(const __grid_constant__ AddArgs args) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t tail_begin = 0;

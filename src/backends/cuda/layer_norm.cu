@@ -14,8 +14,10 @@ namespace {
 constexpr int kBlockThreads = 256;
 constexpr int64_t kWarpRowLimit = 2048;
 
+// __grid_constant__: the epilogue is indexed at run time (see elementwise.cu).
 template <int kThreadsPerRow>
-__global__ void __launch_bounds__(kBlockThreads) layer_norm_kernel(LayerNormArgs args) {
+__global__ void __launch_bounds__(kBlockThreads)
+    layer_norm_kernel(const __grid_constant__ LayerNormArgs args) {
   __shared__ float scratch[kBlockThreads / 32];
   constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreadsPerRow;
