@@ -524,8 +524,9 @@ FDNN_API fdnn_status fdnn_context_create(fdnn_model* model, fdnn_context** conte
 /**
  * @brief Destroy a context.
  *
- * After fdnn_context_run_device() on a caller's stream, wait for that stream (or an event
- * recorded after the run) first: work queued there still uses the context's memory.
+ * Waits for the work its runs queued, on its own stream and on a caller's: that work still uses
+ * the context's memory. A caller's stream may already be destroyed: the wait is on an event
+ * the run recorded on it.
  * @param[in] context The context, or NULL (ignored). Must not be running.
  */
 FDNN_API void fdnn_context_destroy(fdnn_context* context);
@@ -556,9 +557,11 @@ FDNN_API fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, cons
  *
  * @param[in,out] context The context. Must not be NULL.
  * @param[in] batch Number of samples, 1 to the model's max_batch.
- * @param[in] device_input batch x input-shape float32 values in device memory. Must not be NULL.
+ * @param[in] device_input batch x input-shape float32 values in device memory, 4-byte aligned
+ *            (::FDNN_STATUS_INVALID_ARGUMENT otherwise). Must not be NULL.
  * @param[in] input_count Number of floats in device_input; must equal batch x input elements.
- * @param[out] device_output Receives batch x output-shape float32 values in device memory.
+ * @param[out] device_output Receives batch x output-shape float32 values in device memory,
+ *             4-byte aligned.
  * @param[in] output_capacity Number of floats device_output can hold.
  * @param[in] cuda_stream A `cudaStream_t` of the model's device, or NULL for the context's own
  *            stream (then the call waits for the results).
@@ -610,7 +613,9 @@ FDNN_API fdnn_status fdnn_context_run_typed(fdnn_context* context, int64_t batch
  * host does not wait. With CUDA graphs on, the conversions are part of the captured graph. With
  * ::FDNN_DTYPE_FLOAT32 for both it is exactly fdnn_context_run_device() (zero-copy).
  *
- * 16-bit buffers need only their element's 2-byte alignment. Not thread-safe for one context.
+ * Each buffer must be aligned to its element's size (4 bytes for float32, 2 for the 16-bit
+ * types); a misaligned one returns ::FDNN_STATUS_INVALID_ARGUMENT naming it, before any work is
+ * queued. Not thread-safe for one context.
  *
  * @param[in,out] context The context. Must not be NULL.
  * @param[in] batch Number of samples, 1 to the model's max_batch.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 
@@ -117,6 +118,21 @@ void check_run_arguments(const PreparedModel& prepared, int64_t batch, const voi
   }
 }
 
+namespace {
+
+// The GPU reads a device buffer in whole elements: one not aligned to its element's size would
+// fault inside a kernel (and leave the CUDA context unusable), so it is refused here.
+void check_device_alignment(const void* buffer, fdnn_dtype dtype, const char* name) {
+  const size_t bytes = dtype_bytes(dtype);
+  const auto address = reinterpret_cast<uintptr_t>(buffer);
+  if (address % bytes != 0) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, name, " (", buffer, ") is not aligned to the ", bytes,
+         " bytes of its ", dtype_name(dtype), " elements");
+  }
+}
+
+}  // namespace
+
 Context::Context(std::shared_ptr<const PreparedModel> prepared)
     : prepared_(std::move(prepared)), execution_(prepared_->backend->create_context()) {}
 
@@ -129,6 +145,8 @@ void Context::run(int64_t batch, const float* input, size_t input_count, float* 
 void Context::run_device(int64_t batch, const float* input, size_t input_count, float* output,
                          size_t output_capacity, void* stream) {
   check_run_arguments(*prepared_, batch, input, input_count, output, output_capacity);
+  check_device_alignment(input, FDNN_DTYPE_FLOAT32, "device_input");
+  check_device_alignment(output, FDNN_DTYPE_FLOAT32, "device_output");
   execution_->run_device(batch, input, output, stream);
 }
 
@@ -179,6 +197,8 @@ void Context::run_typed(const TypedRun& run) {
 
 void Context::run_device_typed(const TypedRun& run, void* stream) {
   check_typed(run);
+  check_device_alignment(run.input, run.input_dtype, "device_input");
+  check_device_alignment(run.output, run.output_dtype, "device_output");
   if (run.input_dtype == FDNN_DTYPE_FLOAT32 && run.output_dtype == FDNN_DTYPE_FLOAT32) {
     execution_->run_device(run.batch, static_cast<const float*>(run.input),
                            static_cast<float*>(run.output), stream);

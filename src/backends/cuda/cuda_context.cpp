@@ -39,9 +39,9 @@ CudaContext::~CudaContext() {
   const bool restore = cudaGetDevice(&previous) == cudaSuccess && previous != device_ &&
                        cudaSetDevice(device_) == cudaSuccess;
   if (has_run_) {
-    // Work queued on a caller's stream may still use the workspace.
-    if (last_stream_ != resources_->stream.get() &&
-        cudaEventRecord(resources_->order_event.get(), last_stream_) == cudaSuccess) {
+    // Work queued on a caller's stream may still use the workspace. The event was recorded on
+    // that stream when the work was queued: the caller may have destroyed the stream since.
+    if (last_stream_ != resources_->stream.get()) {
       cudaEventSynchronize(resources_->order_event.get());
     }
     cudaStreamSynchronize(resources_->stream.get());
@@ -53,9 +53,13 @@ CudaContext::~CudaContext() {
   if (restore) cudaSetDevice(previous);
 }
 
+// A run on a caller's stream records order_event there as it is queued (run_device_in_dtypes),
+// so nothing here touches a caller's stream after its call returned: the caller may destroy it.
 void CudaContext::order_after_previous(cudaStream_t stream) {
   if (has_run_ && stream != last_stream_) {
-    FDNN_CUDA_CHECK(cudaEventRecord(resources_->order_event.get(), last_stream_));
+    if (last_stream_ == resources_->stream.get()) {
+      FDNN_CUDA_CHECK(cudaEventRecord(resources_->order_event.get(), last_stream_));
+    }
     FDNN_CUDA_CHECK(cudaStreamWaitEvent(stream, resources_->order_event.get(), 0));
   }
 }
@@ -298,6 +302,9 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
     FDNN_CUDA_CHECK(cudaGraphLaunch(graph->exec.get(), stream));
   } else {
     body(input, output, stream);
+  }
+  if (!caller_capturing && stream != own) {
+    FDNN_CUDA_CHECK(cudaEventRecord(r.order_event.get(), stream));
   }
   if (handle == nullptr) FDNN_CUDA_CHECK(cudaStreamSynchronize(own));
 }
