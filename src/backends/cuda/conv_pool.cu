@@ -612,14 +612,6 @@ bool conv_pool_enabled() {
   return knob == nullptr || std::string(knob) != "0";
 }
 
-void prepare_conv_pool_kernels(const DeviceInfo& device) {
-  const int bytes = static_cast<int>(device.shared_per_block_optin);
-  for (const Variant& v : kVariants) {
-    FDNN_CUDA_CHECK(
-        cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  }
-}
-
 bool plan_conv_pool(const ConvPoolDesc& d, const DeviceInfo& device, ConvPoolPlan* plan) {
   // What the kernels implement.
   if (d.groups != 1 || d.dilation_height != 1 || d.dilation_width != 1) return false;
@@ -683,6 +675,19 @@ bool plan_conv_pool(const ConvPoolDesc& d, const DeviceInfo& device, ConvPoolPla
   }
   if (result.large.variant < 0 || result.small.variant < 0) return false;
   result.small.weight_offset = result.large.weight_floats;
+  // The chosen kernels only may use the whole opt-in shared memory: setting the attribute loads
+  // a kernel, and a first model in a process waits for each kernel it loads (the first LeNet-5
+  // took 14 ms from context create with all ten set, against 3 ms with them loaded already;
+  // bench/cuda/cold_start.cpp, H100, 2026-11-23).
+  const int bytes = static_cast<int>(device.shared_per_block_optin);
+  // A failure leaves the layer to the separate kernels, which report the device's state.
+  for (const ConvPoolShape* shape : {&result.large, &result.small}) {
+    if (cudaFuncSetAttribute(kVariants[shape->variant].kernel,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+  }
   *plan = result;
   return true;
 }

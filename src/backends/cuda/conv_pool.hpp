@@ -72,9 +72,6 @@ struct ConvPoolPlan {
 // The knob: on unless FUSEDNN_CUDA_FUSED_CONV=0, for comparing (read when a backend is created).
 bool conv_pool_enabled();
 
-// Lets every conv_pool kernel use the device's opt-in shared memory (once per backend, at load).
-void prepare_conv_pool_kernels(const DeviceInfo& device);
-
 // Whether `desc` runs fused on this device; fills *plan when it does. Never throws.
 bool plan_conv_pool(const ConvPoolDesc& desc, const DeviceInfo& device, ConvPoolPlan* plan);
 

@@ -331,7 +331,6 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   FDNN_CUDA_CHECK(
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_ordinal));
   device_.shared_per_sm = static_cast<size_t>(value);
-  prepare_fused_mlp_kernels(device_);
   // Lone wide Linear layers go to cuBLASLt: Linear 768->3072 + GELU at batch 32 took 18.2 us
   // there against the fused kernel's 27.9 on an H100 (2026-11-23). FUSEDNN_CUDA_CUBLASLT=0 keeps
   // fp32 models on the fused kernel's column-split form, for comparing.
@@ -339,13 +338,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   const bool use_cublaslt = precision_ != Precision::FP32 || cublaslt_knob == nullptr ||
                             std::string(cublaslt_knob) != "0";
   const bool fused_conv = conv_pool_enabled();  // unless FUSEDNN_CUDA_FUSED_CONV=0
-  // A Softmax or LayerNorm after a tensor-core MLP chain folded into its kernel, with
-  // FUSEDNN_CUDA_FOLD_ROW_OPS=1 until that has run on a GPU (bench/cuda/NOTES.md).
+  // A Softmax or LayerNorm after a tensor-core MLP chain folded into its kernel: seed MLP +
+  // Softmax in bf16 at batch 262144 took 149 us folded against 201 with the row kernel after it
+  // on an H100 (2026-11-23). FUSEDNN_CUDA_FOLD_ROW_OPS=0 keeps the row kernel, for comparing.
   const char* fold_knob = std::getenv("FUSEDNN_CUDA_FOLD_ROW_OPS");
-  const bool fold_row_ops = fold_knob != nullptr && std::string(fold_knob) == "1";
-  // Set on the first Conv2d only: setting a kernel's attributes loads its module, which a model
-  // without convolutions should not wait for.
-  bool conv_pool_kernels_prepared = false;
+  const bool fold_row_ops = fold_knob == nullptr || std::string(fold_knob) != "0";
 
   WeightBlob blob;
   std::vector<uint32_t> tensor_core_blob;  // images, each on 16 bytes
@@ -409,6 +406,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         }
         if (fused) {
           op.kind = OpKind::FusedMlp;
+          prepare_fused_mlp_kernels(op.mlp, max_batch_ * step.rows_per_sample, device_);
           op.last_step = static_cast<int>(chain.back());
           op.epilogue = split_epilogue(p.steps[chain.back()].epilogue);
           for (size_t index : chain) {
@@ -502,10 +500,6 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         break;
       }
       case StepKind::Conv2d:
-        if (fused_conv && !conv_pool_kernels_prepared) {
-          prepare_conv_pool_kernels(device_);
-          conv_pool_kernels_prepared = true;
-        }
         if (fused_conv && lower_conv_pool(p, s, consumers, device_, &op)) {
           ref.weight = blob.add(build_conv_pool_weights(op.conv_pool, constant(step.weight)));
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));

@@ -382,7 +382,15 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceIn
   return true;
 }
 
-void prepare_fused_mlp_kernels(const DeviceInfo& device) {
+void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
+                               const DeviceInfo& device) {
+  // launch_fused_mlp's choice: the block form up to kFusedMlpBlockMaxRows rows when the plan
+  // has it, then the cluster form or a tile.
+  if (plan.block_shared_bytes > 0) {
+    prepare_fused_mlp_block_kernels(max_rows, device);
+    if (max_rows <= kFusedMlpBlockMaxRows) return;
+  }
+  if (plan.cluster_shared_bytes > 0) prepare_fused_mlp_cluster_kernel(device);
   const int bytes = static_cast<int>(device.shared_per_block_optin);
   FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_kernel<SmallTile>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
@@ -390,8 +398,6 @@ void prepare_fused_mlp_kernels(const DeviceInfo& device) {
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_kernel<LargeTile>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  prepare_fused_mlp_cluster_kernel(device);
-  prepare_fused_mlp_block_kernels(device);
 }
 
 void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,

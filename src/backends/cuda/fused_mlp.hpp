@@ -68,8 +68,11 @@ struct FusedMlpPlan {
 bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceInfo& device,
                     FusedMlpPlan* plan);
 
-// Lets every variant use the device's whole opt-in shared memory (once per device, at load).
-void prepare_fused_mlp_kernels(const DeviceInfo& device);
+// Lets the kernels `plan` can launch for up to `max_rows` rows use the device's whole opt-in
+// shared memory (at load). Only those: setting an attribute loads the kernel, and a model's
+// first load in a process waits for every kernel it loads.
+void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
+                               const DeviceInfo& device);
 
 // Shared memory one block of the cluster form needs for the chain in `plan`.
 size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan);
@@ -81,7 +84,8 @@ void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y
 
 // Shared memory the single-block form needs for the chain in `plan` (at kFusedMlpBlockRows rows).
 size_t fused_mlp_block_shared_bytes(const FusedMlpPlan& plan);
-void prepare_fused_mlp_block_kernels(const DeviceInfo& device);
+// The row counts up to max_rows (1, 2, then kFusedMlpBlockRows per block).
+void prepare_fused_mlp_block_kernels(int64_t max_rows, const DeviceInfo& device);
 void launch_fused_mlp_block(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                             cudaStream_t stream);
 

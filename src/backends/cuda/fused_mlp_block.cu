@@ -180,14 +180,19 @@ size_t fused_mlp_block_shared_bytes(const FusedMlpPlan& plan) {
   return block_shared_bytes<kFusedMlpBlockRows>(plan, &floats, &width);
 }
 
-void prepare_fused_mlp_block_kernels(const DeviceInfo& device) {
+void prepare_fused_mlp_block_kernels(int64_t max_rows, const DeviceInfo& device) {
+  // launch_fused_mlp_block's choice by rows.
   const int bytes = static_cast<int>(device.shared_per_block_optin);
   FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_block_kernel<1>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_block_kernel<2>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_block_kernel<kFusedMlpBlockRows>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  if (max_rows >= 2) {
+    FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_block_kernel<2>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  }
+  if (max_rows >= 3) {
+    FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_block_kernel<kFusedMlpBlockRows>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  }
 }
 
 void launch_fused_mlp_block(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
