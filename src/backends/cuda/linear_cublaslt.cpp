@@ -14,6 +14,7 @@
 
 #include "backends/cuda/cublas_check.hpp"
 #include "backends/cuda/cublaslt_library.hpp"
+#include "backends/cuda/cuda_check.hpp"
 #include "common/error.hpp"
 
 namespace fusednn::cuda {
@@ -83,7 +84,13 @@ size_t recommended_cublaslt_workspace_bytes(const DeviceInfo& device) {
   return device.major >= 9 ? size_t{32} << 20 : size_t{4} << 20;
 }
 
-CublasLtHandle::CublasLtHandle() { FDNN_CUBLAS_CHECK(lt().create(&handle_)); }
+// cublasLtCreate reads a limit of the current context through the driver API: on a thread where
+// nothing has made the device's context current yet, that read fails inside cuBLASLt (which
+// goes on, but compute-sanitizer reports the error). cudaFree(nullptr) makes it current first.
+CublasLtHandle::CublasLtHandle() {
+  FDNN_CUDA_CHECK(cudaFree(nullptr));
+  FDNN_CUBLAS_CHECK(lt().create(&handle_));
+}
 
 CublasLtHandle::~CublasLtHandle() {
   if (handle_ != nullptr) lt().destroy(handle_);
