@@ -20,6 +20,19 @@ namespace {
 
 using namespace fusednn_cuda_test;
 
+// The reduced precisions and the accuracy contract's bound for each (relative to the CPU's fp32).
+struct ReducedPrecision {
+  fdnn_precision precision;
+  double bound;
+  const char* name;
+};
+const std::vector<ReducedPrecision>& reduced_precisions() {
+  static const std::vector<ReducedPrecision> all = {{FDNN_PRECISION_TF32, 1e-3, "tf32"},
+                                                    {FDNN_PRECISION_FP16, 1e-2, "fp16"},
+                                                    {FDNN_PRECISION_BF16, 1e-2, "bf16"}};
+  return all;
+}
+
 // ------------------------------------------------------------------------------------------
 
 Net seed_mlp() {
@@ -107,20 +120,12 @@ TEST(CudaBackend, Fp32ChainsOnTensorCoresHoldFp32Accuracy) {
 // model says so; every path, batch size and activation within the precision's bound.
 TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
   REQUIRE_CUDA();
-  struct Case {
-    fdnn_precision precision;
-    double bound;
-    const char* name;
-  };
-  const Case cases[] = {{FDNN_PRECISION_TF32, 1e-3, "tf32"},
-                        {FDNN_PRECISION_FP16, 1e-2, "fp16"},
-                        {FDNN_PRECISION_BF16, 1e-2, "bf16"}};
   int major = 0;
 #if FUSEDNN_TEST_WITH_CUDART
   CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
 #endif
   uint32_t seed = 60;
-  for (const Case& c : cases) {
+  for (const ReducedPrecision& c : reduced_precisions()) {
     SCOPED_TRACE(c.name);
     const GpuHooks reports_precision{nullptr, [&](fdnn_model* model) {
                                        fdnn_precision actual = FDNN_PRECISION_FP32;
@@ -442,15 +447,7 @@ TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChains) {
     expect_matches_cpu(row_op_heads()[0].net, {1, 33}, seed++,
                        "seed MLP + Softmax, 3xTF32 at every batch");
   }
-  struct Reduced {
-    fdnn_precision precision;
-    double contract;
-    const char* name;
-  };
-  const Reduced reduced[] = {{FDNN_PRECISION_TF32, 1e-3, "tf32"},
-                             {FDNN_PRECISION_FP16, 1e-2, "fp16"},
-                             {FDNN_PRECISION_BF16, 1e-2, "bf16"}};
-  for (const Reduced& r : reduced) {
+  for (const ReducedPrecision& r : reduced_precisions()) {
     SCOPED_TRACE(r.name);
     const std::vector<RowOpHead> heads = row_op_heads();
     for (const RowOpHead& head : heads) {
@@ -473,8 +470,8 @@ TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChains) {
       }
     }
     // The two heads that stay inside the contract's bound against the CPU in either form.
-    expect_matches_cpu(heads[0].net, batches, seed++, heads[0].name, {}, r.precision, r.contract);
-    expect_matches_cpu(heads[1].net, batches, seed++, heads[1].name, {}, r.precision, r.contract);
+    expect_matches_cpu(heads[0].net, batches, seed++, heads[0].name, {}, r.precision, r.bound);
+    expect_matches_cpu(heads[1].net, batches, seed++, heads[1].name, {}, r.precision, r.bound);
   }
 #if FUSEDNN_TEST_WITH_CUDART
   int folded = -1, separate = -1;
