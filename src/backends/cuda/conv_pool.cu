@@ -675,20 +675,23 @@ bool plan_conv_pool(const ConvPoolDesc& d, const DeviceInfo& device, ConvPoolPla
   }
   if (result.large.variant < 0 || result.small.variant < 0) return false;
   result.small.weight_offset = result.large.weight_floats;
-  // The chosen kernels only may use the whole opt-in shared memory: setting the attribute loads
-  // a kernel, and a first model in a process waits for each kernel it loads (the first LeNet-5
-  // took 14 ms from context create with all ten set, against 3 ms with them loaded already;
-  // bench/cuda/cold_start.cpp, H100, 2026-11-23).
+  *plan = result;
+  return true;
+}
+
+bool prepare_conv_pool_kernels(const ConvPoolPlan& plan, int64_t max_batch,
+                               const DeviceInfo& device) {
   const int bytes = static_cast<int>(device.shared_per_block_optin);
-  // A failure leaves the layer to the separate kernels, which report the device's state.
-  for (const ConvPoolShape* shape : {&result.large, &result.small}) {
+  // launch_conv_pool's choice: the large tile from sm_count samples on, the small one below.
+  std::vector<const ConvPoolShape*> shapes = {&plan.small};
+  if (max_batch >= std::max(1, device.sm_count)) shapes.push_back(&plan.large);
+  for (const ConvPoolShape* shape : shapes) {
     if (cudaFuncSetAttribute(kVariants[shape->variant].kernel,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
       cudaGetLastError();
       return false;
     }
   }
-  *plan = result;
   return true;
 }
 

@@ -75,6 +75,15 @@ bool conv_pool_enabled();
 // Whether `desc` runs fused on this device; fills *plan when it does. Never throws.
 bool plan_conv_pool(const ConvPoolDesc& desc, const DeviceInfo& device, ConvPoolPlan* plan);
 
+// Lets the kernels `plan` launches for batches up to max_batch use the device's opt-in shared
+// memory (at load). Only those: setting the attribute loads a kernel, and a first model in a
+// process waits for each kernel it loads (the first LeNet-5 took 14 ms from context create with
+// all ten conv kernels set, 3.4 ms with every kernel loaded before; bench/cuda/cold_start.cpp,
+// H100, 2026-11-23). false when the device refuses: the layer then runs on the separate kernels,
+// which report the device's state.
+bool prepare_conv_pool_kernels(const ConvPoolPlan& plan, int64_t max_batch,
+                               const DeviceInfo& device);
+
 // The filters ([out][in][kh][kw], as the plan holds them) in the layouts the plan's kernels read,
 // one after the other, zeros for channels past out_channels.
 std::vector<float> build_conv_pool_weights(const ConvPoolPlan& plan,

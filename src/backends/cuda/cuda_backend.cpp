@@ -175,10 +175,11 @@ void set_conv_window(const WindowGeometry& w, ConvFields* target) {
 
 // The Conv2d step s as conv_pool.cu's fused kernel (unless FUSEDNN_CUDA_FUSED_CONV=0): together with the pooling step after it when that step is the only reader of the
 // conv's workspace output and its windows equal its stride (1 or 2, no dilation), else alone.
-// Fills op's kind, last step, epilogue and conv_pool plan; false when the layer does not fit,
+// Fills op's kind, last step, epilogue and conv_pool plan, and prepares the kernels batches up
+// to max_batch launch; false when the layer does not fit (or the device refuses the kernels),
 // and the caller lowers it as before.
 bool lower_conv_pool(const Plan& p, size_t s, const std::vector<int>& consumers,
-                     const DeviceInfo& device, Op* op) {
+                     int64_t max_batch, const DeviceInfo& device, Op* op) {
   const Step& conv = p.steps[s];
   const WindowGeometry& w = conv.window;
   for (int64_t extent : {w.in_channels, w.in_height, w.in_width, w.out_channels, w.out_height,
@@ -214,7 +215,8 @@ bool lower_conv_pool(const Plan& p, size_t s, const std::vector<int>& consumers,
       pooled.pooled_height = static_cast<int32_t>(g.out_height);
       pooled.pooled_width = static_cast<int32_t>(g.out_width);
       pooled.count_include_pad = g.count_include_pad;
-      if (plan_conv_pool(pooled, device, &op->conv_pool)) {
+      if (plan_conv_pool(pooled, device, &op->conv_pool) &&
+          prepare_conv_pool_kernels(op->conv_pool, max_batch, device)) {
         op->kind = OpKind::ConvPool;
         op->last_step = static_cast<int>(s + 1);
         op->epilogue = split_epilogue(pool.epilogue);
@@ -222,7 +224,10 @@ bool lower_conv_pool(const Plan& p, size_t s, const std::vector<int>& consumers,
       }
     }
   }
-  if (!plan_conv_pool(desc, device, &op->conv_pool)) return false;
+  if (!plan_conv_pool(desc, device, &op->conv_pool) ||
+      !prepare_conv_pool_kernels(op->conv_pool, max_batch, device)) {
+    return false;
+  }
   op->kind = OpKind::ConvPool;
   op->epilogue = pieces;  // pieces past the first run in place after the kernel, as for Conv2d
   return true;
@@ -398,7 +403,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             layer.epilogue = split_epilogue(layer_step.epilogue).front();
             layers.push_back(layer);
           }
-          if (plan_fused_mlp(layers, device_, &op.mlp)) {
+          if (plan_fused_mlp(layers, max_batch_ * step.rows_per_sample, device_, &op.mlp)) {
             fused = true;
             break;
           }
@@ -500,7 +505,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         break;
       }
       case StepKind::Conv2d:
-        if (fused_conv && lower_conv_pool(p, s, consumers, device_, &op)) {
+        if (fused_conv && lower_conv_pool(p, s, consumers, max_batch_, device_, &op)) {
           ref.weight = blob.add(build_conv_pool_weights(op.conv_pool, constant(step.weight)));
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
           break;

@@ -334,8 +334,8 @@ void launch_tile(const FusedMlpPlan& plan, const FusedMlpVariant& variant, const
 
 }  // namespace
 
-bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceInfo& device,
-                    FusedMlpPlan* plan) {
+bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_rows,
+                    const DeviceInfo& device, FusedMlpPlan* plan) {
   if (layers.empty() || layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) return false;
   int even = 0, odd = 0, widest_tile = 0, largest_layer = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -370,8 +370,9 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceIn
     const size_t bytes = fused_mlp_block_shared_bytes(result);
     if (narrow && bytes <= device.shared_per_block_optin) result.block_shared_bytes = bytes;
   }
+  const bool block_takes_all = result.block_shared_bytes > 0 && max_rows <= kFusedMlpBlockMaxRows;
 #ifndef FUSEDNN_CUDA_NO_CLUSTER_MLP  // a build switch to rule the cluster form out when debugging
-  if (device.major >= 9) {
+  if (device.major >= 9 && !block_takes_all) {
     const size_t bytes = fused_mlp_cluster_shared_bytes(result);
     if (bytes <= device.shared_per_block_optin && fused_mlp_cluster_fits(bytes)) {
       result.cluster_shared_bytes = bytes;

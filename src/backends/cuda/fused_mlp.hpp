@@ -64,9 +64,11 @@ struct FusedMlpPlan {
 
 // Whether `layers` can run fused: 1 to kFusedMlpMaxLayers layers, each reading the previous
 // one's output, every output but a lone layer's at most kFusedMlpMaxWidth wide, and at least one
-// tile fitting in shared memory. Fills plan->variants.
-bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceInfo& device,
-                    FusedMlpPlan* plan);
+// tile fitting in shared memory. Fills plan->variants. max_rows: the most rows a launch will
+// get; the cluster form is not planned when the single-block form takes them all (its occupancy
+// query would load its kernel).
+bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_rows,
+                    const DeviceInfo& device, FusedMlpPlan* plan);
 
 // Lets the kernels `plan` can launch for up to `max_rows` rows use the device's whole opt-in
 // shared memory (at load). Only those: setting an attribute loads the kernel, and a model's
