@@ -255,6 +255,31 @@ std::vector<BadInputCase> cases() {
       return status;
     });
   }, FDNN_STATUS_UNSUPPORTED, {"FDNN_DEVICE_CUDA", "CPU"});
+  // A device buffer not aligned to its element is refused before any backend sees it (on a GPU
+  // it would fault inside a kernel); the pointers are never dereferenced.
+  add("DeviceInputNotAlignedToItsFloats", [](const TempDir&) {
+    return with_tiny([](fdnn_model* m) {
+      fdnn_context* c = nullptr;
+      if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+      alignas(16) unsigned char bytes[64] = {};
+      float out[2];
+      const auto* misaligned = reinterpret_cast<const float*>(bytes + 2);
+      const fdnn_status status = fdnn_context_run_device(c, 1, misaligned, 3, out, 2, nullptr);
+      fdnn_context_destroy(c);
+      return status;
+    });
+  }, FDNN_STATUS_INVALID_ARGUMENT, {"device_input", "aligned", "4 bytes", "float32"});
+  add("DeviceOutputNotAlignedToItsHalves", [](const TempDir&) {
+    return with_tiny([](fdnn_model* m) {
+      fdnn_context* c = nullptr;
+      if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+      alignas(16) unsigned char bytes[64] = {};
+      const fdnn_status status = fdnn_context_run_device_typed(
+          c, 1, kInput, FDNN_DTYPE_FLOAT32, 3, bytes + 1, FDNN_DTYPE_BFLOAT16, 2, nullptr);
+      fdnn_context_destroy(c);
+      return status;
+    });
+  }, FDNN_STATUS_INVALID_ARGUMENT, {"device_output", "aligned", "2 bytes", "bfloat16"});
   add("CudaGraphsOptionOutOfRange", [](const TempDir&) {
     fdnn_model_options options;
     fdnn_model_options_init(&options, sizeof options);
