@@ -92,7 +92,7 @@ if want tests && [[ -x $TESTS ]]; then
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran" "$TEST_LOG" | head -60 >>"$SUMMARY"
   phase "CUDA internal tests" 60 "$TEST_LOG" "$BUILD/tests/backends/cuda/fusednn_cuda_internal_tests"
   grep -E "\[ cuBLASLt \]|^\[  (PASSED|FAILED) " "$TEST_LOG" | tail -20 >>"$SUMMARY"
-  # The typed (float16 / bfloat16) runs joined this list on 2026-11-23, after its last GPU run.
+  # The typed (float16 / bfloat16) I/O tests first ran here on 2026-11-23 (third session).
   # Separate phases: a crash in one suite leaves the others' results.
   phase "typed I/O tests" 60 "$TEST_LOG" "$BUILD/tests/backends/cuda/fusednn_cuda_typed_io_tests"
   phase "API tests" 60 "$TEST_LOG" "$BUILD/tests/api/fusednn_api_tests"
