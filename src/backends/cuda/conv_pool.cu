@@ -49,285 +49,18 @@
 #include <set>
 #include <string>
 
-#include "backends/cuda/epilogue.cuh"
+#include "backends/cuda/conv_pool_tile.cuh"
 #include "backends/cuda/launch.hpp"
 #include "common/error.hpp"
 
 namespace fusednn::cuda {
 namespace {
 
+using namespace conv_tile;
+
 constexpr int kMaxThreads = 256;
 constexpr int kStageLanes = 8;  // threads per staged input row
 constexpr int kMaxSamplesPerBlock = 16;
-
-struct ConvPoolParams {
-  const float* x;
-  const float* weight;  // this kernel's image: [in][channel group][kh][kw][kTapStride]
-  const float* bias;    // [out_channels] or null
-  float* y;
-  int64_t batch;
-  int32_t in_channels, in_height, in_width;
-  int32_t out_channels, conv_height, conv_width;
-  int32_t kernel_height, kernel_width, stride_height, stride_width;
-  int32_t pool_window;  // 1: none, 2: 2x2 windows with stride 2
-  int32_t pool_max;     // 1: max, 0: average
-  int32_t count_include_pad;
-  int32_t pool_padding_height, pool_padding_width;
-  int32_t pooled_height, pooled_width;
-  int32_t channel_groups, patch_rows, patch_cols;
-  int32_t samples_per_block;
-  int32_t slab_rows;  // patch rows per block
-  int32_t staged_width, row_pitch;
-  int32_t plane_floats;  // one staged input plane (row_pitch x staged rows of a full slab)
-  int32_t origin_row, origin_col;  // input coordinates of staged element (0, 0) of slab 0
-  int32_t weight_floats;
-  DeviceEpilogue epilogue;
-};
-
-template <int kChannels, int kRows, int kCols>
-struct Tile {
-  static constexpr int kCo = kChannels;  // output channels per thread
-  static constexpr int kR = kRows;       // conv rows per thread
-  static constexpr int kC = kCols;       // conv columns per thread
-  static constexpr int kValues = kCo * kR * kC;
-  static constexpr int kInputAlign = kC % 4 == 0 ? 4 : (kC % 2 == 0 ? 2 : 1);
-  // A tap's kCo filter values start on 16 bytes (padded to kTapStride), so they load as float4s.
-  static constexpr int kTapStride = (kCo + 3) / 4 * 4;
-  static_assert(kR % 2 == 0 && kC % 2 == 0, "a patch holds whole 2x2 pooling windows");
-};
-
-// values[kStart, kLen) = source[kStart, kLen), in 16-byte then 8-byte then 4-byte loads;
-// source + kStart must be aligned to kAlign floats.
-template <int kLen, int kAlign, int kStart = 0>
-__device__ __forceinline__ void load_floats(const float* source, float (&values)[kLen]) {
-  if constexpr (kStart < kLen) {
-    if constexpr (kAlign >= 4 && kLen - kStart >= 4) {
-      const float4 v = *reinterpret_cast<const float4*>(source + kStart);
-      values[kStart] = v.x;
-      values[kStart + 1] = v.y;
-      values[kStart + 2] = v.z;
-      values[kStart + 3] = v.w;
-      load_floats<kLen, kAlign, kStart + 4>(source, values);
-    } else if constexpr (kAlign >= 2 && kLen - kStart >= 2) {
-      const float2 v = *reinterpret_cast<const float2*>(source + kStart);
-      values[kStart] = v.x;
-      values[kStart + 1] = v.y;
-      load_floats<kLen, kAlign, kStart + 2>(source, values);
-    } else {
-      values[kStart] = source[kStart];
-      load_floats<kLen, kAlign, kStart + 1>(source, values);
-    }
-  }
-}
-
-template <class T>
-__device__ __forceinline__ constexpr int at(int dy, int dx, int j) {
-  return (dy * T::kC + dx) * T::kCo + j;
-}
-
-// One input channel, kK x kK taps at stride 1. `input` is the patch's top-left staged element,
-// `weight` the channel group's taps ([kh][kw][kTapStride]).
-template <int kK, class T>
-__device__ __forceinline__ void accumulate_fixed(const float* input, int pitch, const float* weight,
-                                                 float (&acc)[T::kValues]) {
-  constexpr int kLen = T::kC + kK - 1;
-#pragma unroll
-  for (int kh = 0; kh < kK; ++kh) {
-    float row[T::kR][kLen];
-#pragma unroll
-    for (int dy = 0; dy < T::kR; ++dy) {
-      load_floats<kLen, T::kInputAlign>(input + (kh + dy) * pitch, row[dy]);
-    }
-#pragma unroll
-    for (int kw = 0; kw < kK; ++kw) {
-      float w[T::kCo];
-      load_floats<T::kCo, 4>(weight + (kh * kK + kw) * T::kTapStride, w);
-#pragma unroll
-      for (int dy = 0; dy < T::kR; ++dy)
-#pragma unroll
-        for (int dx = 0; dx < T::kC; ++dx)
-#pragma unroll
-          for (int j = 0; j < T::kCo; ++j) {
-            acc[at<T>(dy, dx, j)] = fmaf(row[dy][dx + kw], w[j], acc[at<T>(dy, dx, j)]);
-          }
-    }
-  }
-}
-
-// One input channel, any kernel size and stride: kR x kC scalar loads per tap.
-template <class T>
-__device__ __forceinline__ void accumulate_generic(const float* input, int pitch,
-                                                   const float* weight, int kernel_height,
-                                                   int kernel_width,
-                                                   const int (&offset)[T::kR][T::kC],
-                                                   float (&acc)[T::kValues]) {
-  for (int kh = 0; kh < kernel_height; ++kh) {
-    const float* row = input + kh * pitch;
-    for (int kw = 0; kw < kernel_width; ++kw) {
-      float w[T::kCo];
-      load_floats<T::kCo, 4>(weight, w);
-      weight += T::kTapStride;
-      float v[T::kR][T::kC];
-#pragma unroll
-      for (int dy = 0; dy < T::kR; ++dy)
-#pragma unroll
-        for (int dx = 0; dx < T::kC; ++dx) v[dy][dx] = row[offset[dy][dx] + kw];
-#pragma unroll
-      for (int dy = 0; dy < T::kR; ++dy)
-#pragma unroll
-        for (int dx = 0; dx < T::kC; ++dx)
-#pragma unroll
-          for (int j = 0; j < T::kCo; ++j) {
-            acc[at<T>(dy, dx, j)] = fmaf(v[dy][dx], w[j], acc[at<T>(dy, dx, j)]);
-          }
-    }
-  }
-}
-
-template <int kOp, int kN>
-__device__ __forceinline__ void apply_op_to_all(float parameter, float (&values)[kN]) {
-#pragma unroll
-  for (int i = 0; i < kN; ++i) values[i] = apply_op(kOp, parameter, values[i]);
-}
-
-// apply_epilogue() on every value, with the op's switch outside the loop over the values: one
-// copy of each op's code per value, and only the taken op's copies run.
-template <int kN>
-__device__ __forceinline__ void apply_epilogue_to_all(const DeviceEpilogue& epilogue,
-                                                      float (&values)[kN]) {
-#pragma unroll 1
-  for (int op = 0; op < epilogue.count; ++op) {
-    const float parameter = epilogue.parameter[op];
-    switch (epilogue.kind[op]) {
-      case kOpReLU: apply_op_to_all<kOpReLU>(parameter, values); break;
-      case kOpLeakyReLU: apply_op_to_all<kOpLeakyReLU>(parameter, values); break;
-      case kOpGeluErf: apply_op_to_all<kOpGeluErf>(parameter, values); break;
-      case kOpGeluTanh: apply_op_to_all<kOpGeluTanh>(parameter, values); break;
-      case kOpSiLU: apply_op_to_all<kOpSiLU>(parameter, values); break;
-      case kOpSigmoid: apply_op_to_all<kOpSigmoid>(parameter, values); break;
-      case kOpTanh: apply_op_to_all<kOpTanh>(parameter, values); break;
-      case kOpScale: apply_op_to_all<kOpScale>(parameter, values); break;
-      default: break;
-    }
-  }
-}
-
-// Bias, epilogue, pooling and the stores of one patch: sample n, channel group g, patch (ty, tx)
-// of the whole sample. One channel at a time, so that the epilogue's temporaries sit next to one
-// channel's kR x kC values (the whole tile at once spilled) and channels past out_channels (the
-// group's padding) skip it.
-template <class T>
-__device__ __forceinline__ void finish_patch(const ConvPoolParams& p,
-                                             const float (&acc)[T::kValues], int64_t n, int g,
-                                             int ty, int tx) {
-  constexpr int kPositions = T::kR * T::kC;
-  constexpr int kWindowRows = T::kR / 2, kWindowCols = T::kC / 2;  // 2x2 windows in the patch
-  const int co0 = g * T::kCo;
-  const int plane = p.pooled_height * p.pooled_width;
-  float* const y = p.y + (n * p.out_channels + co0) * static_cast<int64_t>(plane);
-  // Conv coordinates of the patch's top-left position (negative inside the pooling padding).
-  const int r0 = ty * T::kR - p.pool_padding_height;
-  const int c0 = tx * T::kC - p.pool_padding_width;
-
-  // Where each position or window lands, the same for every channel. Window (pi, pj) covers
-  // conv rows r0 + 2 pi + {0, 1} and columns c0 + 2 pj + {0, 1}; inside[] says which of the
-  // patch's rows and columns lie in the conv output, divisor[] is PyTorch's (the CPU backend's)
-  // average divisor; offset < 0 marks a window or position past the output.
-  bool row_inside[T::kR], col_inside[T::kC];
-#pragma unroll
-  for (int dy = 0; dy < T::kR; ++dy) row_inside[dy] = r0 + dy >= 0 && r0 + dy < p.conv_height;
-#pragma unroll
-  for (int dx = 0; dx < T::kC; ++dx) col_inside[dx] = c0 + dx >= 0 && c0 + dx < p.conv_width;
-  const bool pooled = p.pool_window == 2;
-  int offset[kPositions];  // pooled: only the first kWindowRows x kWindowCols are used
-  float divisor[kWindowRows * kWindowCols];
-  if (pooled) {
-#pragma unroll
-    for (int pi = 0; pi < kWindowRows; ++pi)
-#pragma unroll
-      for (int pj = 0; pj < kWindowCols; ++pj) {
-        const int py = ty * kWindowRows + pi;
-        const int px = tx * kWindowCols + pj;
-        const int w = pi * kWindowCols + pj;
-        offset[w] = (py < p.pooled_height && px < p.pooled_width) ? py * p.pooled_width + px : -1;
-        const int row_start = r0 + 2 * pi, col_start = c0 + 2 * pj;
-        const int row_begin = max(row_start, 0), row_end = min(row_start + 2, p.conv_height);
-        const int col_begin = max(col_start, 0), col_end = min(col_start + 2, p.conv_width);
-        int count = 0;
-        if (row_begin < row_end && col_begin < col_end) {
-          if (p.count_include_pad) {
-            const int padded_row_end = min(row_start + 2, p.conv_height + p.pool_padding_height);
-            const int padded_col_end = min(col_start + 2, p.conv_width + p.pool_padding_width);
-            count = (padded_row_end - row_start) * (padded_col_end - col_start);
-          } else {
-            count = (row_end - row_begin) * (col_end - col_begin);
-          }
-        }
-        divisor[w] = static_cast<float>(count);
-      }
-  } else {
-#pragma unroll
-    for (int dy = 0; dy < T::kR; ++dy)
-#pragma unroll
-      for (int dx = 0; dx < T::kC; ++dx) {
-        offset[dy * T::kC + dx] =
-            (row_inside[dy] && col_inside[dx]) ? (r0 + dy) * p.pooled_width + c0 + dx : -1;
-      }
-  }
-
-#pragma unroll
-  for (int j = 0; j < T::kCo; ++j) {
-    if (co0 + j >= p.out_channels) continue;
-    const float b = p.bias != nullptr ? p.bias[co0 + j] : 0.0f;
-    float values[kPositions];
-#pragma unroll
-    for (int v = 0; v < kPositions; ++v) values[v] = acc[v * T::kCo + j] + b;
-    apply_epilogue_to_all(p.epilogue, values);
-    float* const out = y + j * static_cast<int64_t>(plane);
-    if (!pooled) {
-#pragma unroll
-      for (int v = 0; v < kPositions; ++v) {
-        if (offset[v] >= 0) out[offset[v]] = values[v];
-      }
-      continue;
-    }
-#pragma unroll
-    for (int pi = 0; pi < kWindowRows; ++pi)
-#pragma unroll
-      for (int pj = 0; pj < kWindowCols; ++pj) {
-        const int w = pi * kWindowCols + pj;
-        if (offset[w] < 0) continue;
-        // The window's conv outputs in the CPU backend's order: rows top to bottom, columns
-        // left to right, only those inside the output.
-        float result;
-        if (p.pool_max) {
-          result = -INFINITY;
-#pragma unroll
-          for (int a = 0; a < 2; ++a)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const float value = values[(2 * pi + a) * T::kC + 2 * pj + c];
-              if (row_inside[2 * pi + a] && col_inside[2 * pj + c] &&
-                  ((value > result) | (value != value))) {
-                result = value;
-              }
-            }
-        } else {
-          float sum = 0.0f;
-#pragma unroll
-          for (int a = 0; a < 2; ++a)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              if (row_inside[2 * pi + a] && col_inside[2 * pj + c]) {
-                sum += values[(2 * pi + a) * T::kC + 2 * pj + c];
-              }
-            }
-          result = divisor[w] == 0.0f ? 0.0f : sum / divisor[w];
-        }
-        out[offset[w]] = result;
-      }
-  }
-}
 
 // kK: 3 or 5 for square kernels at stride 1 (compile-time taps), 0 for any size and stride.
 template <int kK, class T>
@@ -427,7 +160,10 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
         weight += weight_step;
       }
     }
-    finish_patch<T>(p, acc, n0 + t, g, ty0 + tyl, tx);
+    finish_patch<T>(p, acc,
+                    p.y + (n0 + t) * p.out_channels *
+                              static_cast<int64_t>(p.pooled_height * p.pooled_width),
+                    g, ty0 + tyl, tx);
   }
 }
 
@@ -445,7 +181,7 @@ struct Variant {
 using Tile6x2x4 = Tile<6, 2, 4>;
 using Tile8x2x4 = Tile<8, 2, 4>;
 using Tile8x2x2 = Tile<8, 2, 2>;
-using Tile4x2x2 = Tile<4, 2, 2>;
+using Tile4x2x2 = SmallTile;
 
 const Variant kVariants[] = {
     {conv_pool_kernel<5, Tile6x2x4>, "conv_pool_kernel<5x5, 6x2x4>", 5, 6, 2, 4, false},
@@ -605,6 +341,43 @@ ConvPoolShape fit_variant(const ConvPoolDesc& d, int index, const DeviceInfo& de
   return s;
 }
 
+// The geometry of `s` for slabs of slab_rows patch rows (pointers, batch and samples per block
+// are the caller's).
+ConvPoolParams params_for(const ConvPoolPlan& plan, const ConvPoolShape& s, int64_t slab_rows) {
+  const ConvPoolDesc& d = plan.desc;
+  const Variant& v = kVariants[s.variant];
+  ConvPoolParams p{};
+  p.in_channels = d.in_channels;
+  p.in_height = d.in_height;
+  p.in_width = d.in_width;
+  p.out_channels = d.out_channels;
+  p.conv_height = d.conv_height;
+  p.conv_width = d.conv_width;
+  p.kernel_height = d.kernel_height;
+  p.kernel_width = d.kernel_width;
+  p.stride_height = d.stride_height;
+  p.stride_width = d.stride_width;
+  p.pool_window = d.pool_window;
+  p.pool_max = d.pool == ConvPoolKind::Max ? 1 : 0;
+  p.count_include_pad = d.count_include_pad ? 1 : 0;
+  p.pool_padding_height = d.pool_padding_height;
+  p.pool_padding_width = d.pool_padding_width;
+  p.pooled_height = d.pooled_height;
+  p.pooled_width = d.pooled_width;
+  p.channel_groups = s.channel_groups;
+  p.patch_rows = s.patch_rows;
+  p.patch_cols = s.patch_cols;
+  p.slab_rows = static_cast<int32_t>(slab_rows);
+  p.staged_width = s.staged_width;
+  p.row_pitch = s.row_pitch;
+  p.plane_floats = static_cast<int32_t>(staged_rows(d, v, slab_rows) * s.row_pitch);
+  p.origin_row = -d.pool_padding_height * d.stride_height - d.padding_height;
+  p.origin_col = -d.pool_padding_width * d.stride_width - d.padding_width;
+  p.weight_floats = s.weight_floats;
+  p.epilogue = d.epilogue;
+  return p;
+}
+
 }  // namespace
 
 bool conv_pool_enabled() {
@@ -727,6 +500,15 @@ std::vector<float> build_conv_pool_weights(const ConvPoolPlan& plan,
   return image;
 }
 
+conv_tile::ConvPoolParams small_tile_whole_sample_params(const ConvPoolPlan& plan,
+                                                         const float* weights, const float* bias) {
+  conv_tile::ConvPoolParams p = params_for(plan, plan.small, plan.small.patch_rows);
+  p.weight = weights + plan.small.weight_offset;
+  p.bias = bias;
+  p.samples_per_block = 1;
+  return p;
+}
+
 void launch_conv_pool(const ConvPoolPlan& plan, const float* x, const float* weights,
                       const float* bias, float* y, int64_t batch, const DeviceInfo& device,
                       cudaStream_t stream) {
@@ -758,41 +540,13 @@ void launch_conv_pool(const ConvPoolPlan& plan, const float* x, const float* wei
          " needs more blocks than one launch has; run smaller batches");
   }
 
-  ConvPoolParams p{};
+  ConvPoolParams p = params_for(plan, s, slab_rows);
   p.x = x;
   p.weight = weights + s.weight_offset;
   p.bias = bias;
   p.y = y;
   p.batch = batch;
-  p.in_channels = d.in_channels;
-  p.in_height = d.in_height;
-  p.in_width = d.in_width;
-  p.out_channels = d.out_channels;
-  p.conv_height = d.conv_height;
-  p.conv_width = d.conv_width;
-  p.kernel_height = d.kernel_height;
-  p.kernel_width = d.kernel_width;
-  p.stride_height = d.stride_height;
-  p.stride_width = d.stride_width;
-  p.pool_window = d.pool_window;
-  p.pool_max = d.pool == ConvPoolKind::Max ? 1 : 0;
-  p.count_include_pad = d.count_include_pad ? 1 : 0;
-  p.pool_padding_height = d.pool_padding_height;
-  p.pool_padding_width = d.pool_padding_width;
-  p.pooled_height = d.pooled_height;
-  p.pooled_width = d.pooled_width;
-  p.channel_groups = s.channel_groups;
-  p.patch_rows = s.patch_rows;
-  p.patch_cols = s.patch_cols;
   p.samples_per_block = static_cast<int32_t>(samples);
-  p.slab_rows = static_cast<int32_t>(slab_rows);
-  p.staged_width = s.staged_width;
-  p.row_pitch = s.row_pitch;
-  p.plane_floats = static_cast<int32_t>(staged_rows(d, v, slab_rows) * s.row_pitch);
-  p.origin_row = -d.pool_padding_height * d.stride_height - d.padding_height;
-  p.origin_col = -d.pool_padding_width * d.stride_width - d.padding_width;
-  p.weight_floats = s.weight_floats;
-  p.epilogue = d.epilogue;
 
   const int64_t items = int64_t{s.channel_groups} * samples * slab_rows * s.patch_cols;
   const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, round_up(items, 32)));

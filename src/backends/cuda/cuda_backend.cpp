@@ -173,13 +173,13 @@ void set_conv_window(const WindowGeometry& w, ConvFields* target) {
   target->groups = static_cast<int32_t>(w.groups);
 }
 
-// The Conv2d step s as conv_pool.cu's fused kernel (unless FUSEDNN_CUDA_FUSED_CONV=0): together with the pooling step after it when that step is the only reader of the
-// conv's workspace output and its windows equal its stride (1 or 2, no dilation), else alone.
-// Fills op's kind, last step, epilogue and conv_pool plan, and prepares the kernels batches up
-// to max_batch launch; false when the layer does not fit (or the device refuses the kernels),
-// and the caller lowers it as before.
+// The Conv2d step s as conv_pool.cu's fused kernel (unless FUSEDNN_CUDA_FUSED_CONV=0): together
+// with the pooling step after it when that step is the only reader of the conv's workspace output
+// and its windows equal its stride (1 or 2, no dilation), else alone. Fills op's kind, last step,
+// epilogue and conv_pool plan (its kernels are readied once the backend knows which batches reach
+// them); false when the layer does not fit, and the caller lowers it as before.
 bool lower_conv_pool(const Plan& p, size_t s, const std::vector<int>& consumers,
-                     int64_t max_batch, const DeviceInfo& device, Op* op) {
+                     const DeviceInfo& device, Op* op) {
   const Step& conv = p.steps[s];
   const WindowGeometry& w = conv.window;
   for (int64_t extent : {w.in_channels, w.in_height, w.in_width, w.out_channels, w.out_height,
@@ -215,8 +215,7 @@ bool lower_conv_pool(const Plan& p, size_t s, const std::vector<int>& consumers,
       pooled.pooled_height = static_cast<int32_t>(g.out_height);
       pooled.pooled_width = static_cast<int32_t>(g.out_width);
       pooled.count_include_pad = g.count_include_pad;
-      if (plan_conv_pool(pooled, device, &op->conv_pool) &&
-          prepare_conv_pool_kernels(op->conv_pool, max_batch, device)) {
+      if (plan_conv_pool(pooled, device, &op->conv_pool)) {
         op->kind = OpKind::ConvPool;
         op->last_step = static_cast<int>(s + 1);
         op->epilogue = split_epilogue(pool.epilogue);
@@ -224,10 +223,7 @@ bool lower_conv_pool(const Plan& p, size_t s, const std::vector<int>& consumers,
       }
     }
   }
-  if (!plan_conv_pool(desc, device, &op->conv_pool) ||
-      !prepare_conv_pool_kernels(op->conv_pool, max_batch, device)) {
-    return false;
-  }
+  if (!plan_conv_pool(desc, device, &op->conv_pool)) return false;
   op->kind = OpKind::ConvPool;
   op->epilogue = pieces;  // pieces past the first run in place after the kernel, as for Conv2d
   return true;
@@ -411,7 +407,6 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         }
         if (fused) {
           op.kind = OpKind::FusedMlp;
-          prepare_fused_mlp_kernels(op.mlp, max_batch_ * step.rows_per_sample, device_);
           op.last_step = static_cast<int>(chain.back());
           op.epilogue = split_epilogue(p.steps[chain.back()].epilogue);
           for (size_t index : chain) {
@@ -505,7 +500,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         break;
       }
       case StepKind::Conv2d:
-        if (fused_conv && lower_conv_pool(p, s, consumers, max_batch_, device_, &op)) {
+        if (fused_conv && lower_conv_pool(p, s, consumers, device_, &op)) {
           ref.weight = blob.add(build_conv_pool_weights(op.conv_pool, constant(step.weight)));
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
           break;
@@ -602,7 +597,50 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       if (compute != CUBLAS_COMPUTE_32F) effective_precision_ = precision_;
     }
   }
+  if (fused_conv && conv_net_enabled()) plan_single_launch();
+  // The per-layer kernels batches past the single launch reach. Readying a kernel loads it, and
+  // a first model in a process waits for each one it loads (bench/cuda/cold_start.cpp).
+  if (max_batch_ > single_launch_.max_batch) {
+    for (const Op& op : ops_) {
+      const int64_t rows = max_batch_ * p.steps[op.first_step].rows_per_sample;
+      if (op.kind == OpKind::FusedMlp) prepare_fused_mlp_kernels(op.mlp, rows, device_);
+      if (op.kind == OpKind::ConvPool &&
+          !prepare_conv_pool_kernels(op.conv_pool, max_batch_, device_)) {
+        fail(FDNN_STATUS_DEVICE_ERROR, "the device refused the shared memory of step '",
+             p.steps[op.first_step].label, "' (fused conv + pool), which it reports having");
+      }
+    }
+  }
   assign_workspace();
+}
+
+// LeNet-class plans, a stack of fused conv (+ pool) ops and an optional fp32 MLP head with
+// nothing else in between, also get the whole network as one kernel (conv_net.hpp) for batches
+// up to the SM count: the launches, not the arithmetic, are what such batches wait on.
+void CudaBackend::plan_single_launch() {
+  const Plan& p = *plan_;
+  std::vector<ConvNetStageDesc> stages;
+  std::vector<FusedMlpLayerDesc> head;
+  int expected_input = 0;  // the model input, then each op's output
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const Op& op = ops_[i];
+    const Step& first = p.steps[op.first_step];
+    if (first.inputs.size() != 1 || first.inputs[0] != expected_input || op.epilogue.size() != 1) {
+      return;
+    }
+    expected_input = p.steps[op.last_step].output;
+    if (op.kind == OpKind::ConvPool && head.empty()) {
+      stages.push_back({&op.conv_pool, op.weight, op.bias});
+    } else if (op.kind == OpKind::FusedMlp && i + 1 == ops_.size() && !stages.empty() &&
+               op.row_tail_input < 0 && first.rows_per_sample == 1) {
+      head = op.mlp.layers;
+    } else {
+      return;
+    }
+  }
+  if (ops_.size() < 2 || p.values[expected_input].storage != Storage::ModelOutput) return;
+  ConvNetPlan plan;
+  if (plan_conv_net(stages, head, max_batch_, device_, &plan)) single_launch_ = std::move(plan);
 }
 
 CudaBackend::~CudaBackend() {
@@ -731,6 +769,10 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
     launch_layer_norm(args, device_, stream);
   };
 
+  if (batch <= single_launch_.max_batch) {
+    launch_conv_net(single_launch_, input, output, batch, stream);
+    return;
+  }
   for (const Op& op : ops_) {
     const Step& step = p.steps[op.first_step];
     const Step& last = p.steps[op.last_step];

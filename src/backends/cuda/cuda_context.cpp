@@ -266,7 +266,7 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
                     output_count, backend_.device_info(), run_stream);
     }
   };
-  const int launches = backend_.launches_per_run() + (widen ? 1 : 0) + (narrow ? 1 : 0);
+  const int launches = backend_.launches_per_run(batch) + (widen ? 1 : 0) + (narrow ? 1 : 0);
   // cuBLASLt kernels cannot be re-pointed; with both sides converted, no plan kernel touches a
   // caller buffer (only the conversion kernels do, and they can be).
   const bool repointable = backend_.device_graphs_repointable() || (widen && narrow);

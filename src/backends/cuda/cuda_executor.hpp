@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/cuda/conv_net.hpp"
 #include "backends/cuda/conv_pool.hpp"
 #include "backends/cuda/device_epilogue.hpp"
 #include "backends/cuda/device_info.hpp"
@@ -100,8 +101,13 @@ class CudaBackend final : public Backend {
   // its kernels are not launched through launch_kernel and cannot be re-pointed. Such graphs are
   // kept per pair of caller buffers instead.
   bool device_graphs_repointable() const { return device_graphs_repointable_; }
-  // Kernel launches one run makes (graphs pay off from two).
-  int launches_per_run() const { return launches_per_run_; }
+  // Kernel launches one run of `batch` samples makes (graphs pay off from two).
+  int launches_per_run(int64_t batch) const {
+    return batch <= single_launch_.max_batch ? 1 : launches_per_run_;
+  }
+  // The whole network as one kernel for batches up to its max_batch (conv_net.hpp); max_batch 0
+  // when the plan is not a stack of fused conv layers with an optional MLP head.
+  const ConvNetPlan& single_launch() const { return single_launch_; }
   const std::vector<Op>& ops() const { return ops_; }
 
   // For tests: every cuBLASLt step refuses cuBLASLt from now on (for batch sizes not run yet),
@@ -109,7 +115,7 @@ class CudaBackend final : public Backend {
   void refuse_cublaslt_for_testing();
 
  private:
-  void lower_plan(std::vector<float>& blob, std::vector<std::vector<size_t>>& pending);
+  void plan_single_launch();
   void assign_workspace();
 
   std::shared_ptr<const Plan> plan_;
@@ -128,6 +134,7 @@ class CudaBackend final : public Backend {
   std::vector<int64_t> value_offset_;  // device workspace offset (floats) of each workspace value
   int64_t workspace_floats_ = 0;
   int launches_per_run_ = 0;
+  ConvNetPlan single_launch_;
 };
 
 }  // namespace fusednn::cuda

@@ -365,8 +365,10 @@ void count_kernels(const Net& net, int64_t batch, int* kernels) {
 }
 
 // The launches the fused path saves on `net`: unfused count - fused count.
+// Counted per layer, with the whole-network launch off (WholeConvNetInOneLaunch counts that one).
 void expect_launches_saved(const Net& net, int saved, const std::string& what) {
   SCOPED_TRACE(what);
+  ScopedEnvironment per_layer("FUSEDNN_CUDA_SINGLE_LAUNCH", "0");
   int fused = -1, unfused = -1;
   {
     ScopedEnvironment on("FUSEDNN_CUDA_FUSED_CONV", "1");
@@ -484,12 +486,16 @@ TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChains) {
 #endif
 }
 
-// The fused path against the CPU, and (with the CUDA runtime) the launches it saves.
+// The fused path against the CPU, with the whole-network launch (conv_net.cu, the default where
+// the net is a conv stack with an optional MLP head: batches up to the SM count) and without it
+// (the per-layer kernels at every batch), and (with the CUDA runtime) the launches it saves.
 void expect_fused_conv_matches_cpu(const Net& net, const std::vector<int64_t>& batches,
                                    uint32_t seed, int launches_saved, const std::string& what) {
   {
     ScopedEnvironment on("FUSEDNN_CUDA_FUSED_CONV", "1");
     expect_matches_cpu(net, batches, seed, what);
+    ScopedEnvironment per_layer("FUSEDNN_CUDA_SINGLE_LAUNCH", "0");
+    expect_matches_cpu(net, batches, seed + 1000, what + ", one launch per layer");
   }
   expect_launches_saved(net, launches_saved, what);
 }
@@ -587,6 +593,60 @@ TEST(CudaBackend, FusedConvPoolGeometries) {
   stacked.conv("c2", 8, 16, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
   stacked.layer(R"({"type": "AvgPool2d", "name": "p2", "kernel_size": 2, "stride": 2})");
   expect_fused_conv_matches_cpu(stacked, batches, 518, 2, "two conv + pool layers, pool output");
+}
+
+// The whole network in one launch (conv_net.cu) up to the SM count, the per-layer kernels past
+// it: checked against the CPU by the FusedConv tests (which run every net both ways); here, the
+// launches a run makes on each side of the SM count, on nets that take the single launch (a
+// conv stack with and without an MLP head, 5x5, 3x3 and strided taps, max and average pooling,
+// a conv without pooling) and on one that does not (an activation before the first conv).
+TEST(CudaBackend, WholeConvNetInOneLaunch) {
+  REQUIRE_CUDA();
+  Net three({2, 24, 20});  // three stages: 5x5 + max pool, 3x3 stride 2 + avg pool, 3x3 alone
+  three.conv("c1", 2, 5, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
+  three.layer(R"({"type": "MaxPool2d", "name": "p1", "kernel_size": 2, "stride": 2})");
+  three.conv("c2", 5, 9, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, false).act(R"({"type": "SiLU"})");
+  three.layer(R"({"type": "AvgPool2d", "name": "p2", "kernel_size": 2, "stride": 2,
+                  "padding": 1, "count_include_pad": false})");
+  three.conv("c3", 9, 7, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  three.layer(R"({"type": "Flatten"})").linear("f1", 7 * 4 * 3, 33).act(R"({"type": "GELU"})");
+  three.linear("f2", 33, 6);
+  const std::vector<int64_t> batches =
+      quick() ? std::vector<int64_t>{1, 7} : std::vector<int64_t>{1, 2, 7, 31, 131, 132, 133};
+  expect_fused_conv_matches_cpu(three, batches, 530, 2, "three conv stages and a two-layer head");
+
+#if FUSEDNN_TEST_WITH_CUDART
+  int device = 0, sms = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  Net relu_first({1, 12, 12});
+  relu_first.act(R"({"type": "ReLU"})");
+  relu_first.conv("c", 1, 4, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true);
+  relu_first.layer(R"({"type": "MaxPool2d", "name": "p", "kernel_size": 2, "stride": 2})");
+  relu_first.layer(R"({"type": "Flatten"})").linear("f", 144, 3);
+  struct Case {
+    const char* name;
+    Net net;
+    bool single;    // takes the single launch
+    int per_layer;  // launches at batches past the SM count
+  };
+  const Case cases[] = {{"LeNet-5", lenet5(), true, 3},
+                        {"three stages", three, true, 4},
+                        {"activation before the conv", relu_first, false, 3}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    int kernels = -1;
+    count_kernels(c.net, 3, &kernels);
+    EXPECT_EQ(kernels, c.single ? 1 : c.per_layer) << "batch 3";
+    count_kernels(c.net, sms, &kernels);
+    EXPECT_EQ(kernels, c.single ? 1 : c.per_layer) << "batch " << sms << " (the SM count)";
+    count_kernels(c.net, sms + 1, &kernels);
+    EXPECT_EQ(kernels, c.per_layer) << "batch " << sms + 1;
+    ScopedEnvironment off("FUSEDNN_CUDA_SINGLE_LAUNCH", "0");
+    count_kernels(c.net, 3, &kernels);
+    EXPECT_EQ(kernels, c.per_layer) << "batch 3, FUSEDNN_CUDA_SINGLE_LAUNCH=0";
+  }
+#endif
 }
 
 // A Conv2d with no pooling after it runs the same kernel with a 1x1 window.
