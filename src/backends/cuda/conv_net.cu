@@ -1,29 +1,23 @@
 // A whole convolutional network in one launch (see conv_net.hpp for when it applies).
 //
-// Napkin math, LeNet-5 at batch 1 (one block of 1024 threads on one SM):
+// Napkin math, LeNet-5 at batch 1 (one block of 512 threads on one SM):
 //   conv1 117.6 K and conv2 240 K multiply-adds: ~2.8 K clocks of one SM's 128 fp32 lanes, so
-//   ~1.4 us at 1.98 GHz if every issue slot were an FFMA. A thread computes one channel's 2 x 2
-//   positions (one pooling window): conv1 1176 of them, 25 taps of ~10 instructions each; conv2
-//   400, its 6 input channels split over two threads each, 75 taps per thread. Expected ~2-3 us
-//   for both with barriers and latency.
+//   ~1.4 us at 1.98 GHz if every issue slot were an FFMA; expected ~2-3 us with the small tile's
+//   loads and conv2's split over input channels (100 patches x 4 channels alone would leave
+//   three quarters of the threads idle).
 //   head 400-120-84-10: 58 K multiply-adds, but 236 KB of weights from L2 into one SM (~64 B per
 //   clock: ~1.9 us). The first layer's 192 KB are copied into shared memory with cp.async at the
 //   start, so that they arrive while the convolutions run; the rest (44 KB) is read from L2.
 //   Expected: ~4-5 us of kernel, against the ~2-3 us each of the three kernels it replaces plus
 //   their launch gaps.
-//   The first version of this kernel ran conv_pool.cu's unrolled register tiles (4 channels,
-//   compile-time 5 x 5 taps) with 512 threads and took 29 us per call: at one sample each stage's
-//   ~10 K instructions of straight-line code run once per warp, so instruction fetch, not
-//   arithmetic, set the pace. The loops below keep the code small.
 //
 // The work, per block (one sample): cp.async every stage's filters (group 1), then as many rows
 // of the head's first weight matrix as shared memory holds (group 2). Each stage stages its input
 // planes (the model input, or the previous stage's output in shared memory) zero-padded as
-// conv_pool.cu's kernel lays them out, then computes its patches; a stage whose patches are too
-// few to busy the block splits its input channels over threads and sums the partial tiles in a
-// fixed order through shared memory. The bias, epilogue and pooling of a patch are
-// conv_pool_tile.cuh's. The head computes each layer with threads over (column, slice of the
-// inputs), partial sums added in slice order.
+// conv_pool.cu's kernel lays them out, then computes SmallTile patches with conv_pool_tile.cuh's
+// code; a stage whose patches are too few to busy the block splits its input channels over
+// threads and sums the partial tiles in a fixed order through shared memory. The head computes
+// each layer with threads over (column, slice of the inputs), partial sums added in slice order.
 #include "backends/cuda/conv_net.hpp"
 
 #include <cuda_pipeline.h>
@@ -43,12 +37,12 @@ namespace {
 
 using conv_tile::ConvPoolParams;
 using conv_tile::SmallTile;
-using ChannelTile = conv_tile::Tile<1, 2, 2>;  // a thread's work: one channel, 2 x 2 positions
 
-constexpr int kThreads = 1024;
+constexpr int kThreads = 512;
 
 struct Stage {
   ConvPoolParams conv;    // geometry of the small tile over a whole sample, filters, bias
+  int32_t kernel_size;    // 5 or 3: compile-time taps at stride 1; 0: any
   int32_t staged_height;  // rows of one staged input plane
   int32_t splits;         // slices of the input channels, each summed by its own thread
   int32_t channels_per_split;
@@ -102,86 +96,87 @@ __device__ void stage_input(const ConvPoolParams& p, int staged_height, const fl
   }
 }
 
-// One output channel's 2 x 2 conv positions (patch (ty, tx)) over input channels
-// [c_begin, c_end), the filters read from the SmallTile image (channel o at lane o % 4 of group
-// o / 4). Loops rather than conv_pool.cu's unrolled taps: at one sample the code runs a few
-// times per warp, and the unrolled form's ~10 K instructions per stage streamed through the
-// instruction cache for each use (27 us per call for LeNet-5 at batch 1 as the first version of
-// this kernel, H100, 2026-11-23).
-__device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p, const float* staged,
-                                                   const float* filters, int o, int ty, int tx,
-                                                   int c_begin, int c_end, float (&acc)[4]) {
-  const int kernel_height = p.kernel_height, kernel_width = p.kernel_width;
-  const int across = p.stride_width;             // the patch's second column
-  const int down = p.stride_height * p.row_pitch;  // its second row
-  const int taps = kernel_height * kernel_width;
-  const int channel_floats = p.channel_groups * taps * SmallTile::kTapStride;
-  const float* input =
-      staged + c_begin * p.plane_floats + ty * 2 * down + tx * 2 * across;
-  const float* weight = filters + (c_begin * p.channel_groups + o / SmallTile::kCo) * taps *
-                                      SmallTile::kTapStride + o % SmallTile::kCo;
-  for (int c = c_begin; c < c_end; ++c) {
-    const float* row = input;
-    const float* tap = weight;
-#pragma unroll 1
-    for (int kh = 0; kh < kernel_height; ++kh) {
-      for (int kw = 0; kw < kernel_width; ++kw) {
-        const float f = tap[kw * SmallTile::kTapStride];
-        acc[0] = fmaf(row[kw], f, acc[0]);
-        acc[1] = fmaf(row[kw + across], f, acc[1]);
-        acc[2] = fmaf(row[down + kw], f, acc[2]);
-        acc[3] = fmaf(row[down + kw + across], f, acc[3]);
-      }
-      row += p.row_pitch;
-      tap += kernel_width * SmallTile::kTapStride;
+// One stage: SmallTile patches over input channels [c_begin, c_end) into acc.
+template <int kK>
+__device__ __forceinline__ void accumulate_channels(const ConvPoolParams& p, const float* staged,
+                                                    const float* filters, int g, int ty, int tx,
+                                                    int c_begin, int c_end,
+                                                    float (&acc)[SmallTile::kValues]) {
+  using T = SmallTile;
+  const int taps = p.kernel_height * p.kernel_width;
+  const int stride_height = kK > 0 ? 1 : p.stride_height;
+  const int stride_width = kK > 0 ? 1 : p.stride_width;
+  const float* input = staged + c_begin * p.plane_floats +
+                       ty * T::kR * stride_height * p.row_pitch + tx * T::kC * stride_width;
+  const int weight_step = p.channel_groups * taps * T::kTapStride;
+  const float* weight = filters + (c_begin * p.channel_groups + g) * taps * T::kTapStride;
+  if constexpr (kK > 0) {
+    for (int c = c_begin; c < c_end; ++c) {
+      conv_tile::accumulate_fixed<kK, T>(input, p.row_pitch, weight, acc);
+      input += p.plane_floats;
+      weight += weight_step;
     }
-    input += p.plane_floats;
-    weight += channel_floats;
+  } else {
+    int offset[T::kR][T::kC];
+#pragma unroll
+    for (int dy = 0; dy < T::kR; ++dy)
+#pragma unroll
+      for (int dx = 0; dx < T::kC; ++dx) {
+        offset[dy][dx] = dy * stride_height * p.row_pitch + dx * stride_width;
+      }
+    for (int c = c_begin; c < c_end; ++c) {
+      conv_tile::accumulate_generic<T>(input, p.row_pitch, weight, p.kernel_height,
+                                       p.kernel_width, offset, acc);
+      input += p.plane_floats;
+      weight += weight_step;
+    }
   }
 }
 
-// The stage's patches from its staged input into `output` (the sample's output planes): thread
-// (slice, channel, patch) sums its slice of the input channels; slices are added in order.
+// The stage's patches from its staged input into `output` (the sample's output planes).
+template <int kK>
 __device__ void run_stage(const Stage& stage, const float* staged, const float* filters,
                           float* scratch, float* output) {
+  using T = SmallTile;
   const ConvPoolParams& p = stage.conv;
-  const int per_channel = p.patch_rows * p.patch_cols;
-  const int items = p.out_channels * per_channel;
+  const int per_group = p.patch_rows * p.patch_cols;
+  const int items = p.channel_groups * per_group;
   const int units = items * stage.splits;
   for (int u = threadIdx.x; u < units; u += kThreads) {
     const int split = u / items;
     const int item = u - split * items;
-    const int o = item / per_channel;
-    const int rest = item - o * per_channel;
+    const int g = item / per_group;
+    const int rest = item - g * per_group;
     const int ty = rest / p.patch_cols;
+    const int tx = rest - ty * p.patch_cols;
     const int c_begin = split * stage.channels_per_split;
     const int c_end = min(p.in_channels, c_begin + stage.channels_per_split);
-    float acc[ChannelTile::kValues] = {0.0f, 0.0f, 0.0f, 0.0f};
-    accumulate_channel(p, staged, filters, o, ty, rest - ty * p.patch_cols, c_begin, c_end, acc);
+    float acc[T::kValues];
+#pragma unroll
+    for (int v = 0; v < T::kValues; ++v) acc[v] = 0.0f;
+    accumulate_channels<kK>(p, staged, filters, g, ty, tx, c_begin, c_end, acc);
     if (stage.splits == 1) {
-      conv_tile::finish_patch<ChannelTile>(p, acc, output, o, ty, rest - ty * p.patch_cols);
+      conv_tile::finish_patch<T>(p, acc, output, g, ty, tx);
     } else {
       // [value][unit]: consecutive threads store to consecutive words.
 #pragma unroll
-      for (int v = 0; v < ChannelTile::kValues; ++v) scratch[v * units + u] = acc[v];
+      for (int v = 0; v < T::kValues; ++v) scratch[v * units + u] = acc[v];
     }
   }
   if (stage.splits == 1) return;
   __syncthreads();
   for (int item = threadIdx.x; item < items; item += kThreads) {
-    float acc[ChannelTile::kValues];
+    float acc[T::kValues];
 #pragma unroll
-    for (int v = 0; v < ChannelTile::kValues; ++v) {
+    for (int v = 0; v < T::kValues; ++v) {
       float sum = scratch[v * units + item];
-      for (int split = 1; split < stage.splits; ++split) {
-        sum += scratch[v * units + split * items + item];
-      }
+      for (int split = 1; split < stage.splits; ++split) sum += scratch[v * units + split * items + item];
       acc[v] = sum;
     }
-    const int o = item / per_channel;
-    const int rest = item - o * per_channel;
+    const int g = item / per_group;
+    const int rest = item - g * per_group;
     const int ty = rest / p.patch_cols;
-    conv_tile::finish_patch<ChannelTile>(p, acc, output, o, ty, rest - ty * p.patch_cols);
+    conv_tile::finish_patch<T>(p, acc, output, g, ty, rest - ty * p.patch_cols);
   }
 }
 
@@ -250,7 +245,15 @@ __global__ void __launch_bounds__(kThreads, 1) conv_net_kernel(const __grid_cons
     __syncthreads();
     const bool last = s + 1 == p.stage_count && p.head_count == 0;
     float* output = last ? p.y + n * p.output_floats : smem + p.act[current];
-    run_stage(stage, smem + p.staged, smem + stage.filters, smem + p.scratch, output);
+    const float* filters = smem + stage.filters;
+    float* scratch = smem + p.scratch;
+    if (stage.kernel_size == 5) {
+      run_stage<5>(stage, smem + p.staged, filters, scratch, output);
+    } else if (stage.kernel_size == 3) {
+      run_stage<3>(stage, smem + p.staged, filters, scratch, output);
+    } else {
+      run_stage<0>(stage, smem + p.staged, filters, scratch, output);
+    }
     __syncthreads();
     source = output;
     current ^= 1;
@@ -310,10 +313,15 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
       return false;
     }
     previous_output = int64_t{d.out_channels} * d.pooled_height * d.pooled_width;
+    stage.kernel_size =
+        d.kernel_height == d.kernel_width && d.stride_height == 1 && d.stride_width == 1 &&
+                (d.kernel_height == 3 || d.kernel_height == 5)
+            ? d.kernel_height
+            : 0;
     stage.staged_height = static_cast<int32_t>(
         (int64_t{shape.patch_rows} * SmallTile::kR - 1) * d.stride_height + d.kernel_height);
     // Enough slices of the input channels to give every thread a patch, when there are few.
-    const int64_t items = int64_t{d.out_channels} * shape.patch_rows * shape.patch_cols;
+    const int64_t items = int64_t{shape.channel_groups} * shape.patch_rows * shape.patch_cols;
     const int64_t wanted = std::max<int64_t>(1, std::min<int64_t>(d.in_channels, kThreads / items));
     const int64_t per_split = (d.in_channels + wanted - 1) / wanted;
     stage.channels_per_split = static_cast<int32_t>(per_split);
@@ -322,7 +330,7 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     filter_floats += shape.weight_floats;  // a multiple of 4
     staged_floats = std::max<int64_t>(staged_floats, int64_t{d.in_channels} * stage.conv.plane_floats);
     if (stage.splits > 1) {
-      scratch_floats = std::max<int64_t>(scratch_floats, items * stage.splits * ChannelTile::kValues);
+      scratch_floats = std::max<int64_t>(scratch_floats, items * stage.splits * SmallTile::kValues);
     }
     if (s + 1 < stages.size() || !head.empty()) act_floats = std::max(act_floats, previous_output);
   }
