@@ -1,25 +1,28 @@
 // A whole convolutional network in one launch (see conv_net.hpp for when it applies).
 //
-// Napkin math, LeNet-5 at batch 1 (one block of 512 threads on one SM):
-//   conv1 117.6 K and conv2 240 K multiply-adds: ~2.8 K clocks of one SM's 128 fp32 lanes, so
-//   ~1.4 us at 1.98 GHz if every issue slot were an FFMA; expected ~2-3 us with the small tile's
-//   loads and conv2's split over input channels (100 patches x 4 channels alone would leave
-//   three quarters of the threads idle).
-//   head 400-120-84-10: 58 K multiply-adds, but 236 KB of weights from L2 into one SM (~64 B per
-//   clock: ~1.9 us). The first layer's 192 KB are copied into shared memory with cp.async at the
-//   start, so that they arrive while the convolutions run; the rest (44 KB) is read from L2.
-//   Expected: ~4-5 us of kernel, against the ~2-3 us each of the three kernels it replaces plus
-//   their launch gaps.
+// One sample per cluster of kBlocks blocks (compute capability 9.0 and newer), each block on its
+// own SM with a kBlocks-th of every layer's work:
+// - a conv stage's patches (one output channel x 2 x 2 conv positions each) are split into
+//   kBlocks ranges; a block computes its range into its own copy of the stage's output, zeros
+//   elsewhere;
+// - a head layer's columns are split the same way; each block holds only its columns' weights;
+// - after each layer a cluster barrier, then every block gathers the full output by adding the
+//   kBlocks copies through distributed shared memory (exactly one copy holds each value, the
+//   others zero, so the sum is that value).
 //
-// The work, per block (one sample): cp.async every stage's filters (group 1), then as many rows
-// of the head's first weight matrix as shared memory holds (group 2). Each stage stages its input
-// planes (the model input, or the previous stage's output in shared memory) zero-padded as
-// conv_pool.cu's kernel lays them out, then computes SmallTile patches with conv_pool_tile.cuh's
-// code; a stage whose patches are too few to busy the block splits its input channels over
-// threads and sums the partial tiles in a fixed order through shared memory. The head computes
-// each layer with threads over (column, slice of the inputs), partial sums added in slice order.
+// Napkin math, LeNet-5 at batch 1:
+//   conv1 117.6 K and conv2 240 K multiply-adds over 8 SMs: ~350 clocks each of 128 fp32 lanes.
+//   The time is each thread's dependent chain: conv1 1176 patches of 25 taps (~10 instructions
+//   per tap in a loop, one thread each), conv2 400 patches of 150 taps split over 3 threads;
+//   then bias, tanh and the pooling window (~150 instructions). ~1500 instructions on the
+//   longest chain, ~4 us at ~5 clocks each, plus ~0.5 us per cluster barrier and gather (5).
+//   Head: 236 KB of weights, 30 KB per SM, copied with cp.async while the convolutions run.
+//   Two earlier versions ran everything on one SM (one block of 512 or 1024 threads) and took
+//   29 us and 37 us per call: ncu showed shared-memory issue throttling (mio) and barrier waits
+//   as the main stalls, and one SM pulling the head's 236 KB from L2 (H100, 2026-11-23).
 #include "backends/cuda/conv_net.hpp"
 
+#include <cooperative_groups.h>
 #include <cuda_pipeline.h>
 
 #include <algorithm>
@@ -37,24 +40,37 @@ namespace {
 
 using conv_tile::ConvPoolParams;
 using conv_tile::SmallTile;
+using ChannelTile = conv_tile::Tile<1, 2, 2>;  // a thread's patch: one channel, 2 x 2 positions
 
-constexpr int kThreads = 512;
+constexpr int kBlocks = 8;  // blocks per cluster (per sample): the portable cluster size
+constexpr int kThreads = 256;
+
+// Cluster dimensions are a property of the sm_90+ kernel; older targets compile an empty body
+// (plan_conv_net() never plans it there).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define FDNN_CONV_NET_CLUSTER
+#else
+#define FDNN_CONV_NET_CLUSTER __cluster_dims__(kBlocks, 1, 1)
+#endif
 
 struct Stage {
   ConvPoolParams conv;    // geometry of the small tile over a whole sample, filters, bias
-  int32_t kernel_size;    // 5 or 3: compile-time taps at stride 1; 0: any
   int32_t staged_height;  // rows of one staged input plane
-  int32_t splits;         // slices of the input channels, each summed by its own thread
+  int32_t items;          // patches: out_channels x patch rows x patch columns
+  int32_t items_per_block;
+  int32_t splits;  // slices of the input channels, each summed by its own thread
   int32_t channels_per_split;
-  uint32_t filters;  // float offset of this stage's filter image in shared memory
+  int32_t output_floats;  // per sample
+  uint32_t filters;       // float offset of this stage's SmallTile image in shared memory
 };
 
 struct HeadLayer {
   const float* weight_t;  // [in][padded_out]
   const float* bias;      // [out] or null
   int32_t in, out, padded_out;
-  int32_t columns;  // out rounded up to a whole warp
-  int32_t slices;   // kThreads / columns: threads per column, each over a slice of the inputs
+  int32_t slice;     // columns per block, a multiple of 4
+  int32_t per_column;  // threads per column (kThreads / slice), each over a piece of the inputs
+  uint32_t weights;  // float offset of this block's [in][slice] columns in shared memory
   DeviceEpilogue epilogue;
 };
 
@@ -65,20 +81,35 @@ struct ConvNetParams {
   int32_t output_floats;  // per sample
   int32_t stage_count;
   int32_t head_count;
+  int32_t filter_floats;  // all stages' images, at the start of shared memory
   // Float offsets into shared memory.
   uint32_t staged;   // the current stage's zero-padded input planes
-  uint32_t act[2];   // stage and layer outputs, alternating
+  uint32_t vector;   // a head layer's whole input
+  uint32_t out[2];   // this block's copy of each layer's output, alternating
   uint32_t scratch;  // partial sums (split stages, head layers)
-  uint32_t prefetched;
-  int32_t prefetched_rows;  // rows of head[0].weight_t held at `prefetched`
+  int32_t out_floats;  // the larger output either buffer holds
   Stage stages[kConvNetMaxStages];
   HeadLayer head[kFusedMlpMaxLayers];
 };
 
-// Input plane c of a whole sample ([channels][height][width] at `source`, global or shared) into
-// the staged layout: staged (c, i, j) = input (origin_row + i, origin_col + j), zero outside.
-__device__ void stage_input(const ConvPoolParams& p, int staged_height, const float* source,
-                            float* staged) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // the kernel's pieces, sm_90+ only
+
+// Element e of a layer's output: the sum of the cluster's copies of `buffer` (this block's
+// offset); exactly one of them is not zero there.
+__device__ __forceinline__ float gathered(const float* buffer, int e) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  float sum = 0.0f;
+#pragma unroll
+  for (int b = 0; b < kBlocks; ++b) sum += cluster.map_shared_rank(buffer, b)[e];
+  return sum;
+}
+
+// A stage's input planes ([channels][height][width], from global memory for the first stage or
+// gathered from the cluster's copies of the previous output) into the staged layout:
+// staged (c, i, j) = input (origin_row + i, origin_col + j), zero outside.
+__device__ void stage_input(const ConvPoolParams& p, int staged_height, const float* global,
+                            const float* copies, float* staged) {
   const int rows = p.in_channels * staged_height;
   const int per_row = p.row_pitch;
   for (int q = threadIdx.x; q < rows * per_row; q += kThreads) {
@@ -90,185 +121,201 @@ __device__ void stage_input(const ConvPoolParams& p, int staged_height, const fl
     const int col = p.origin_col + j;
     float value = 0.0f;
     if (j < p.staged_width && row >= 0 && row < p.in_height && col >= 0 && col < p.in_width) {
-      value = source[(c * p.in_height + row) * p.in_width + col];
+      const int e = (c * p.in_height + row) * p.in_width + col;
+      value = global != nullptr ? global[e] : gathered(copies, e);
     }
     staged[c * p.plane_floats + i * p.row_pitch + j] = value;
   }
 }
 
-// One stage: SmallTile patches over input channels [c_begin, c_end) into acc.
-template <int kK>
-__device__ __forceinline__ void accumulate_channels(const ConvPoolParams& p, const float* staged,
-                                                    const float* filters, int g, int ty, int tx,
-                                                    int c_begin, int c_end,
-                                                    float (&acc)[SmallTile::kValues]) {
-  using T = SmallTile;
-  const int taps = p.kernel_height * p.kernel_width;
-  const int stride_height = kK > 0 ? 1 : p.stride_height;
-  const int stride_width = kK > 0 ? 1 : p.stride_width;
-  const float* input = staged + c_begin * p.plane_floats +
-                       ty * T::kR * stride_height * p.row_pitch + tx * T::kC * stride_width;
-  const int weight_step = p.channel_groups * taps * T::kTapStride;
-  const float* weight = filters + (c_begin * p.channel_groups + g) * taps * T::kTapStride;
-  if constexpr (kK > 0) {
-    for (int c = c_begin; c < c_end; ++c) {
-      conv_tile::accumulate_fixed<kK, T>(input, p.row_pitch, weight, acc);
-      input += p.plane_floats;
-      weight += weight_step;
-    }
-  } else {
-    int offset[T::kR][T::kC];
-#pragma unroll
-    for (int dy = 0; dy < T::kR; ++dy)
-#pragma unroll
-      for (int dx = 0; dx < T::kC; ++dx) {
-        offset[dy][dx] = dy * stride_height * p.row_pitch + dx * stride_width;
+// One output channel's 2 x 2 conv positions (patch (ty, tx)) over input channels
+// [c_begin, c_end), the filters read from the SmallTile image (channel o at lane o % 4 of group
+// o / 4). Loops rather than conv_pool.cu's unrolled register tiles: a thread here has one patch,
+// and a short chain matters more than fewer loads.
+__device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p, const float* staged,
+                                                   const float* filters, int o, int ty, int tx,
+                                                   int c_begin, int c_end, float (&acc)[4]) {
+  const int kernel_height = p.kernel_height, kernel_width = p.kernel_width;
+  const int across = p.stride_width;               // the patch's second column
+  const int down = p.stride_height * p.row_pitch;  // its second row
+  const int taps = kernel_height * kernel_width;
+  const int channel_floats = p.channel_groups * taps * SmallTile::kTapStride;
+  const float* input = staged + c_begin * p.plane_floats + ty * 2 * down + tx * 2 * across;
+  const float* weight = filters +
+                        (c_begin * p.channel_groups + o / SmallTile::kCo) * taps *
+                            SmallTile::kTapStride +
+                        o % SmallTile::kCo;
+  for (int c = c_begin; c < c_end; ++c) {
+    const float* row = input;
+    const float* tap = weight;
+#pragma unroll 1
+    for (int kh = 0; kh < kernel_height; ++kh) {
+      for (int kw = 0; kw < kernel_width; ++kw) {
+        const float f = tap[kw * SmallTile::kTapStride];
+        acc[0] = fmaf(row[kw], f, acc[0]);
+        acc[1] = fmaf(row[kw + across], f, acc[1]);
+        acc[2] = fmaf(row[down + kw], f, acc[2]);
+        acc[3] = fmaf(row[down + kw + across], f, acc[3]);
       }
-    for (int c = c_begin; c < c_end; ++c) {
-      conv_tile::accumulate_generic<T>(input, p.row_pitch, weight, p.kernel_height,
-                                       p.kernel_width, offset, acc);
-      input += p.plane_floats;
-      weight += weight_step;
+      row += p.row_pitch;
+      tap += kernel_width * SmallTile::kTapStride;
     }
+    input += p.plane_floats;
+    weight += channel_floats;
   }
 }
 
-// The stage's patches from its staged input into `output` (the sample's output planes).
-template <int kK>
-__device__ void run_stage(const Stage& stage, const float* staged, const float* filters,
+// This block's patches of the stage, from its staged input into `output` (the sample's output
+// planes, zero where other blocks' patches land): thread (slice, patch) sums its slice of the
+// input channels; slices are added in order.
+__device__ void run_stage(const Stage& stage, int rank, const float* staged, const float* filters,
                           float* scratch, float* output) {
-  using T = SmallTile;
   const ConvPoolParams& p = stage.conv;
-  const int per_group = p.patch_rows * p.patch_cols;
-  const int items = p.channel_groups * per_group;
-  const int units = items * stage.splits;
+  const int per_channel = p.patch_rows * p.patch_cols;
+  const int first = rank * stage.items_per_block;
+  const int count = max(0, min(stage.items, first + stage.items_per_block) - first);
+  const int units = count * stage.splits;
   for (int u = threadIdx.x; u < units; u += kThreads) {
-    const int split = u / items;
-    const int item = u - split * items;
-    const int g = item / per_group;
-    const int rest = item - g * per_group;
+    const int split = u / count;
+    const int item = first + u - split * count;
+    const int o = item / per_channel;
+    const int rest = item - o * per_channel;
     const int ty = rest / p.patch_cols;
     const int tx = rest - ty * p.patch_cols;
     const int c_begin = split * stage.channels_per_split;
     const int c_end = min(p.in_channels, c_begin + stage.channels_per_split);
-    float acc[T::kValues];
-#pragma unroll
-    for (int v = 0; v < T::kValues; ++v) acc[v] = 0.0f;
-    accumulate_channels<kK>(p, staged, filters, g, ty, tx, c_begin, c_end, acc);
+    float acc[ChannelTile::kValues] = {0.0f, 0.0f, 0.0f, 0.0f};
+    accumulate_channel(p, staged, filters, o, ty, tx, c_begin, c_end, acc);
     if (stage.splits == 1) {
-      conv_tile::finish_patch<T>(p, acc, output, g, ty, tx);
+      conv_tile::finish_patch<ChannelTile>(p, acc, output, o, ty, tx);
     } else {
-      // [value][unit]: consecutive threads store to consecutive words.
 #pragma unroll
-      for (int v = 0; v < T::kValues; ++v) scratch[v * units + u] = acc[v];
+      for (int v = 0; v < ChannelTile::kValues; ++v) scratch[v * units + u] = acc[v];
     }
   }
   if (stage.splits == 1) return;
   __syncthreads();
-  for (int item = threadIdx.x; item < items; item += kThreads) {
-    float acc[T::kValues];
+  for (int local = threadIdx.x; local < count; local += kThreads) {
+    float acc[ChannelTile::kValues];
 #pragma unroll
-    for (int v = 0; v < T::kValues; ++v) {
-      float sum = scratch[v * units + item];
-      for (int split = 1; split < stage.splits; ++split) sum += scratch[v * units + split * items + item];
+    for (int v = 0; v < ChannelTile::kValues; ++v) {
+      float sum = scratch[v * units + local];
+      for (int split = 1; split < stage.splits; ++split) {
+        sum += scratch[v * units + split * count + local];
+      }
       acc[v] = sum;
     }
-    const int g = item / per_group;
-    const int rest = item - g * per_group;
+    const int item = first + local;
+    const int o = item / per_channel;
+    const int rest = item - o * per_channel;
     const int ty = rest / p.patch_cols;
-    conv_tile::finish_patch<T>(p, acc, output, g, ty, rest - ty * p.patch_cols);
+    conv_tile::finish_patch<ChannelTile>(p, acc, output, o, ty, rest - ty * p.patch_cols);
   }
 }
 
-// One head layer: output[o] = epilogue(bias[o] + sum_i input[i] * W_t[i][o]). Thread (slice, o)
-// sums its slice of the inputs; the slices' sums are added in order. Rows of W_t below
-// `held_rows` come from shared memory (`held`), the rest from global memory.
-__device__ void run_head_layer(const HeadLayer& layer, const float* input, const float* held,
-                               int held_rows, float* scratch, float* output) {
-  const int o = threadIdx.x % layer.columns;
-  const int slice = threadIdx.x / layer.columns;
-  if (slice < layer.slices && o < layer.out) {
-    const int per_slice = (layer.in + layer.slices - 1) / layer.slices;
-    const int begin = slice * per_slice;
-    const int end = min(layer.in, begin + per_slice);
-    const int held_end = min(end, held_rows);
+// This block's columns of a head layer: output[c] = epilogue(bias[c] + sum_i input[i] W_t[i][c])
+// for c in [rank * slice, rank * slice + slice) below out. Thread (piece, column) sums a piece of
+// the inputs; the pieces are added in order.
+__device__ void run_head_layer(const HeadLayer& layer, int rank, const float* input,
+                               const float* weights, float* scratch, float* output) {
+  const int local = threadIdx.x % layer.slice;
+  const int piece = threadIdx.x / layer.slice;
+  const int column = rank * layer.slice + local;
+  if (piece < layer.per_column) {
+    const int per_piece = (layer.in + layer.per_column - 1) / layer.per_column;
+    const int begin = piece * per_piece;
+    const int end = min(layer.in, begin + per_piece);
     float sum = 0.0f;
-    int i = begin;
-    for (; i < held_end; ++i) sum = fmaf(input[i], held[i * layer.padded_out + o], sum);
-#pragma unroll 8
-    for (; i < end; ++i) sum = fmaf(input[i], __ldg(layer.weight_t + i * layer.padded_out + o), sum);
-    scratch[slice * layer.columns + o] = sum;
+    for (int i = begin; i < end; ++i) sum = fmaf(input[i], weights[i * layer.slice + local], sum);
+    scratch[piece * layer.slice + local] = sum;
   }
   __syncthreads();
-  if (threadIdx.x < layer.out) {
+  if (threadIdx.x < layer.slice && column < layer.out) {
     float sum = scratch[threadIdx.x];
-    for (int s = 1; s < layer.slices; ++s) sum += scratch[s * layer.columns + threadIdx.x];
-    if (layer.bias != nullptr) sum += layer.bias[threadIdx.x];
-    output[threadIdx.x] = apply_epilogue(layer.epilogue, sum);
+    for (int piece_index = 1; piece_index < layer.per_column; ++piece_index) {
+      sum += scratch[piece_index * layer.slice + threadIdx.x];
+    }
+    if (layer.bias != nullptr) sum += layer.bias[column];
+    output[column] = apply_epilogue(layer.epilogue, sum);
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) conv_net_kernel(const __grid_constant__ ConvNetParams p) {
+#endif
+
+__global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads)
+    conv_net_kernel(const __grid_constant__ ConvNetParams p) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ float4 shared_memory[];
   float* const smem = reinterpret_cast<float*>(shared_memory);
-  const int64_t n = blockIdx.x;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t n = blockIdx.x / kBlocks;
 
-  // Filters (group 1), then the head's first rows (group 2): the stages wait for the first only.
+  // Every stage's filters (group 1), then this block's columns of every head layer (group 2):
+  // the stages wait for the first only.
   {
     float4* destination = shared_memory;
     for (int s = 0; s < p.stage_count; ++s) {
-      const ConvPoolParams& conv = p.stages[s].conv;
-      const float4* source = reinterpret_cast<const float4*>(conv.weight);
-      for (int i = threadIdx.x; i < conv.weight_floats / 4; i += kThreads) {
+      const float4* source = reinterpret_cast<const float4*>(p.stages[s].conv.weight);
+      for (int i = threadIdx.x; i < p.stages[s].conv.weight_floats / 4; i += kThreads) {
         __pipeline_memcpy_async(destination + i, source + i, 16);
       }
-      destination += conv.weight_floats / 4;
+      destination += p.stages[s].conv.weight_floats / 4;
     }
     __pipeline_commit();
-    if (p.prefetched_rows > 0) {
-      const int chunks = p.prefetched_rows * p.head[0].padded_out / 4;
-      const float4* source = reinterpret_cast<const float4*>(p.head[0].weight_t);
-      float4* held = reinterpret_cast<float4*>(smem + p.prefetched);
-      for (int i = threadIdx.x; i < chunks; i += kThreads) {
-        __pipeline_memcpy_async(held + i, source + i, 16);
+    for (int l = 0; l < p.head_count; ++l) {
+      const HeadLayer& layer = p.head[l];
+      const int chunks_per_row = layer.slice / 4;
+      float* held = smem + layer.weights;
+      for (int q = threadIdx.x; q < layer.in * chunks_per_row; q += kThreads) {
+        const int i = q / chunks_per_row;
+        const int column = rank * layer.slice + (q - i * chunks_per_row) * 4;
+        float* target = held + i * layer.slice + (column - rank * layer.slice);
+        if (column < layer.padded_out) {  // padded_out and slice are multiples of 4
+          __pipeline_memcpy_async(target, layer.weight_t + int64_t{i} * layer.padded_out + column,
+                                  16);
+        } else {
+          *reinterpret_cast<float4*>(target) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
       }
     }
     __pipeline_commit();
   }
 
-  const float* source = p.x + n * p.input_floats;
-  int current = 0;  // the act[] buffer the next output goes to
+  int current = 0;  // the out[] buffer this layer writes
   for (int s = 0; s < p.stage_count; ++s) {
     const Stage& stage = p.stages[s];
-    stage_input(stage.conv, stage.staged_height, source, smem + p.staged);
+    stage_input(stage.conv, stage.staged_height, s == 0 ? p.x + n * p.input_floats : nullptr,
+                smem + p.out[current ^ 1], smem + p.staged);
+    const bool last = s + 1 == p.stage_count && p.head_count == 0;
+    float* output = last ? p.y + n * p.output_floats : smem + p.out[current];
+    if (!last) {
+      for (int e = threadIdx.x; e < stage.output_floats; e += kThreads) output[e] = 0.0f;
+    }
     if (s == 0) __pipeline_wait_prior(1);
     __syncthreads();
-    const bool last = s + 1 == p.stage_count && p.head_count == 0;
-    float* output = last ? p.y + n * p.output_floats : smem + p.act[current];
-    const float* filters = smem + stage.filters;
-    float* scratch = smem + p.scratch;
-    if (stage.kernel_size == 5) {
-      run_stage<5>(stage, smem + p.staged, filters, scratch, output);
-    } else if (stage.kernel_size == 3) {
-      run_stage<3>(stage, smem + p.staged, filters, scratch, output);
-    } else {
-      run_stage<0>(stage, smem + p.staged, filters, scratch, output);
-    }
-    __syncthreads();
-    source = output;
+    run_stage(stage, rank, smem + p.staged, smem + stage.filters, smem + p.scratch, output);
+    cluster.sync();  // every copy of this output is complete before anyone gathers it
     current ^= 1;
   }
   __pipeline_wait_prior(0);
-  __syncthreads();
   for (int l = 0; l < p.head_count; ++l) {
+    const HeadLayer& layer = p.head[l];
+    float* vector = smem + p.vector;
+    for (int i = threadIdx.x; i < layer.in; i += kThreads) vector[i] = gathered(smem + p.out[current ^ 1], i);
     const bool last = l + 1 == p.head_count;
-    float* output = last ? p.y + n * p.output_floats : smem + p.act[current];
-    run_head_layer(p.head[l], source, smem + p.prefetched, l == 0 ? p.prefetched_rows : 0,
-                   smem + p.scratch, output);
+    float* output = last ? p.y + n * p.output_floats : smem + p.out[current];
+    if (!last) {
+      for (int e = threadIdx.x; e < layer.out; e += kThreads) output[e] = 0.0f;
+    }
     __syncthreads();
-    source = output;
+    run_head_layer(layer, rank, vector, smem + layer.weights, smem + p.scratch, output);
+    cluster.sync();  // as after a stage; after the last layer, no block leaves while its shared
+                     // memory may still be read
     current ^= 1;
   }
+#endif
 }
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
@@ -288,15 +335,17 @@ bool conv_net_enabled() {
 bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
                    const std::vector<FusedMlpLayerDesc>& head, int64_t max_batch,
                    const DeviceInfo& device, ConvNetPlan* plan) {
-  if (stages.empty() || stages.size() > static_cast<size_t>(kConvNetMaxStages) ||
+  if (device.major < 9 || stages.empty() ||
+      stages.size() > static_cast<size_t>(kConvNetMaxStages) ||
       head.size() > static_cast<size_t>(kFusedMlpMaxLayers) || max_batch < 1) {
     return false;
   }
   auto launch = std::make_shared<ConvNetLaunch>();
   ConvNetParams& p = launch->params;
   p = ConvNetParams{};
-  int64_t filter_floats = 0, staged_floats = 0, act_floats = 0, scratch_floats = kThreads;
-  int64_t previous_output = -1;  // floats per sample of the previous stage's output
+  int64_t filter_floats = 0, staged_floats = 0, out_floats = 0, vector_floats = 0;
+  int64_t scratch_floats = kThreads;
+  int64_t previous_output = -1;  // floats per sample of the previous layer's output
   for (size_t s = 0; s < stages.size(); ++s) {
     const ConvNetStageDesc& desc = stages[s];
     if (desc.plan == nullptr || desc.weights == nullptr || desc.plan->small.variant < 0) {
@@ -313,33 +362,36 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
       return false;
     }
     previous_output = int64_t{d.out_channels} * d.pooled_height * d.pooled_width;
-    stage.kernel_size =
-        d.kernel_height == d.kernel_width && d.stride_height == 1 && d.stride_width == 1 &&
-                (d.kernel_height == 3 || d.kernel_height == 5)
-            ? d.kernel_height
-            : 0;
+    stage.output_floats = static_cast<int32_t>(previous_output);
     stage.staged_height = static_cast<int32_t>(
         (int64_t{shape.patch_rows} * SmallTile::kR - 1) * d.stride_height + d.kernel_height);
+    const int64_t items = int64_t{d.out_channels} * shape.patch_rows * shape.patch_cols;
+    const int64_t per_block = (items + kBlocks - 1) / kBlocks;
+    stage.items = static_cast<int32_t>(items);
+    stage.items_per_block = static_cast<int32_t>(per_block);
     // Enough slices of the input channels to give every thread a patch, when there are few.
-    const int64_t items = int64_t{shape.channel_groups} * shape.patch_rows * shape.patch_cols;
-    const int64_t wanted = std::max<int64_t>(1, std::min<int64_t>(d.in_channels, kThreads / items));
+    const int64_t wanted =
+        std::max<int64_t>(1, std::min<int64_t>(d.in_channels, kThreads / per_block));
     const int64_t per_split = (d.in_channels + wanted - 1) / wanted;
     stage.channels_per_split = static_cast<int32_t>(per_split);
     stage.splits = static_cast<int32_t>((d.in_channels + per_split - 1) / per_split);
     stage.filters = static_cast<uint32_t>(filter_floats);
     filter_floats += shape.weight_floats;  // a multiple of 4
-    staged_floats = std::max<int64_t>(staged_floats, int64_t{d.in_channels} * stage.conv.plane_floats);
+    staged_floats =
+        std::max<int64_t>(staged_floats, int64_t{d.in_channels} * stage.conv.plane_floats);
     if (stage.splits > 1) {
-      scratch_floats = std::max<int64_t>(scratch_floats, items * stage.splits * SmallTile::kValues);
+      scratch_floats =
+          std::max<int64_t>(scratch_floats, per_block * stage.splits * ChannelTile::kValues);
     }
-    if (s + 1 < stages.size() || !head.empty()) act_floats = std::max(act_floats, previous_output);
+    if (s + 1 < stages.size() || !head.empty()) out_floats = std::max(out_floats, previous_output);
   }
   p.stage_count = static_cast<int32_t>(stages.size());
-  p.output_floats = static_cast<int32_t>(previous_output);
+  p.filter_floats = static_cast<int32_t>(filter_floats);
+  int64_t offset = filter_floats;
   for (size_t l = 0; l < head.size(); ++l) {
     const FusedMlpLayerDesc& layer = head[l];
     if (layer.weight_t == nullptr || layer.in != previous_output || layer.out < 1 ||
-        layer.out > kThreads || layer.padded_out < layer.out || layer.padded_out % 4 != 0) {
+        layer.padded_out < layer.out || layer.padded_out % 4 != 0) {
       return false;
     }
     HeadLayer& h = p.head[l];
@@ -348,37 +400,46 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     h.in = layer.in;
     h.out = layer.out;
     h.padded_out = layer.padded_out;
-    h.columns = static_cast<int32_t>(round_up(layer.out, 32));
-    h.slices = kThreads / h.columns;
+    h.slice = static_cast<int32_t>(round_up((layer.out + kBlocks - 1) / kBlocks, 4));
+    if (h.slice > kThreads) return false;
+    h.per_column = kThreads / h.slice;
+    h.weights = static_cast<uint32_t>(offset);
+    offset += int64_t{layer.in} * h.slice;
     h.epilogue = layer.epilogue;
+    vector_floats = std::max<int64_t>(vector_floats, layer.in);
     previous_output = layer.out;
-    if (l + 1 < head.size()) act_floats = std::max<int64_t>(act_floats, layer.out);
+    if (l + 1 < head.size()) out_floats = std::max<int64_t>(out_floats, layer.out);
   }
   p.head_count = static_cast<int32_t>(head.size());
-  if (!head.empty()) p.output_floats = static_cast<int32_t>(previous_output);
+  p.output_floats = static_cast<int32_t>(previous_output);
+  p.out_floats = static_cast<int32_t>(out_floats);
 
-  // Shared memory: filters, staged input, two activation buffers, scratch, then the head's
-  // first rows in what is left.
-  int64_t offset = filter_floats;
+  // Shared memory: filters, head columns, staged input, the head's input vector, two output
+  // copies, scratch.
   p.staged = static_cast<uint32_t>(offset);
   offset += round_up(staged_floats, 4);
-  for (uint32_t& act : p.act) {
-    act = static_cast<uint32_t>(offset);
-    offset += round_up(act_floats, 4);
+  p.vector = static_cast<uint32_t>(offset);
+  offset += round_up(vector_floats, 4);
+  for (uint32_t& out : p.out) {
+    out = static_cast<uint32_t>(offset);
+    offset += round_up(out_floats, 4);
   }
   p.scratch = static_cast<uint32_t>(offset);
   offset += round_up(scratch_floats, 4);
-  p.prefetched = static_cast<uint32_t>(offset);
-  const int64_t budget = static_cast<int64_t>(device.shared_per_block_optin / sizeof(float));
-  if (offset > budget) return false;
-  if (!head.empty()) {
-    const int64_t rows = std::min<int64_t>(head[0].in, (budget - offset) / head[0].padded_out);
-    p.prefetched_rows = static_cast<int32_t>(rows);
-    offset += rows * head[0].padded_out;
-  }
   launch->shared_bytes = static_cast<size_t>(offset) * sizeof(float);
+  if (launch->shared_bytes > device.shared_per_block_optin) return false;
   if (cudaFuncSetAttribute(conv_net_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(launch->shared_bytes)) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(kBlocks);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = launch->shared_bytes;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, conv_net_kernel, &config) != cudaSuccess ||
+      clusters < 1) {
     cudaGetLastError();
     return false;
   }
@@ -397,7 +458,7 @@ void launch_conv_net(const ConvNetPlan& plan, const float* x, float* y, int64_t 
   ConvNetParams p = plan.launch->params;
   p.x = x;
   p.y = y;
-  launch_kernel(conv_net_kernel, "conv_net_kernel", dim3(static_cast<unsigned>(batch)),
+  launch_kernel(conv_net_kernel, "conv_net_kernel", dim3(static_cast<unsigned>(batch * kBlocks)),
                 dim3(kThreads), plan.launch->shared_bytes, stream, p);
 }
 

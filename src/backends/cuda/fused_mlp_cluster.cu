@@ -157,7 +157,16 @@ size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan) {
 }
 
 bool fused_mlp_cluster_fits(size_t shared_bytes) {
-  // Whether a cluster of 8 blocks with this much shared memory each can be resident at all.
+  // Whether a cluster of 8 blocks with this much shared memory each can be resident at all. The
+  // query answers for the kernel's current limit, 48 KB until it is raised: without raising it
+  // first, chains past 48 KB per block (LeNet-5's 400-120-84-10 head) never took this form once
+  // kernels were readied per plan, and LeNet-5 at batch 1 ran its head on one block of the
+  // tiled kernel (20 us of 30 per call, H100, 2026-11-23).
+  if (cudaFuncSetAttribute(fused_mlp_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(shared_bytes)) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(kBlocks);
   config.blockDim = dim3(kThreads);
