@@ -12,14 +12,19 @@
 //
 // Napkin math, LeNet-5 at batch 1:
 //   conv1 117.6 K and conv2 240 K multiply-adds over 8 SMs: ~350 clocks each of 128 fp32 lanes.
-//   The time is each thread's dependent chain: conv1 1176 patches of 25 taps (~10 instructions
-//   per tap in a loop, one thread each), conv2 400 patches of 150 taps split over 3 threads;
-//   then bias, tanh and the pooling window (~150 instructions). ~1500 instructions on the
-//   longest chain, ~4 us at ~5 clocks each, plus ~0.5 us per cluster barrier and gather (5).
-//   Head: 236 KB of weights, 30 KB per SM, copied with cp.async while the convolutions run.
+//   The time is each thread's dependent chain. A patch is one output channel x 2 x 2 conv
+//   positions; its reduction rows (input channel x kernel row: 5 for conv1, 30 for conv2) are
+//   shared by as many threads as the block has to spare (conv1: 147 patches per block, 3
+//   threads each; conv2: 50 patches, 10 threads each), so a chain is ~10 taps of ~10
+//   instructions, then the sum of the shares, bias, tanh and the pooling window (~200).
+//   ~1000 instructions on the longest chain over both stages and the head, plus 5 cluster
+//   barriers and gathers. Head: 236 KB of weights, 30 KB per SM, copied with cp.async while the
+//   convolutions run.
 //   Two earlier versions ran everything on one SM (one block of 512 or 1024 threads) and took
 //   29 us and 37 us per call: ncu showed shared-memory issue throttling (mio) and barrier waits
-//   as the main stalls, and one SM pulling the head's 236 KB from L2 (H100, 2026-11-23).
+//   as the main stalls, and one SM pulling the head's 236 KB from L2. The first cluster version
+//   (256 threads, a thread per patch over whole input channels, a thread per staged element)
+//   took 22.3 us: 4.1 K instructions per warp at ~11 clocks each (H100, 2026-11-23).
 #include "backends/cuda/conv_net.hpp"
 
 #include <cooperative_groups.h>
@@ -43,7 +48,8 @@ using conv_tile::SmallTile;
 using ChannelTile = conv_tile::Tile<1, 2, 2>;  // a thread's patch: one channel, 2 x 2 positions
 
 constexpr int kBlocks = 8;  // blocks per cluster (per sample): the portable cluster size
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
 
 // Cluster dimensions are a property of the sm_90+ kernel; older targets compile an empty body
 // (plan_conv_net() never plans it there).
@@ -58,8 +64,10 @@ struct Stage {
   int32_t staged_height;  // rows of one staged input plane
   int32_t items;          // patches: out_channels x patch rows x patch columns
   int32_t items_per_block;
-  int32_t splits;  // slices of the input channels, each summed by its own thread
-  int32_t channels_per_split;
+  // A patch sums over in_channels x kernel_height rows of taps; when a block has few patches,
+  // `splits` threads share one, each over rows_per_split of those rows.
+  int32_t splits;
+  int32_t rows_per_split;
   int32_t output_floats;  // per sample
   uint32_t filters;       // float offset of this stage's SmallTile image in shared memory
 };
@@ -107,67 +115,68 @@ __device__ __forceinline__ float gathered(const float* buffer, int e) {
 
 // A stage's input planes ([channels][height][width], from global memory for the first stage or
 // gathered from the cluster's copies of the previous output) into the staged layout:
-// staged (c, i, j) = input (origin_row + i, origin_col + j), zero outside.
+// staged (c, i, j) = input (origin_row + i, origin_col + j), zero outside. A warp per staged row.
 __device__ void stage_input(const ConvPoolParams& p, int staged_height, const float* global,
                             const float* copies, float* staged) {
   const int rows = p.in_channels * staged_height;
-  const int per_row = p.row_pitch;
-  for (int q = threadIdx.x; q < rows * per_row; q += kThreads) {
-    const int row_index = q / per_row;
-    const int j = q - row_index * per_row;
+  const int lane = threadIdx.x % 32;
+  for (int row_index = threadIdx.x / 32; row_index < rows; row_index += kWarps) {
     const int c = row_index / staged_height;
     const int i = row_index - c * staged_height;
     const int row = p.origin_row + i;
-    const int col = p.origin_col + j;
-    float value = 0.0f;
-    if (j < p.staged_width && row >= 0 && row < p.in_height && col >= 0 && col < p.in_width) {
-      const int e = (c * p.in_height + row) * p.in_width + col;
-      value = global != nullptr ? global[e] : gathered(copies, e);
+    const bool row_inside = row >= 0 && row < p.in_height;
+    const int base = (c * p.in_height + row) * p.in_width;
+    float* destination = staged + c * p.plane_floats + i * p.row_pitch;
+    for (int j = lane; j < p.row_pitch; j += 32) {
+      const int col = p.origin_col + j;
+      float value = 0.0f;
+      if (row_inside && j < p.staged_width && col >= 0 && col < p.in_width) {
+        value = global != nullptr ? global[base + col] : gathered(copies, base + col);
+      }
+      destination[j] = value;
     }
-    staged[c * p.plane_floats + i * p.row_pitch + j] = value;
   }
 }
 
-// One output channel's 2 x 2 conv positions (patch (ty, tx)) over input channels
-// [c_begin, c_end), the filters read from the SmallTile image (channel o at lane o % 4 of group
-// o / 4). Loops rather than conv_pool.cu's unrolled register tiles: a thread here has one patch,
-// and a short chain matters more than fewer loads.
+// One output channel's 2 x 2 conv positions (patch (ty, tx)) over reduction rows
+// [r_begin, r_end) (row r: input channel r / kernel_height, kernel row r % kernel_height), the
+// filters read from the SmallTile image (channel o at lane o % 4 of group o / 4). Loops rather
+// than conv_pool.cu's unrolled register tiles: a thread here has a piece of one patch, and a
+// short chain matters more than fewer loads.
 __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p, const float* staged,
                                                    const float* filters, int o, int ty, int tx,
-                                                   int c_begin, int c_end, float (&acc)[4]) {
+                                                   int r_begin, int r_end, float (&acc)[4]) {
   const int kernel_height = p.kernel_height, kernel_width = p.kernel_width;
   const int across = p.stride_width;               // the patch's second column
   const int down = p.stride_height * p.row_pitch;  // its second row
   const int taps = kernel_height * kernel_width;
+  int c = r_begin / kernel_height;
+  int kh = r_begin - c * kernel_height;
+  const float* patch = staged + ty * 2 * down + tx * 2 * across;
+  const float* lane_filters = filters + (o / SmallTile::kCo) * taps * SmallTile::kTapStride +
+                              o % SmallTile::kCo;
   const int channel_floats = p.channel_groups * taps * SmallTile::kTapStride;
-  const float* input = staged + c_begin * p.plane_floats + ty * 2 * down + tx * 2 * across;
-  const float* weight = filters +
-                        (c_begin * p.channel_groups + o / SmallTile::kCo) * taps *
-                            SmallTile::kTapStride +
-                        o % SmallTile::kCo;
-  for (int c = c_begin; c < c_end; ++c) {
-    const float* row = input;
-    const float* tap = weight;
 #pragma unroll 1
-    for (int kh = 0; kh < kernel_height; ++kh) {
-      for (int kw = 0; kw < kernel_width; ++kw) {
-        const float f = tap[kw * SmallTile::kTapStride];
-        acc[0] = fmaf(row[kw], f, acc[0]);
-        acc[1] = fmaf(row[kw + across], f, acc[1]);
-        acc[2] = fmaf(row[down + kw], f, acc[2]);
-        acc[3] = fmaf(row[down + kw + across], f, acc[3]);
-      }
-      row += p.row_pitch;
-      tap += kernel_width * SmallTile::kTapStride;
+  for (int r = r_begin; r < r_end; ++r) {
+    const float* row = patch + c * p.plane_floats + kh * p.row_pitch;
+    const float* tap = lane_filters + c * channel_floats + kh * kernel_width * SmallTile::kTapStride;
+    for (int kw = 0; kw < kernel_width; ++kw) {
+      const float f = tap[kw * SmallTile::kTapStride];
+      acc[0] = fmaf(row[kw], f, acc[0]);
+      acc[1] = fmaf(row[kw + across], f, acc[1]);
+      acc[2] = fmaf(row[down + kw], f, acc[2]);
+      acc[3] = fmaf(row[down + kw + across], f, acc[3]);
     }
-    input += p.plane_floats;
-    weight += channel_floats;
+    if (++kh == kernel_height) {
+      kh = 0;
+      ++c;
+    }
   }
 }
 
 // This block's patches of the stage, from its staged input into `output` (the sample's output
-// planes, zero where other blocks' patches land): thread (slice, patch) sums its slice of the
-// input channels; slices are added in order.
+// planes, zero where other blocks' patches land): thread (split, patch) sums its share of the
+// reduction rows; the shares are added in order.
 __device__ void run_stage(const Stage& stage, int rank, const float* staged, const float* filters,
                           float* scratch, float* output) {
   const ConvPoolParams& p = stage.conv;
@@ -182,10 +191,10 @@ __device__ void run_stage(const Stage& stage, int rank, const float* staged, con
     const int rest = item - o * per_channel;
     const int ty = rest / p.patch_cols;
     const int tx = rest - ty * p.patch_cols;
-    const int c_begin = split * stage.channels_per_split;
-    const int c_end = min(p.in_channels, c_begin + stage.channels_per_split);
+    const int r_begin = split * stage.rows_per_split;
+    const int r_end = min(p.in_channels * p.kernel_height, r_begin + stage.rows_per_split);
     float acc[ChannelTile::kValues] = {0.0f, 0.0f, 0.0f, 0.0f};
-    accumulate_channel(p, staged, filters, o, ty, tx, c_begin, c_end, acc);
+    accumulate_channel(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
     if (stage.splits == 1) {
       conv_tile::finish_patch<ChannelTile>(p, acc, output, o, ty, tx);
     } else {
@@ -369,12 +378,13 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     const int64_t per_block = (items + kBlocks - 1) / kBlocks;
     stage.items = static_cast<int32_t>(items);
     stage.items_per_block = static_cast<int32_t>(per_block);
-    // Enough slices of the input channels to give every thread a patch, when there are few.
+    // Enough shares of the reduction rows to give every thread a piece of a patch.
+    const int64_t reduction_rows = int64_t{d.in_channels} * d.kernel_height;
     const int64_t wanted =
-        std::max<int64_t>(1, std::min<int64_t>(d.in_channels, kThreads / per_block));
-    const int64_t per_split = (d.in_channels + wanted - 1) / wanted;
-    stage.channels_per_split = static_cast<int32_t>(per_split);
-    stage.splits = static_cast<int32_t>((d.in_channels + per_split - 1) / per_split);
+        std::max<int64_t>(1, std::min<int64_t>(reduction_rows, kThreads / per_block));
+    const int64_t per_split = (reduction_rows + wanted - 1) / wanted;
+    stage.rows_per_split = static_cast<int32_t>(per_split);
+    stage.splits = static_cast<int32_t>((reduction_rows + per_split - 1) / per_split);
     stage.filters = static_cast<uint32_t>(filter_floats);
     filter_floats += shape.weight_floats;  // a multiple of 4
     staged_floats =
