@@ -150,7 +150,7 @@ if want bench && [[ -f $LIB ]]; then
     "nvcc -O2 -arch=sm_90 bench/cuda/launch_floor.cu -o /tmp/launch_floor && /tmp/launch_floor"
   if [[ -x /tmp/device_latency ]]; then
     for args in "seed_mlp 1 1 8" "seed_mlp 1 1 1" "lenet5 1 1 8" "lenet5 1 1 1" "lenet5 1 0 8" \
-                "seed_mlp 1024 1 8"; do
+                "lenet5 8 1 8" "seed_mlp 1024 1 8"; do
       set -- $args
       phase "latency $args" 40 /tmp/latency.jsonl /tmp/device_latency \
         "tests/fixtures/golden/$1/model.safetensors" "$2" "$3" "$4"
@@ -164,6 +164,7 @@ if want bench && [[ -f $LIB ]]; then
                 "FP32_TENSOR_CORES=0 seed_mlp 16384" "FP32_TENSOR_CORES=1 seed_mlp 16384" \
                 "FP32_TENSOR_CORES=0 seed_mlp 262144" "FP32_TENSOR_CORES=1 seed_mlp 262144" \
                 "FUSED_CONV=0 lenet5 1" "FUSED_CONV=0 lenet5 1024" \
+                "SINGLE_LAUNCH=0 lenet5 8" "SINGLE_LAUNCH=1 lenet5 1" "SINGLE_LAUNCH=1 lenet5 32" \
                 "FUSED_CONV=0 lenet5 16384" "FUSED_CONV=1 lenet5 16384" \
                 "CUBLASLT=0 linear_gelu 32" "CUBLASLT=1 linear_gelu 32"; do
       set -- $args

@@ -336,17 +336,23 @@ struct ConvNetLaunch {
   size_t shared_bytes = 0;
 };
 
-bool conv_net_enabled() {
+ConvNetMode conv_net_mode() {
   const char* knob = std::getenv("FUSEDNN_CUDA_SINGLE_LAUNCH");
-  return knob == nullptr || std::string(knob) != "0";
+  if (knob == nullptr) return ConvNetMode::Default;
+  const std::string value(knob);
+  if (value == "0") return ConvNetMode::Off;
+  if (value == "1") return ConvNetMode::Always;
+  return ConvNetMode::Default;
 }
 
 bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
-                   const std::vector<FusedMlpLayerDesc>& head, int64_t max_batch,
-                   const DeviceInfo& device, ConvNetPlan* plan) {
+                   const std::vector<FusedMlpLayerDesc>& head, int64_t min_batch,
+                   int64_t max_batch, const DeviceInfo& device, ConvNetPlan* plan) {
+  max_batch = std::min<int64_t>(max_batch, std::max(1, device.sm_count));
   if (device.major < 9 || stages.empty() ||
       stages.size() > static_cast<size_t>(kConvNetMaxStages) ||
-      head.size() > static_cast<size_t>(kFusedMlpMaxLayers) || max_batch < 1) {
+      head.size() > static_cast<size_t>(kFusedMlpMaxLayers) || min_batch < 1 ||
+      max_batch < min_batch) {
     return false;
   }
   auto launch = std::make_shared<ConvNetLaunch>();
@@ -453,7 +459,8 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     cudaGetLastError();
     return false;
   }
-  plan->max_batch = std::min<int64_t>(max_batch, std::max(1, device.sm_count));
+  plan->min_batch = min_batch;
+  plan->max_batch = max_batch;
   plan->launch = std::move(launch);
   return true;
 }
@@ -461,9 +468,9 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
 void launch_conv_net(const ConvNetPlan& plan, const float* x, float* y, int64_t batch,
                      cudaStream_t stream) {
   if (batch <= 0) return;
-  if (plan.launch == nullptr || batch > plan.max_batch) {
-    fail(FDNN_STATUS_INTERNAL_ERROR, "conv_net: a batch of ", batch, " is past the plan's ",
-         plan.max_batch);
+  if (!plan.takes(batch)) {
+    fail(FDNN_STATUS_INTERNAL_ERROR, "conv_net: a batch of ", batch, " is outside the plan's ",
+         plan.min_batch, " to ", plan.max_batch);
   }
   ConvNetParams p = plan.launch->params;
   p.x = x;

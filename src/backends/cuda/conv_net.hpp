@@ -1,13 +1,12 @@
 // A whole LeNet-class network in one launch: Conv2d (+ bias + epilogue + 2x2 pooling) stages
-// followed by an optional fp32 MLP head, one sample per block, every intermediate in shared
-// memory. At small batches the separate launches (one per conv + pool layer, one for the head)
-// cost more than their arithmetic: LeNet-5 at batch 1 took 21.7 us as a graph of three kernels
-// (H100, 2026-11-23). Larger batches keep the per-layer kernels, which share filters and head
-// weights across the samples of a block.
+// followed by an optional fp32 MLP head, one sample per cluster of blocks, every intermediate in
+// shared memory (conv_net.cu). At small batches the separate launches (one per conv + pool
+// layer, one for the head) cost more than their arithmetic. Larger batches keep the per-layer
+// kernels, which share filters and head weights across the samples of a block.
 //
-// Query, then run: plan_conv_net() says at load whether the stages and the head fit one block's
-// shared memory on this device (and readies the kernel); launch_conv_net() runs batches up to
-// plan.max_batch, one block per sample.
+// Query, then run: plan_conv_net() says at load whether the stages and the head fit a block's
+// shared memory on this device (and readies the kernel); launch_conv_net() runs the batches
+// plan.takes().
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -35,22 +34,41 @@ struct ConvNetStageDesc {
 struct ConvNetLaunch;  // the kernel's parameters and launch shape (conv_net.cu)
 
 struct ConvNetPlan {
-  int64_t max_batch = 0;  // batches up to this run as one launch; 0: never
+  int64_t min_batch = 1;  // batches in [min_batch, max_batch] run as one launch
+  int64_t max_batch = 0;
   std::shared_ptr<const ConvNetLaunch> launch;
+  bool takes(int64_t batch) const {
+    return launch != nullptr && batch >= min_batch && batch <= max_batch;
+  }
 };
 
-// The knob: on unless FUSEDNN_CUDA_SINGLE_LAUNCH=0, for comparing (read when a backend is created).
-bool conv_net_enabled();
+// The batches the single launch takes unless FUSEDNN_CUDA_SINGLE_LAUNCH says otherwise: where it
+// measured faster than the per-layer kernels. LeNet-5 on an H100 (2026-11-23), us per call:
+// batch 1 22.4 against 21.0, 2 22.4 / 22.0, 4 22.4 / 23.8, 8 22.3 / 28.0, 16 28.4 / 28.0,
+// 32 47.2 / 28.0. Each layer costs the cluster about what its own kernel costs; what the single
+// launch saves is the gaps between launches (bench/cuda/NOTES.md, version 7).
+constexpr int64_t kConvNetDefaultMinBatch = 4;
+constexpr int64_t kConvNetDefaultMaxBatch = 8;
+
+enum class ConvNetMode {
+  Off,      // FUSEDNN_CUDA_SINGLE_LAUNCH=0: the per-layer kernels always
+  Default,  // unset: batches kConvNetDefaultMinBatch to kConvNetDefaultMaxBatch
+  Always,   // FUSEDNN_CUDA_SINGLE_LAUNCH=1: every batch up to the SM count (for comparing, tests)
+};
+
+// The knob, read when a backend is created; not an API.
+ConvNetMode conv_net_mode();
 
 // Whether `stages` then `head` (fp32 layers as the fused MLP has them, weights on the device;
-// empty for none) run as one kernel on this device, for batches up to min(max_batch, SM count).
-// The stages must feed one another and the head must read the last stage's output. Fills *plan
-// and sets the kernel's shared-memory attribute; false when anything does not fit. Never throws.
+// empty for none) run as one kernel on this device (compute capability 9.0 and newer), for
+// batches from min_batch to min(max_batch, SM count). The stages must feed one another and the
+// head must read the last stage's output. Fills *plan and readies the kernel; false when
+// anything does not fit. Never throws.
 bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
-                   const std::vector<FusedMlpLayerDesc>& head, int64_t max_batch,
-                   const DeviceInfo& device, ConvNetPlan* plan);
+                   const std::vector<FusedMlpLayerDesc>& head, int64_t min_batch,
+                   int64_t max_batch, const DeviceInfo& device, ConvNetPlan* plan);
 
-// y[batch][output] = network(x[batch][input]) for 1 <= batch <= plan.max_batch.
+// y[batch][output] = network(x[batch][input]) for a batch plan.takes().
 void launch_conv_net(const ConvNetPlan& plan, const float* x, float* y, int64_t batch,
                      cudaStream_t stream);
 

@@ -597,10 +597,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       if (compute != CUBLAS_COMPUTE_32F) effective_precision_ = precision_;
     }
   }
-  if (fused_conv && conv_net_enabled()) plan_single_launch();
-  // The per-layer kernels batches past the single launch reach. Readying a kernel loads it, and
-  // a first model in a process waits for each one it loads (bench/cuda/cold_start.cpp).
-  if (max_batch_ > single_launch_.max_batch) {
+  if (fused_conv) plan_single_launch();
+  // The per-layer kernels batches outside the single launch reach. Readying a kernel loads it,
+  // and a first model in a process waits for each one it loads (bench/cuda/cold_start.cpp).
+  if (!single_launch_.takes(1) || !single_launch_.takes(max_batch_)) {
     for (const Op& op : ops_) {
       const int64_t rows = max_batch_ * p.steps[op.first_step].rows_per_sample;
       if (op.kind == OpKind::FusedMlp) prepare_fused_mlp_kernels(op.mlp, rows, device_);
@@ -615,9 +615,16 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
 }
 
 // LeNet-class plans, a stack of fused conv (+ pool) ops and an optional fp32 MLP head with
-// nothing else in between, also get the whole network as one kernel (conv_net.hpp) for batches
-// up to the SM count: the launches, not the arithmetic, are what such batches wait on.
+// nothing else in between, also get the whole network as one kernel (conv_net.hpp) for the
+// batches where that measured faster (every batch up to the SM count with
+// FUSEDNN_CUDA_SINGLE_LAUNCH=1, none with 0).
 void CudaBackend::plan_single_launch() {
+  const ConvNetMode mode = conv_net_mode();
+  if (mode == ConvNetMode::Off) return;
+  const int64_t min_batch = mode == ConvNetMode::Always ? 1 : kConvNetDefaultMinBatch;
+  const int64_t max_batch =
+      mode == ConvNetMode::Always ? max_batch_ : std::min(max_batch_, kConvNetDefaultMaxBatch);
+  if (max_batch < min_batch) return;
   const Plan& p = *plan_;
   std::vector<ConvNetStageDesc> stages;
   std::vector<FusedMlpLayerDesc> head;
@@ -640,7 +647,9 @@ void CudaBackend::plan_single_launch() {
   }
   if (ops_.size() < 2 || p.values[expected_input].storage != Storage::ModelOutput) return;
   ConvNetPlan plan;
-  if (plan_conv_net(stages, head, max_batch_, device_, &plan)) single_launch_ = std::move(plan);
+  if (plan_conv_net(stages, head, min_batch, max_batch, device_, &plan)) {
+    single_launch_ = std::move(plan);
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -769,7 +778,7 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
     launch_layer_norm(args, device_, stream);
   };
 
-  if (batch <= single_launch_.max_batch) {
+  if (single_launch_.takes(batch)) {
     launch_conv_net(single_launch_, input, output, batch, stream);
     return;
   }

@@ -103,10 +103,10 @@ class CudaBackend final : public Backend {
   bool device_graphs_repointable() const { return device_graphs_repointable_; }
   // Kernel launches one run of `batch` samples makes (graphs pay off from two).
   int launches_per_run(int64_t batch) const {
-    return batch <= single_launch_.max_batch ? 1 : launches_per_run_;
+    return single_launch_.takes(batch) ? 1 : launches_per_run_;
   }
-  // The whole network as one kernel for batches up to its max_batch (conv_net.hpp); max_batch 0
-  // when the plan is not a stack of fused conv layers with an optional MLP head.
+  // The whole network as one kernel for the batches it takes (conv_net.hpp); none when the plan
+  // is not a stack of fused conv layers with an optional MLP head.
   const ConvNetPlan& single_launch() const { return single_launch_; }
   const std::vector<Op>& ops() const { return ops_; }
 

@@ -486,14 +486,17 @@ TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChains) {
 #endif
 }
 
-// The fused path against the CPU, with the whole-network launch (conv_net.cu, the default where
-// the net is a conv stack with an optional MLP head: batches up to the SM count) and without it
-// (the per-layer kernels at every batch), and (with the CUDA runtime) the launches it saves.
+// The fused path against the CPU, with the whole-network launch (conv_net.cu, where the net is a
+// conv stack with an optional MLP head) at every batch up to the SM count and without it (the
+// per-layer kernels at every batch), and (with the CUDA runtime) the launches it saves.
 void expect_fused_conv_matches_cpu(const Net& net, const std::vector<int64_t>& batches,
                                    uint32_t seed, int launches_saved, const std::string& what) {
   {
     ScopedEnvironment on("FUSEDNN_CUDA_FUSED_CONV", "1");
-    expect_matches_cpu(net, batches, seed, what);
+    {
+      ScopedEnvironment single("FUSEDNN_CUDA_SINGLE_LAUNCH", "1");
+      expect_matches_cpu(net, batches, seed, what + ", one launch up to the SM count");
+    }
     ScopedEnvironment per_layer("FUSEDNN_CUDA_SINGLE_LAUNCH", "0");
     expect_matches_cpu(net, batches, seed + 1000, what + ", one launch per layer");
   }
@@ -595,11 +598,12 @@ TEST(CudaBackend, FusedConvPoolGeometries) {
   expect_fused_conv_matches_cpu(stacked, batches, 518, 2, "two conv + pool layers, pool output");
 }
 
-// The whole network in one launch (conv_net.cu) up to the SM count, the per-layer kernels past
-// it: checked against the CPU by the FusedConv tests (which run every net both ways); here, the
-// launches a run makes on each side of the SM count, on nets that take the single launch (a
-// conv stack with and without an MLP head, 5x5, 3x3 and strided taps, max and average pooling,
-// a conv without pooling) and on one that does not (an activation before the first conv).
+// The whole network in one launch (conv_net.cu): checked against the CPU by the FusedConv tests
+// (which run every net with it forced on up to the SM count and with it off); here, the
+// launches a run makes: by default one for batches 4 to 8 and one per layer outside them;
+// FUSEDNN_CUDA_SINGLE_LAUNCH=1, one up to the SM count; =0, one per layer. On nets that take
+// it (a conv stack with and without an MLP head, 5x5, 3x3 and strided taps, max and average
+// pooling, a conv without pooling) and one that does not (an activation before the first conv).
 TEST(CudaBackend, WholeConvNetInOneLaunch) {
   REQUIRE_CUDA();
   Net three({2, 24, 20});  // three stages: 5x5 + max pool, 3x3 stride 2 + avg pool, 3x3 alone
@@ -635,16 +639,26 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
                         {"activation before the conv", relu_first, false, 3}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
+    const int single = c.single ? 1 : c.per_layer;
     int kernels = -1;
+    count_kernels(c.net, 8, &kernels);
+    EXPECT_EQ(kernels, single) << "batch 8";
     count_kernels(c.net, 3, &kernels);
-    EXPECT_EQ(kernels, c.single ? 1 : c.per_layer) << "batch 3";
-    count_kernels(c.net, sms, &kernels);
-    EXPECT_EQ(kernels, c.single ? 1 : c.per_layer) << "batch " << sms << " (the SM count)";
-    count_kernels(c.net, sms + 1, &kernels);
-    EXPECT_EQ(kernels, c.per_layer) << "batch " << sms + 1;
+    EXPECT_EQ(kernels, c.per_layer) << "batch 3";
+    count_kernels(c.net, 9, &kernels);
+    EXPECT_EQ(kernels, c.per_layer) << "batch 9";
+    {
+      ScopedEnvironment always("FUSEDNN_CUDA_SINGLE_LAUNCH", "1");
+      count_kernels(c.net, 1, &kernels);
+      EXPECT_EQ(kernels, single) << "batch 1, FUSEDNN_CUDA_SINGLE_LAUNCH=1";
+      count_kernels(c.net, sms, &kernels);
+      EXPECT_EQ(kernels, single) << "batch " << sms << " (the SM count), FUSEDNN_CUDA_SINGLE_LAUNCH=1";
+      count_kernels(c.net, sms + 1, &kernels);
+      EXPECT_EQ(kernels, c.per_layer) << "batch " << sms + 1 << ", FUSEDNN_CUDA_SINGLE_LAUNCH=1";
+    }
     ScopedEnvironment off("FUSEDNN_CUDA_SINGLE_LAUNCH", "0");
-    count_kernels(c.net, 3, &kernels);
-    EXPECT_EQ(kernels, c.per_layer) << "batch 3, FUSEDNN_CUDA_SINGLE_LAUNCH=0";
+    count_kernels(c.net, 8, &kernels);
+    EXPECT_EQ(kernels, c.per_layer) << "batch 8, FUSEDNN_CUDA_SINGLE_LAUNCH=0";
   }
 #endif
 }
