@@ -43,12 +43,13 @@ struct ConvNetPlan {
 };
 
 // The batches the single launch takes unless FUSEDNN_CUDA_SINGLE_LAUNCH says otherwise: where it
-// measured faster than the per-layer kernels. LeNet-5 on an H100 (2026-11-23), us per call:
-// batch 1 22.4 against 21.0, 2 22.4 / 22.0, 4 22.4 / 23.8, 8 22.3 / 28.0, 16 28.4 / 28.0,
+// measured faster than the per-layer kernels. LeNet-5 on an H100 (2026-11-23), us per call, one
+// launch against one per layer: batch 1 22.4 / 21.0, 2 22.4 / 22.0, 3 22.2 / 23.2,
+// 4 22.4 / 23.8, 5 22.1 / 26.4, 6 22.1 / 27.0, 8 22.3 / 28.0, 12 22.7 / 27.7, 16 28.4 / 28.0,
 // 32 47.2 / 28.0. Each layer costs the cluster about what its own kernel costs; what the single
 // launch saves is the gaps between launches (bench/cuda/NOTES.md, version 7).
-constexpr int64_t kConvNetDefaultMinBatch = 4;
-constexpr int64_t kConvNetDefaultMaxBatch = 8;
+constexpr int64_t kConvNetDefaultMinBatch = 3;
+constexpr int64_t kConvNetDefaultMaxBatch = 12;
 
 enum class ConvNetMode {
   Off,      // FUSEDNN_CUDA_SINGLE_LAUNCH=0: the per-layer kernels always

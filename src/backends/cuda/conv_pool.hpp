@@ -10,8 +10,9 @@
 // tiles; build_conv_pool_weights() lays the filters out as the chosen kernels read them;
 // launch_conv_pool() picks samples per block and row slabs for the batch and launches.
 //
-// Off unless FUSEDNN_CUDA_FUSED_CONV=1 when the backend is created, until it has been validated
-// and timed on a GPU (bench/cuda/NOTES.md, "Version 4").
+// On unless FUSEDNN_CUDA_FUSED_CONV=0 when the backend is created (validated and timed on an H100,
+// bench/cuda/NOTES.md). The register-tile code itself is in conv_pool_tile.cuh, which conv_net.cu
+// shares.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -391,7 +391,15 @@ void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
     prepare_fused_mlp_block_kernels(max_rows, device);
     if (max_rows <= kFusedMlpBlockMaxRows) return;
   }
-  if (plan.cluster_shared_bytes > 0) prepare_fused_mlp_cluster_kernel(device);
+  if (plan.cluster_shared_bytes > 0) {
+    prepare_fused_mlp_cluster_kernel(device);
+    // launch_fused_mlp takes the cluster form for every batch up to max_rows: the tiles are never
+    // launched (LeNet-5's head at max_batch 1 loaded all three).
+    if ((max_rows + kFusedMlpClusterRows - 1) / kFusedMlpClusterRows * kFusedMlpClusterBlocks <=
+        device.sm_count) {
+      return;
+    }
+  }
   const int bytes = static_cast<int>(device.shared_per_block_optin);
   FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_kernel<SmallTile>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
