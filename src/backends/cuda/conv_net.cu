@@ -159,7 +159,8 @@ __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p, cons
 #pragma unroll 1
   for (int r = r_begin; r < r_end; ++r) {
     const float* row = patch + c * p.plane_floats + kh * p.row_pitch;
-    const float* tap = lane_filters + c * channel_floats + kh * kernel_width * SmallTile::kTapStride;
+    const float* tap =
+        lane_filters + c * channel_floats + kh * kernel_width * SmallTile::kTapStride;
     for (int kw = 0; kw < kernel_width; ++kw) {
       const float f = tap[kw * SmallTile::kTapStride];
       acc[0] = fmaf(row[kw], f, acc[0]);
@@ -312,7 +313,9 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads)
   for (int l = 0; l < p.head_count; ++l) {
     const HeadLayer& layer = p.head[l];
     float* vector = smem + p.vector;
-    for (int i = threadIdx.x; i < layer.in; i += kThreads) vector[i] = gathered(smem + p.out[current ^ 1], i);
+    for (int i = threadIdx.x; i < layer.in; i += kThreads) {
+      vector[i] = gathered(smem + p.out[current ^ 1], i);
+    }
     const bool last = l + 1 == p.head_count;
     float* output = last ? p.y + n * p.output_floats : smem + p.out[current];
     if (!last) {

@@ -80,13 +80,13 @@ const Variant kVariants[] = {
     {conv_pool_kernel<5, Tile6x2x4>, "conv_pool_kernel<5x5, 6x2x4>", 5, 6, 2, 4, false},
     {conv_pool_kernel<5, Tile8x2x4>, "conv_pool_kernel<5x5, 8x2x4>", 5, 8, 2, 4, false},
     {conv_pool_kernel<5, Tile8x2x2>, "conv_pool_kernel<5x5, 8x2x2>", 5, 8, 2, 2, false},
-    {small_tile_conv_pool_kernel(5), "conv_pool_kernel<5x5, 4x2x2>", 5, 4, 2, 2, true},
+    {small_tile_conv_pool_kernel_5x5(), "conv_pool_kernel<5x5, 4x2x2>", 5, 4, 2, 2, true},
     {conv_pool_kernel<3, Tile6x2x4>, "conv_pool_kernel<3x3, 6x2x4>", 3, 6, 2, 4, false},
     {conv_pool_kernel<3, Tile8x2x4>, "conv_pool_kernel<3x3, 8x2x4>", 3, 8, 2, 4, false},
     {conv_pool_kernel<3, Tile8x2x2>, "conv_pool_kernel<3x3, 8x2x2>", 3, 8, 2, 2, false},
-    {small_tile_conv_pool_kernel(3), "conv_pool_kernel<3x3, 4x2x2>", 3, 4, 2, 2, true},
+    {small_tile_conv_pool_kernel_3x3(), "conv_pool_kernel<3x3, 4x2x2>", 3, 4, 2, 2, true},
     {conv_pool_kernel<0, Tile8x2x4>, "conv_pool_kernel<any, 8x2x4>", 0, 8, 2, 4, false},
-    {small_tile_conv_pool_kernel(0), "conv_pool_kernel<any, 4x2x2>", 0, 4, 2, 2, true},
+    {small_tile_conv_pool_kernel_any(), "conv_pool_kernel<any, 4x2x2>", 0, 4, 2, 2, true},
 };
 constexpr int kVariantCount = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 

@@ -1,7 +1,7 @@
 // The fused conv + pool kernel (design in conv_pool.cu) as a template over the taps (5 or 3 at
 // stride 1, 0 for any) and the register tile. conv_pool.cu instantiates the large tiles and
-// conv_pool_small.cu the small one: with CUDA's lazy loading a model that only ever launches the
-// small tile (batches under the SM count) loads only that file's module.
+// conv_pool_small_*.cu the small one, one file per kernel size: with CUDA's lazy loading a model
+// that only launches the small tile (batches under the SM count) loads only that file's module.
 #pragma once
 
 #include <cuda_pipeline.h>
@@ -120,7 +120,9 @@ __global__ void __launch_bounds__(kConvPoolThreads, 2)
 
 using ConvPoolKernel = void (*)(ConvPoolParams);
 
-// conv_pool_kernel<kernel_size, SmallTile> (kernel_size 5, 3 or 0), from conv_pool_small.cu.
-ConvPoolKernel small_tile_conv_pool_kernel(int kernel_size);
+// conv_pool_kernel<5 / 3 / 0, SmallTile>, each from a file of its own (conv_pool_small_*.cu).
+ConvPoolKernel small_tile_conv_pool_kernel_5x5();
+ConvPoolKernel small_tile_conv_pool_kernel_3x3();
+ConvPoolKernel small_tile_conv_pool_kernel_any();
 
 }  // namespace fusednn::cuda::conv_tile

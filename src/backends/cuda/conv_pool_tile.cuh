@@ -169,9 +169,9 @@ __device__ __forceinline__ void apply_epilogue_to_all(const DeviceEpilogue& epil
 }
 
 // Bias, epilogue, pooling and the stores of one patch: channel group g, patch (ty, tx) of a whole
-// sample whose output planes start at `y` (global or shared memory). One channel at a time, so that the epilogue's temporaries sit next to one
-// channel's kR x kC values (the whole tile at once spilled) and channels past out_channels (the
-// group's padding) skip it.
+// sample whose output planes start at `y_sample` (global or shared memory). One channel at a
+// time, so that the epilogue's temporaries sit next to one channel's kR x kC values (the whole
+// tile at once spilled) and channels past out_channels (the group's padding) skip it.
 template <class T>
 __device__ __forceinline__ void finish_patch(const ConvPoolParams& p,
                                              const float (&acc)[T::kValues], float* y_sample,

@@ -654,7 +654,7 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
       count_kernels(c.net, 1, &kernels);
       EXPECT_EQ(kernels, single) << "batch 1, FUSEDNN_CUDA_SINGLE_LAUNCH=1";
       count_kernels(c.net, sms, &kernels);
-      EXPECT_EQ(kernels, single) << "batch " << sms << " (the SM count), FUSEDNN_CUDA_SINGLE_LAUNCH=1";
+      EXPECT_EQ(kernels, single) << "batch " << sms << ", the SM count, FUSEDNN_CUDA_SINGLE_LAUNCH=1";
       count_kernels(c.net, sms + 1, &kernels);
       EXPECT_EQ(kernels, c.per_layer) << "batch " << sms + 1 << ", FUSEDNN_CUDA_SINGLE_LAUNCH=1";
     }
