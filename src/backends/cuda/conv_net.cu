@@ -49,7 +49,6 @@ using ChannelTile = conv_tile::Tile<1, 2, 2>;  // a thread's patch: one channel,
 
 constexpr int kBlocks = 8;  // blocks per cluster (per sample): the portable cluster size
 constexpr int kThreads = 512;
-constexpr int kWarps = kThreads / 32;
 
 // Cluster dimensions are a property of the sm_90+ kernel; older targets compile an empty body
 // (plan_conv_net() never plans it there).
@@ -101,6 +100,8 @@ struct ConvNetParams {
 };
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // the kernel's pieces, sm_90+ only
+
+constexpr int kWarps = kThreads / 32;
 
 // Element e of a layer's output: the sum of the cluster's copies of `buffer` (this block's
 // offset); exactly one of them is not zero there.

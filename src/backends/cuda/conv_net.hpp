@@ -2,7 +2,9 @@
 // followed by an optional fp32 MLP head, one sample per cluster of blocks, every intermediate in
 // shared memory (conv_net.cu). At small batches the separate launches (one per conv + pool
 // layer, one for the head) cost more than their arithmetic. Larger batches keep the per-layer
-// kernels, which share filters and head weights across the samples of a block.
+// kernels, which share filters and head weights across the samples of a block. The head runs in
+// fp32 whatever the model's precision (the convolutions already do), so a reduced-precision
+// model is more exact at the batches this takes.
 //
 // Query, then run: plan_conv_net() says at load whether the stages and the head fit a block's
 // shared memory on this device (and readies the kernel); launch_conv_net() runs the batches
