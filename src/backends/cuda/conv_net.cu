@@ -88,13 +88,11 @@ struct ConvNetParams {
   int32_t output_floats;  // per sample
   int32_t stage_count;
   int32_t head_count;
-  int32_t filter_floats;  // all stages' images, at the start of shared memory
-  // Float offsets into shared memory.
+  // Float offsets into shared memory (every stage's filter image first, from 0).
   uint32_t staged;   // the current stage's zero-padded input planes
   uint32_t vector;   // a head layer's whole input
   uint32_t out[2];   // this block's copy of each layer's output, alternating
   uint32_t scratch;  // partial sums (split stages, head layers)
-  int32_t out_floats;  // the larger output either buffer holds
   Stage stages[kConvNetMaxStages];
   HeadLayer head[kFusedMlpMaxLayers];
 };
@@ -406,7 +404,6 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     if (s + 1 < stages.size() || !head.empty()) out_floats = std::max(out_floats, previous_output);
   }
   p.stage_count = static_cast<int32_t>(stages.size());
-  p.filter_floats = static_cast<int32_t>(filter_floats);
   int64_t offset = filter_floats;
   for (size_t l = 0; l < head.size(); ++l) {
     const FusedMlpLayerDesc& layer = head[l];
@@ -432,7 +429,6 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
   }
   p.head_count = static_cast<int32_t>(head.size());
   p.output_floats = static_cast<int32_t>(previous_output);
-  p.out_floats = static_cast<int32_t>(out_floats);
 
   // Shared memory: filters, head columns, staged input, the head's input vector, two output
   // copies, scratch.
