@@ -105,9 +105,6 @@ class CudaBackend final : public Backend {
   int launches_per_run(int64_t batch) const {
     return single_launch_.takes(batch) ? 1 : launches_per_run_;
   }
-  // The whole network as one kernel for the batches it takes (conv_net.hpp); none when the plan
-  // is not a stack of fused conv layers with an optional MLP head.
-  const ConvNetPlan& single_launch() const { return single_launch_; }
   const std::vector<Op>& ops() const { return ops_; }
 
   // For tests: every cuBLASLt step refuses cuBLASLt from now on (for batch sizes not run yet),
@@ -134,6 +131,8 @@ class CudaBackend final : public Backend {
   std::vector<int64_t> value_offset_;  // device workspace offset (floats) of each workspace value
   int64_t workspace_floats_ = 0;
   int launches_per_run_ = 0;
+  // The whole network as one kernel for the batches it takes (conv_net.hpp); none when the plan
+  // is not a stack of fused conv layers with an optional MLP head.
   ConvNetPlan single_launch_;
 };
 
