@@ -8,6 +8,8 @@
 // kept in PyTorch's [out][in] layout; FUSEDNN_CUDA_CUBLASLT=0 sends fp32 models to the fused
 // kernel's column-split form instead, for comparing); the epilogue ops cuBLASLt cannot fuse run as in-place elementwise passes,
 // and the tiled GEMM of linear.cu stands in where cuBLASLt has no algorithm or is not loaded.
+// In fp32 models, runs of up to 32 rows of such a layer take the small-batch kernel instead
+// (small_batch_linear.hpp) where its plan says it is faster.
 #include "backends/cuda/cuda_backend.hpp"
 
 #include <algorithm>
@@ -28,6 +30,7 @@
 #include "backends/cuda/linear.hpp"
 #include "backends/cuda/linear_cublaslt.hpp"
 #include "backends/cuda/pool2d.hpp"
+#include "backends/cuda/small_batch_linear.hpp"
 #include "backends/cuda/softmax.hpp"
 #include "common/elementwise_op.hpp"
 #include "common/error.hpp"
@@ -344,6 +347,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   // on an H100 (2026-11-23). FUSEDNN_CUDA_FOLD_ROW_OPS=0 keeps the row kernel, for comparing.
   const char* fold_knob = std::getenv("FUSEDNN_CUDA_FOLD_ROW_OPS");
   const bool fold_row_ops = fold_knob == nullptr || std::string(fold_knob) != "0";
+  // Lone wide Linear layers at up to 32 rows on the small-batch kernel rather than cuBLASLt (fp32
+  // models). FUSEDNN_CUDA_SMALL_BATCH_LINEAR=0 keeps them on cuBLASLt, for comparing.
+  const char* small_batch_knob = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_LINEAR");
+  const bool small_batch_linear =
+      small_batch_knob == nullptr || std::string(small_batch_knob) != "0";
 
   WeightBlob blob;
   std::vector<uint32_t> tensor_core_blob;  // images, each on 16 bytes
@@ -492,6 +500,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           ref.lt_activation = cublaslt_activation(step.epilogue);
           op.epilogue =
               split_cublaslt_epilogue(step.epilogue, cublaslt_fused_ops(ref.lt_activation));
+          if (precision_ == Precision::FP32 && small_batch_linear) {
+            plan_small_batch_linear(as_int32(step.in_features, step, "in_features"),
+                                    as_int32(step.out_features, step, "out_features"), device_,
+                                    &op.small_batch);
+          }
           if (p.values[step.inputs.front()].storage == Storage::ModelInput ||
               p.values[step.output].storage == Storage::ModelOutput) {
             device_graphs_repointable_ = false;
@@ -596,6 +609,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           cublaslt_workspace_bytes_, compute);
       if (compute != CUBLAS_COMPUTE_32F) effective_precision_ = precision_;
     }
+    if (op.kind == OpKind::CublasLtLinear) prepare_small_batch_linear_kernel(op.small_batch);
   }
   if (fused_conv) plan_single_launch();
   // The per-layer kernels batches outside the single launch reach. Readying a kernel loads it,
@@ -805,15 +819,8 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
       }
       case OpKind::CublasLtLinear: {
         const int64_t rows = batch * step.rows_per_sample;
-        if (op.lt) {
-          const CublasLtLinear::Choice& choice = op.lt->choose(rows, x, y);
-          if (choice.usable) {
-            op.lt->run(choice, x, y, cublaslt_workspace, stream);
-            break;
-          }
-        }
-        // No cuBLASLt algorithm for this shape (choice.reason says why): the tiled GEMM, which
-        // applies the bias and the ops cuBLASLt would have fused, so the passes stay the same.
+        // The small-batch kernel and the tiled GEMM apply the bias and the ops cuBLASLt's
+        // epilogue would have fused, so the passes after them stay the same.
         LinearArgs args;
         args.x = x;
         args.weight = op.weight;
@@ -823,6 +830,18 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         args.in = static_cast<int32_t>(step.in_features);
         args.out = static_cast<int32_t>(step.out_features);
         args.epilogue = op.epilogue.front();
+        if (small_batch_linear_takes(op.small_batch, rows, x)) {
+          launch_small_batch_linear(op.small_batch, args, stream);
+          break;
+        }
+        if (op.lt) {
+          const CublasLtLinear::Choice& choice = op.lt->choose(rows, x, y);
+          if (choice.usable) {
+            op.lt->run(choice, x, y, cublaslt_workspace, stream);
+            break;
+          }
+        }
+        // No cuBLASLt algorithm for this shape (choice.reason says why): the tiled GEMM.
         launch_linear(args, device_, stream);
         break;
       }

@@ -19,6 +19,7 @@
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/fused_mlp_tensor_core.hpp"
 #include "backends/cuda/linear_cublaslt.hpp"
+#include "backends/cuda/small_batch_linear.hpp"
 #include "planner/plan.hpp"
 
 namespace fusednn::cuda {
@@ -56,6 +57,9 @@ struct Op {
   // the row kernel runs from there (LayerNorm's gamma and beta in weight and bias).
   int row_tail_input = -1;
   std::unique_ptr<CublasLtLinear> lt;    // CublasLtLinear only
+  // CublasLtLinear in fp32 models: the kernel that takes runs of a few rows instead, where the
+  // shape allows (small_batch_linear.hpp).
+  SmallBatchLinearPlan small_batch;
   ConvPoolPlan conv_pool;                // ConvPool only
   // [0] applied by the kernel (for CublasLtLinear: what cuBLASLt's epilogue fuses after the
   // bias, which the fallback GEMM applies the same), the rest in place after it.

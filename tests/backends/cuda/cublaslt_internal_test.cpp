@@ -26,9 +26,12 @@ using namespace fusednn_cuda_test;
 
 // cuBLASLt is the default for fp32 models; pinned on here in case the default or the caller's
 // environment (FUSEDNN_CUDA_CUBLASLT=0) says otherwise.
+// The small-batch kernel, which takes these layers' runs of up to 32 rows by default, is off
+// except where a test turns it on, so that cuBLASLt and its fallback are checked at every size.
 class CublasLtInternal : public ::testing::Test {
  protected:
   ScopedEnvironment cublaslt_on_{"FUSEDNN_CUDA_CUBLASLT", "1"};
+  ScopedEnvironment small_batch_off_{"FUSEDNN_CUDA_SMALL_BATCH_LINEAR", "0"};
 };
 using fusednn::cuda::CublasLtLinear;
 using fusednn::cuda::CudaBackend;
@@ -229,6 +232,50 @@ TEST_F(CublasLtInternal, FallbackGemmWhenCublasLtRefuses) {
   Net rows({5, 300});
   rows.linear("fc", 300, 520).act(kSiLU);
   expect_matches_cpu(rows, few_batches(), seed++, "300 -> 520 over [5, 300]", hooks);
+}
+
+// Which runs the small-batch kernel takes: 1 to 32 rows of a planned shape (sm_90+, input
+// width a multiple of 4, not so large that cuBLASLt is faster), none with the knob off, and
+// never 33 rows; where it takes every run,
+// no cublasLtMatmul is queued. The results are checked against the CPU as everywhere.
+TEST_F(CublasLtInternal, SmallBatchKernelTakesUpTo32Rows) {
+  REQUIRE_CUDA();
+  struct Case {
+    Net net;
+    const char* knob;
+    std::vector<int64_t> batches;
+    bool planned_on_hopper;
+    bool all_small;
+  };
+  const Case cases[] = {
+      {lone(768, 3072, true, {kGeluTanh}), "1", {1, 32}, true, true},
+      {lone(300, 520, false, {kReLU, kScale}), "1", {7}, true, true},
+      {lone(3072, 768, false, {kReLU}), "1", {7}, false, false},  // cuBLASLt measured faster
+      {lone(768, 3072, true, {kGeluTanh}), "1", {33}, true, false},
+      {lone(768, 3072, true, {kGeluTanh}), "0", {1, 32}, false, false},
+      {lone(30, 300, true, {kSiLU}), "1", {1, 32}, false, false},
+  };
+  uint32_t seed = 2400;
+  for (const Case& c : cases) {
+    ScopedEnvironment knob("FUSEDNN_CUDA_SMALL_BATCH_LINEAR", c.knob);
+    GpuHooks hooks;
+    bool planned = false;
+    hooks.before_runs = [&](fdnn_model* model) {
+      CudaBackend* backend = backend_of(model);
+      ASSERT_NE(backend, nullptr);
+      ASSERT_EQ(backend->ops().size(), 1u);
+      planned = backend->ops()[0].small_batch.planned();
+      EXPECT_EQ(planned, c.planned_on_hopper && backend->device_info().major >= 9);
+    };
+    hooks.after_runs = [&](fdnn_model* model) {
+      if (planned && c.all_small) {
+        EXPECT_EQ(matmuls_queued(model), 0) << "a run of up to 32 rows went to cuBLASLt";
+      } else {
+        EXPECT_GT(matmuls_queued(model), 0) << "no run went through cublasLtMatmul";
+      }
+    };
+    expect_matches_cpu(c.net, c.batches, seed++, std::string("knob ") + c.knob, hooks);
+  }
 }
 
 // cuBLASLt's GELU epilogue against the formula, whatever kCublasLtFusesGeluTanh says: the

@@ -159,6 +159,40 @@ TEST_F(CublasLtLinear, BetweenFusedChains) {
   expect_matches_cpu(branches, few_batches(), 1601, "(48 -> 300 + SiLU) + (48 -> 300), head");
 }
 
+// Up to 32 rows, fp32 models run these layers on the small-batch kernel (small_batch_linear.hpp)
+// rather than cuBLASLt: the seed's shape at every row count it takes, few outputs over a long
+// reduction (3072 -> 768, 6000 -> 64), column tiles with a ragged end (520, 1000, 257
+// outputs), reductions shorter than one staged chunk (4, 64 and 100 inputs), an input width that
+// is not a multiple of 4 (30: cuBLASLt at every size), and 33 rows (cuBLASLt again). cublaslt_internal_test.cpp checks which path each run took.
+TEST_F(CublasLtLinear, SmallBatchLinearEveryShape) {
+  REQUIRE_CUDA();
+  const Activation& gelu = kActivations[0];
+  const Activation& erf = kActivations[1];
+  const Activation& relu = kActivations[2];
+  const Activation& none = kActivations[3];
+  const std::vector<int64_t> rows =
+      quick() ? std::vector<int64_t>{1, 32} : std::vector<int64_t>{1, 2, 3, 8, 17, 31, 32, 33};
+  expect_matches_cpu(lone_linear(768, 3072, gelu, true, false), rows, 1900,
+                     describe(768, 3072, gelu, true, false));
+  const std::vector<int64_t> few = quick() ? std::vector<int64_t>{3} : std::vector<int64_t>{1, 5, 32};
+  struct Shape {
+    int64_t in, out;
+    const Activation& activation;
+    bool bias, scale;
+  };
+  const Shape shapes[] = {
+      {3072, 768, relu, true, false}, {6000, 64, none, false, false}, {300, 520, erf, true, true},
+      {100, 1000, gelu, false, false}, {64, 300, relu, true, false},  {4, 257, none, true, true},
+      {30, 300, gelu, true, false},
+  };
+  uint32_t seed = 1901;
+  for (const Shape& shape : shapes) {
+    expect_matches_cpu(lone_linear(shape.in, shape.out, shape.activation, shape.bias, shape.scale),
+                       few, seed++,
+                       describe(shape.in, shape.out, shape.activation, shape.bias, shape.scale));
+  }
+}
+
 #if FUSEDNN_TEST_WITH_CUDART
 // The device path with changing buffers: where the cuBLASLt call reads the model input and
 // writes the model output its graphs cannot be re-pointed and are kept per pair of buffers (and
