@@ -348,10 +348,14 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   const char* fold_knob = std::getenv("FUSEDNN_CUDA_FOLD_ROW_OPS");
   const bool fold_row_ops = fold_knob == nullptr || std::string(fold_knob) != "0";
   // Lone wide Linear layers at up to 32 rows on the small-batch kernel rather than cuBLASLt (fp32
-  // models). FUSEDNN_CUDA_SMALL_BATCH_LINEAR=0 keeps them on cuBLASLt, for comparing.
+  // models). FUSEDNN_CUDA_SMALL_BATCH_LINEAR=0 keeps them on cuBLASLt, for comparing (the other
+  // values: small_batch_linear.hpp).
   const char* small_batch_knob = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_LINEAR");
-  const bool small_batch_linear =
-      small_batch_knob == nullptr || std::string(small_batch_knob) != "0";
+  const std::string small_batch_value = small_batch_knob == nullptr ? "" : small_batch_knob;
+  const SmallBatchLinearMode small_batch_mode =
+      small_batch_value == "0"   ? SmallBatchLinearMode::Off
+      : small_batch_value == "1" ? SmallBatchLinearMode::Always
+                                 : SmallBatchLinearMode::Auto;
 
   WeightBlob blob;
   std::vector<uint32_t> tensor_core_blob;  // images, each on 16 bytes
@@ -500,10 +504,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           ref.lt_activation = cublaslt_activation(step.epilogue);
           op.epilogue =
               split_cublaslt_epilogue(step.epilogue, cublaslt_fused_ops(ref.lt_activation));
-          if (precision_ == Precision::FP32 && small_batch_linear) {
+          if (precision_ == Precision::FP32) {
             plan_small_batch_linear(as_int32(step.in_features, step, "in_features"),
                                     as_int32(step.out_features, step, "out_features"), device_,
-                                    &op.small_batch);
+                                    small_batch_mode, &op.small_batch);
           }
           if (p.values[step.inputs.front()].storage == Storage::ModelInput ||
               p.values[step.output].storage == Storage::ModelOutput) {

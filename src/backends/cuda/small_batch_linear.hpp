@@ -1,12 +1,12 @@
 // A lone Linear layer at a few rows (up to kSmallBatchLinearMaxRows), spread over the whole GPU:
-// y[rows][out] = epilogue(x[rows][in] * W^T + bias), W as PyTorch stores it ([out][in]), exact
-// fp32 FMAs. Planned on sm_90 and newer, where it was measured; other GPUs keep cuBLASLt.
+// y[rows][out] = epilogue(x[rows][in] * W^T + bias), W as PyTorch stores it ([out][in]), fp32
+// accuracy through 3xTF32 on tensor cores. Planned on sm_90 and newer, where it was measured; other GPUs keep cuBLASLt.
 //
 // Why: at a few rows a Linear is a matrix-vector product bound by reading W once (Linear
-// 768 -> 3072: 9.4 MB, ~2.5 us at the H100's ~3.5 TB/s), while cuBLASLt took 18-19 us at 32 rows
-// on an H100 (2026-11-23). Each block owns a few output columns (8, 16 or 24, chosen at load so
-// that the grid covers the SMs) over the whole reduction, so W is read once and no partial sums
-// leave the block.
+// 768 -> 3072: 9.4 MB, ~2.5 us at the H100's ~3.5 TB/s), while cuBLASLt took 18-22 us at 32 rows
+// on an H100. Each block owns a few output columns (8, 16 or 24, chosen at load so that the
+// grid covers the SMs) over the whole reduction, so W is read once and no partial sums leave
+// the block.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -22,6 +22,10 @@ namespace fusednn::cuda {
 // The rows one launch takes (one row tile of the kernel).
 constexpr int64_t kSmallBatchLinearMaxRows = 32;
 
+// FUSEDNN_CUDA_SMALL_BATCH_LINEAR: "0" Off; unset or anything else Auto (where the plan's
+// estimate says it beats cuBLASLt); "1" Always (every shape it can take, for measuring).
+enum class SmallBatchLinearMode { Off, Auto, Always };
+
 struct SmallBatchLinearPlan {
   int variant = -1;  // which kernel (columns per block); -1 when not planned
   int32_t in = 0;
@@ -35,9 +39,9 @@ struct SmallBatchLinearPlan {
 // or false where none applies: a GPU before sm_90, an input width that is not a multiple of 4
 // (rows are copied 16 bytes at a time), a shared-memory need past the device's limit, or a
 // layer so large for the SM count that cuBLASLt measured faster (3072 -> 768, 1024 -> 4096 on
-// an H100).
+// an H100; mode Always plans those too).
 bool plan_small_batch_linear(int32_t in, int32_t out, const DeviceInfo& device,
-                             SmallBatchLinearPlan* plan);
+                             SmallBatchLinearMode mode, SmallBatchLinearPlan* plan);
 
 // Whether a run of `rows` rows reading x takes the kernel: a planned shape, 1 to
 // kSmallBatchLinearMaxRows rows, x on a 16-byte boundary.

@@ -235,8 +235,8 @@ TEST_F(CublasLtInternal, FallbackGemmWhenCublasLtRefuses) {
 }
 
 // Which runs the small-batch kernel takes: 1 to 32 rows of a planned shape (sm_90+, input
-// width a multiple of 4, not so large that cuBLASLt is faster), none with the knob off, and
-// never 33 rows; where it takes every run,
+// width a multiple of 4, not so large that cuBLASLt is faster unless the knob says "1"), none
+// with the knob off, and never 33 rows; where it takes every run,
 // no cublasLtMatmul is queued. The results are checked against the CPU as everywhere.
 TEST_F(CublasLtInternal, SmallBatchKernelTakesUpTo32Rows) {
   REQUIRE_CUDA();
@@ -250,7 +250,8 @@ TEST_F(CublasLtInternal, SmallBatchKernelTakesUpTo32Rows) {
   const Case cases[] = {
       {lone(768, 3072, true, {kGeluTanh}), "1", {1, 32}, true, true},
       {lone(300, 520, false, {kReLU, kScale}), "1", {7}, true, true},
-      {lone(3072, 768, false, {kReLU}), "1", {7}, false, false},  // cuBLASLt measured faster
+      {lone(3072, 768, false, {kReLU}), "auto", {7}, false, false},  // cuBLASLt is faster
+      {lone(3072, 768, false, {kReLU}), "1", {7}, true, true},  // "1": wherever it can
       {lone(768, 3072, true, {kGeluTanh}), "1", {33}, true, false},
       {lone(768, 3072, true, {kGeluTanh}), "0", {1, 32}, false, false},
       {lone(30, 300, true, {kSiLU}), "1", {1, 32}, false, false},

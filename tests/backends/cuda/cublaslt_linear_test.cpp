@@ -160,7 +160,8 @@ TEST_F(CublasLtLinear, BetweenFusedChains) {
 }
 
 // Up to 32 rows, fp32 models run these layers on the small-batch kernel (small_batch_linear.hpp)
-// rather than cuBLASLt: the seed's shape at every row count it takes, few outputs over a long
+// rather than cuBLASLt where it is faster: the seed's shape at every row count it takes (the
+// second 16-row tile skipped up to 16 rows), few outputs over a long
 // reduction (3072 -> 768, 6000 -> 64), column tiles with a ragged end (520, 1000, 257
 // outputs), reductions shorter than one staged chunk (4, 64 and 100 inputs), an input width that
 // is not a multiple of 4 (30: cuBLASLt at every size), and 33 rows (cuBLASLt again). cublaslt_internal_test.cpp checks which path each run took.
@@ -171,7 +172,7 @@ TEST_F(CublasLtLinear, SmallBatchLinearEveryShape) {
   const Activation& relu = kActivations[2];
   const Activation& none = kActivations[3];
   const std::vector<int64_t> rows =
-      quick() ? std::vector<int64_t>{1, 32} : std::vector<int64_t>{1, 2, 3, 8, 17, 31, 32, 33};
+      quick() ? std::vector<int64_t>{1, 32} : std::vector<int64_t>{1, 2, 3, 8, 16, 17, 31, 32, 33};
   expect_matches_cpu(lone_linear(768, 3072, gelu, true, false), rows, 1900,
                      describe(768, 3072, gelu, true, false));
   const std::vector<int64_t> few = quick() ? std::vector<int64_t>{3} : std::vector<int64_t>{1, 5, 32};
@@ -191,6 +192,13 @@ TEST_F(CublasLtLinear, SmallBatchLinearEveryShape) {
                        few, seed++,
                        describe(shape.in, shape.out, shape.activation, shape.bias, shape.scale));
   }
+  // The long reductions, which the default leaves to cuBLASLt, through the kernel too: its 3xTF32
+  // products must hold the fp32 bound over 3072 and 6000 terms.
+  ScopedEnvironment always("FUSEDNN_CUDA_SMALL_BATCH_LINEAR", "1");
+  expect_matches_cpu(lone_linear(3072, 768, relu, true, false), few, seed++,
+                     "3072 -> 768 on the small-batch kernel");
+  expect_matches_cpu(lone_linear(6000, 64, none, false, false), few, seed++,
+                     "6000 -> 64 on the small-batch kernel");
 }
 
 #if FUSEDNN_TEST_WITH_CUDART
