@@ -137,7 +137,8 @@ typedef enum fdnn_device {
  * tensor cores in the requested precision and wider lone Linear layers use cuBLASLt's matching
  * fast compute type; convolutions and the other layers run in fp32 in this version. The model
  * reports the requested precision when some layer runs in it, ::FDNN_PRECISION_FP32 otherwise.
- * In fp32, the GPU runs MLP chains of large batches (from one 16-row tile per SM) on tensor
+ * In fp32, the GPU runs MLP chains of large batches (from one 16-row tile per SM), and lone
+ * Linear layers wider than 256 at up to 32 rows (compute capability 9.0 and newer), on tensor
  * cores with 3xTF32 split products (each operand split into two tf32 parts, three products
  * summed in fp32): about 2e-6 against the FMA kernels' 3e-7, inside the 1e-5 bound; tf32 runs
  * batches of up to 16 rows in fp32.
