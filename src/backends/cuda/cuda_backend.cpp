@@ -353,9 +353,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   const char* small_batch_knob = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_LINEAR");
   const std::string small_batch_value = small_batch_knob == nullptr ? "" : small_batch_knob;
   const SmallBatchLinearMode small_batch_mode =
-      small_batch_value == "0"   ? SmallBatchLinearMode::Off
-      : small_batch_value == "1" ? SmallBatchLinearMode::Always
-                                 : SmallBatchLinearMode::Auto;
+      small_batch_value == "0"         ? SmallBatchLinearMode::Off
+      : small_batch_value == "1"       ? SmallBatchLinearMode::Always
+      : small_batch_value == "unicast" ? SmallBatchLinearMode::Unicast
+                                       : SmallBatchLinearMode::Auto;
 
   WeightBlob blob;
   std::vector<uint32_t> tensor_core_blob;  // images, each on 16 bytes

@@ -23,8 +23,9 @@ namespace fusednn::cuda {
 constexpr int64_t kSmallBatchLinearMaxRows = 32;
 
 // FUSEDNN_CUDA_SMALL_BATCH_LINEAR: "0" Off; unset or anything else Auto (where the plan's
-// estimate says it beats cuBLASLt); "1" Always (every shape it can take, for measuring).
-enum class SmallBatchLinearMode { Off, Auto, Always };
+// estimate says it beats cuBLASLt); "1" Always (every shape it can take, for measuring);
+// "unicast" as Auto without the cluster form (every block loads all of x itself).
+enum class SmallBatchLinearMode { Off, Auto, Always, Unicast };
 
 struct SmallBatchLinearPlan {
   int variant = -1;  // which kernel (columns per block); -1 when not planned
@@ -32,6 +33,10 @@ struct SmallBatchLinearPlan {
   int32_t out = 0;
   size_t shared_bytes = 0;
   unsigned grid = 0;  // blocks: one per column tile
+  // The cluster form (x loaded once per pair of blocks) for runs of 16 rows and more, where the
+  // input allows it; its grid is `grid` rounded up to even.
+  bool cluster = false;
+  unsigned cluster_grid = 0;
   bool planned() const { return variant >= 0; }
 };
 

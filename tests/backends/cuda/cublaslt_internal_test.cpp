@@ -267,6 +267,9 @@ TEST_F(CublasLtInternal, SmallBatchKernelTakesUpTo32Rows) {
       ASSERT_EQ(backend->ops().size(), 1u);
       planned = backend->ops()[0].small_batch.planned();
       EXPECT_EQ(planned, c.planned_on_hopper && backend->device_info().major >= 9);
+      // The cluster form takes inputs of whole 128-float chunks that fit the stages at once.
+      const int64_t in = backend->plan().steps[0].in_features;
+      EXPECT_EQ(backend->ops()[0].small_batch.cluster, planned && in % 128 == 0 && in <= 768);
     };
     hooks.after_runs = [&](fdnn_model* model) {
       if (planned && c.all_small) {

@@ -164,7 +164,9 @@ TEST_F(CublasLtLinear, BetweenFusedChains) {
 // second 16-row tile skipped up to 16 rows), few outputs over a long
 // reduction (3072 -> 768, 6000 -> 64), column tiles with a ragged end (520, 1000, 257
 // outputs), reductions shorter than one staged chunk (4, 64 and 100 inputs), an input width that
-// is not a multiple of 4 (30: cuBLASLt at every size), and 33 rows (cuBLASLt again). cublaslt_internal_test.cpp checks which path each run took.
+// is not a multiple of 4 (30: cuBLASLt at every size), and 33 rows (cuBLASLt again). Inputs of
+// whole 128-float chunks (768, 256) take the cluster form; 256 -> 1000 has an odd number of
+// column tiles, so one block of its last pair has no columns. cublaslt_internal_test.cpp checks which path each run took.
 TEST_F(CublasLtLinear, SmallBatchLinearEveryShape) {
   REQUIRE_CUDA();
   const Activation& gelu = kActivations[0];
@@ -184,7 +186,7 @@ TEST_F(CublasLtLinear, SmallBatchLinearEveryShape) {
   const Shape shapes[] = {
       {3072, 768, relu, true, false}, {6000, 64, none, false, false}, {300, 520, erf, true, true},
       {100, 1000, gelu, false, false}, {64, 300, relu, true, false},  {4, 257, none, true, true},
-      {30, 300, gelu, true, false},
+      {30, 300, gelu, true, false},   {256, 1000, gelu, true, false},
   };
   uint32_t seed = 1901;
   for (const Shape& shape : shapes) {
