@@ -22,9 +22,8 @@
 #include <cooperative_groups.h>
 #include <cuda_pipeline.h>
 
-#include <cstddef>
-
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 
 #include "backends/cuda/epilogue.cuh"
@@ -36,15 +35,15 @@ namespace fusednn::cuda {
 namespace {
 
 constexpr int kThreads = 512;
-constexpr int64_t kClusterMinRows = 16;
 constexpr int kWarps = kThreads / 32;
+constexpr int64_t kClusterMinRows = 16;  // the cluster form from this many rows
 constexpr int kRows = static_cast<int>(kSmallBatchLinearMaxRows);
 constexpr int kChunk = 128;          // k per pipeline stage
 constexpr int kStride = kChunk + 4;  // floats per staged row: 16-byte aligned, banks 4 apart
 constexpr int kPartK = kChunk / kWarps;  // each warp's k of a chunk
 constexpr int kVectors = kChunk / 4;     // 16-byte copies per staged row and chunk
 constexpr size_t kStageBudget = 200 * 1024;
-static_assert(kRows == 32, "the lane layout covers 32 rows: lane % 8 + 8 i, i < 4");
+static_assert(kRows == 32, "two 16-row tiles of m16n8k8");
 static_assert(kPartK == 8, "each warp takes one m16n8k8 k step of a chunk");
 static_assert(kThreads % kVectors == 0, "a thread copies one 16-byte column of rows");
 
