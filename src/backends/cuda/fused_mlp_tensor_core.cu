@@ -110,7 +110,7 @@ __device__ __forceinline__ void load_a(const uint32_t* base, int stride, int k_s
     for (int i = 0; i < 4; ++i) {
       big[i] = to_tf32(v[i]);
       if constexpr (kMath == TensorCoreMath::Tf32x3) {
-        small[i] = to_tf32(v[i] - __uint_as_float(big[i]));
+        small[i] = tf32_remainder(v[i], big[i]);
       }
     }
   }
@@ -177,8 +177,8 @@ __device__ __forceinline__ void run_layer(const KernelParams& p, int l, char* sm
             b1 = to_tf32(w1);
             if constexpr (kMath == TensorCoreMath::Tf32x3) {
               // Small terms first so that they are not lost below the big product's rounding.
-              const uint32_t s0 = to_tf32(w0 - __uint_as_float(b0));
-              const uint32_t s1 = to_tf32(w1 - __uint_as_float(b1));
+              const uint32_t s0 = tf32_remainder(w0, b0);
+              const uint32_t s1 = tf32_remainder(w1, b1);
               mma<kMath>(acc[0][j], a_small[0], b0, b1);
               mma<kMath>(acc[1][j], a_small[1], b0, b1);
               mma<kMath>(acc[0][j], a_big[0], s0, s1);

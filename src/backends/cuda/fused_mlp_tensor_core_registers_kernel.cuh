@@ -109,7 +109,7 @@ __device__ __forceinline__ void multiply(const TensorCoreMlpLayer& layer, const 
       } else {
         a_big[i] = to_tf32(__uint_as_float(act[k][i]));
         if constexpr (kMath == TensorCoreMath::Tf32x3) {
-          a_small[i] = to_tf32(__uint_as_float(act[k][i]) - __uint_as_float(a_big[i]));
+          a_small[i] = tf32_remainder(__uint_as_float(act[k][i]), a_big[i]);
         }
       }
     }
@@ -129,8 +129,8 @@ __device__ __forceinline__ void multiply(const TensorCoreMlpLayer& layer, const 
         if constexpr (kMath == TensorCoreMath::Tf32x3) {
           const uint32_t b0 = to_tf32(__uint_as_float(b[j].x));
           const uint32_t b1 = to_tf32(__uint_as_float(b[j].y));
-          const uint32_t s0 = to_tf32(__uint_as_float(b[j].x) - __uint_as_float(b0));
-          const uint32_t s1 = to_tf32(__uint_as_float(b[j].y) - __uint_as_float(b1));
+          const uint32_t s0 = tf32_remainder(__uint_as_float(b[j].x), b0);
+          const uint32_t s1 = tf32_remainder(__uint_as_float(b[j].y), b1);
           // Small terms first so that they are not lost below the big product's rounding.
           mma<kMath>(acc[n0 + j], a_small, b0, b1);
           mma<kMath>(acc[n0 + j], a_big, s0, s1);

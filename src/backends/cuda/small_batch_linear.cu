@@ -57,9 +57,8 @@ __host__ __device__ constexpr size_t stage_floats(int columns) {
 // As many stages as ~200 KB holds, at most 8: a block's copies in flight are what keeps its
 // bytes moving (the first form, with two chunks in flight, moved ~40 GB/s per SM).
 __host__ __device__ constexpr int stages_for(int columns) {
-  return kStageBudget / (stage_floats(columns) * sizeof(float)) < 8
-             ? static_cast<int>(kStageBudget / (stage_floats(columns) * sizeof(float)))
-             : 8;
+  const size_t fit = kStageBudget / (stage_floats(columns) * sizeof(float));
+  return fit < 8 ? static_cast<int>(fit) : 8;
 }
 // The stages, then (for the cluster form) one 8-byte mbarrier per stage.
 __host__ __device__ constexpr size_t shared_bytes_of(int columns) {
@@ -75,9 +74,7 @@ __device__ __forceinline__ void copy_16_or_zero(float* destination, const float*
                "r"(valid ? 16 : 0)
                : "memory");
 }
-#endif
 
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 // One staged chunk into a warp's accumulators, 3xTF32 on m16n8k8: each warp takes one k step
 // (8 k) of every chunk for both 16-row tiles and all kTiles 8-column tiles. A element (m, k) is
 // x row m, B element (k, n) W row n, both read straight from the staged rows (lane l reads row
@@ -97,7 +94,7 @@ __device__ __forceinline__ void accumulate_chunk(const float* stage, int warp, i
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       a_big[t][e] = to_tf32(values[e]);
-      a_small[t][e] = to_tf32(values[e] - __uint_as_float(a_big[t][e]));
+      a_small[t][e] = tf32_remainder(values[e], a_big[t][e]);
     }
   }
 #pragma unroll
@@ -107,8 +104,8 @@ __device__ __forceinline__ void accumulate_chunk(const float* stage, int warp, i
     const float w1 = ws[4];
     const uint32_t b0 = to_tf32(w0);
     const uint32_t b1 = to_tf32(w1);
-    const uint32_t s0 = to_tf32(w0 - __uint_as_float(b0));
-    const uint32_t s1 = to_tf32(w1 - __uint_as_float(b1));
+    const uint32_t s0 = tf32_remainder(w0, b0);
+    const uint32_t s1 = tf32_remainder(w1, b1);
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
       if (t == 1 && !second_tile) break;
@@ -404,8 +401,6 @@ bool plan_small_batch_linear(int32_t in, int32_t out, const DeviceInfo& device,
     if (best_cost < 0 || cost < best_cost) {
       best_cost = cost;
       plan->variant = v;
-      plan->in = in;
-      plan->out = out;
       plan->shared_bytes = shared_bytes_of(variant.columns);
       plan->grid = static_cast<unsigned>(blocks);
     }
@@ -417,7 +412,6 @@ bool plan_small_batch_linear(int32_t in, int32_t out, const DeviceInfo& device,
   if (mode != SmallBatchLinearMode::Unicast && in % kChunk == 0 &&
       in / kChunk <= stages_for(columns)) {
     plan->cluster = true;
-    plan->cluster_grid = (plan->grid + 1) / 2 * 2;
   }
   return true;
 }
@@ -448,7 +442,8 @@ void launch_small_batch_linear(const SmallBatchLinearPlan& plan, const LinearArg
   // 10.2 us at 32 rows and 8.7 at 16 against 11.1 and 8.9 without it, but 7.9 at 1 row against
   // 7.5 (x is nearly all zero-filled there, so there is little to share).
   if (plan.cluster && args.rows >= kClusterMinRows) {
-    launch_kernel(variant.cluster_kernel, variant.cluster_name, dim3(plan.cluster_grid),
+    const unsigned pairs = (plan.grid + 1) / 2;  // the last pair may have an idle block
+    launch_kernel(variant.cluster_kernel, variant.cluster_name, dim3(2 * pairs),
                   dim3(kThreads), plan.shared_bytes, stream, p);
   } else {
     launch_kernel(variant.kernel, variant.name, dim3(plan.grid), dim3(kThreads), plan.shared_bytes,

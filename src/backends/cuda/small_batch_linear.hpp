@@ -30,14 +30,11 @@ enum class SmallBatchLinearMode { Off, Auto, Always, Unicast };
 
 struct SmallBatchLinearPlan {
   int variant = -1;  // which kernel (columns per block); -1 when not planned
-  int32_t in = 0;
-  int32_t out = 0;
   size_t shared_bytes = 0;
   unsigned grid = 0;  // blocks: one per column tile
   // The cluster form (x loaded once per pair of blocks) for runs of 16 rows and more, where the
   // input allows it; its grid is `grid` rounded up to even.
   bool cluster = false;
-  unsigned cluster_grid = 0;
   bool planned() const { return variant >= 0; }
 };
 
@@ -56,7 +53,7 @@ bool small_batch_linear_takes(const SmallBatchLinearPlan& plan, int64_t rows, co
 // Raises the kernel's shared-memory limit (at load). Throws FDNN_STATUS_DEVICE_ERROR.
 void prepare_small_batch_linear_kernel(const SmallBatchLinearPlan& plan);
 
-// Queues the kernel; args.in and args.out must be the plan's.
+// Queues the kernel; args.in and args.out must be the shape the plan was made for.
 void launch_small_batch_linear(const SmallBatchLinearPlan& plan, const LinearArgs& args,
                                cudaStream_t stream);
 

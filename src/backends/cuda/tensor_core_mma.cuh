@@ -30,6 +30,11 @@ __device__ __forceinline__ uint32_t to_tf32(float value) {
 #endif
 }
 
+// The small half of a 3xTF32 split: the tf32 rounding of what `big` (to_tf32(value)) leaves.
+__device__ __forceinline__ uint32_t tf32_remainder(float value, uint32_t big) {
+  return to_tf32(value - __uint_as_float(big));
+}
+
 template <TensorCoreMath kMath>
 __device__ __forceinline__ uint32_t pack_pair(float low, float high) {
   uint32_t bits;
