@@ -32,6 +32,7 @@ import datetime
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -415,16 +416,19 @@ def multiply_adds_per_sample(spec: str):
 
 
 class Bench:
-    def __init__(self, lib: Library, compile_budget_s: float) -> None:
+    def __init__(self, lib: Library, compile_budget_s: float, only: str | None = None) -> None:
         self.lib = lib
         self.stream = torch.cuda.Stream()
         self.rows = []
         self.ceilings = {}
         self.compile_budget_s = compile_budget_s
+        self.only = re.compile(only) if only else None
         self.compile_spent_s = 0.0
 
     def guarded(self, label: str, step, *args) -> None:
         """Runs step(*args); a failure becomes a row, and the benchmark goes on."""
+        if self.only is not None and not self.only.search(label):
+            return
         try:
             step(*args)
         except Exception as error:  # noqa: BLE001 - report, keep going
@@ -468,6 +472,8 @@ class Bench:
         knobs = dict(knobs or {})
         if knobs:
             label = f"{label} [{knob_label(knobs)}]"
+        if self.only is not None and not self.only.search(f"{label}, batch {batch}, {precision}"):
+            return {}
         print(f"--- {label}, batch {batch}, {precision}", flush=True)
         row = {"kind": "model", "case": label, "batch": batch, "precision": precision}
         if knobs:
@@ -955,6 +961,9 @@ def main() -> int:
                         help="seconds torch.compile may spend compiling, all cases together")
     parser.add_argument("--latency-json", default=None,
                         help="results of bench/cuda/device_latency.cpp to include")
+    parser.add_argument("--only", default=None,
+                        help="a regular expression: run only the cases whose "
+                             "'LABEL, batch N, PRECISION' it matches")
     args = parser.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -973,7 +982,7 @@ def main() -> int:
         print("note: this libfusednn has no precision option; reduced-precision rows run fp32 "
               "and report '?'", flush=True)
 
-    bench = Bench(lib, args.compile_budget)
+    bench = Bench(lib, args.compile_budget, args.only)
     bench.measure_ceilings()
     run_cases(bench)
 

@@ -10,8 +10,20 @@
 // (~25 us at a mma.sync rate of ~250 T/s), 115 MB of fp32 input and output (~38 us at 3 TB/s),
 // and each warp reads the 46 KB of bf16 weights from shared memory per 16 rows (~25 us at
 // 128 B/clk per SM): memory-bound near 40 us. 3xTF32 triples the products at half the rate:
-// ~130 us, against PyTorch's 525 us in fp32. Measured on that H100: 132 us in bf16, 442 us in
-// 3xTF32 (bench/cuda/NOTES.md, version 5, has the profile and what to try next).
+// ~130 us, against PyTorch's 525 us in fp32. Measured on that H100 (bench/cuda/NOTES.md,
+// version 9): 74 us in bf16, 143 in tf32, 427 in 3xTF32. Not memory-bound: the last profile
+// showed waits on instruction fetch, fixed-latency dependencies and shared memory, at ~3 warps
+// per scheduler.
+//
+// Where the instructions went (version 9): the first form ran 2818 warp instructions per
+// 16-row tile for 192 mma. Now each layer is a loop over groups of 4 output tiles, the k loop
+// inside it unrolled, so that only one group's accumulators are live; the half forms run a
+// fixed k trip count over weight rows padded to the width class (no branch per k-step), two
+// layers per trip into alternating operand arrays (no register copies between layers), one
+// copy of the layer code with the activation chosen per group (the general epilogue in a loop
+// laid out away from the common path); each warp's next input rows arrive in shared memory by
+// cp.async while it computes (kernels whose weights leave room); and blocks are as wide as the
+// registers allow.
 //
 // Fragment bookkeeping (PTX ISA, mma.m16n8k8 tf32 and mma.m16n8k16 f16/bf16; g = lane / 4,
 // t = lane % 4). C fragments hold (row g, columns 2t, 2t+1) and (row g+8, the same) of an 8-column
@@ -19,11 +31,11 @@
 // (row g+8, same): C tiles 2s and 2s+1, packed in pairs, are exactly A's k-step s. tf32 A
 // fragments hold (row g, k t), (row g+8, k t), (row g, k t+4), (row g+8, k t+4): the order of k
 // inside a dot product is free, so k t and t+4 are taken to mean columns 2t and 2t+1 of C tile
-// s, and the weights are laid out to match. Each thread's two B words per k-step are adjacent in
-// shared memory (one 8-byte load); rows 8 mod 32 words apart make those loads conflict-free.
-// The first layer reads fp32 rows from global memory: 4 consecutive columns per thread and
-// k-step in the half forms (one 16-byte load), 2 in the tf32 forms, with the weights ordered to
-// match.
+// s, and the weights are laid out to match. A thread's two B words of k-steps 2q and 2q+1 are
+// adjacent in shared memory (one 16-byte load); rows 16 mod 32 words apart make those loads
+// conflict-free. The first layer reads fp32 rows (from the warp's staged copy or from global
+// memory): 4 consecutive columns per thread and k-step in the half forms (one 16-byte load), 2
+// in the tf32 forms, with the weights ordered to match.
 #include "backends/cuda/fused_mlp_tensor_core_registers.hpp"
 
 #include <algorithm>
@@ -38,9 +50,8 @@ namespace {
 
 using warp_registers::KernelFunction;
 using warp_registers::kRowsPerWarp;
-using warp_registers::kThreads;
+using warp_registers::kStepsPerLoad;
 using warp_registers::kTileGroup;
-using warp_registers::kWarpsPerBlock;
 using warp_registers::RegisterParams;
 using warp_registers::step_elements;
 
@@ -59,6 +70,16 @@ KernelFunction kernel_for(TensorCoreMath math, int width_class) {
 }
 
 int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// Each warp's input buffer in shared memory (after the image), where the next tile's rows arrive
+// while the warp computes: rows padded to 4 floats.
+int stage_stride(const TensorCoreMlpPlan& plan) { return round_up(plan.layers[0].in, 4); }
+uint32_t stage_offset(const TensorCoreMlpPlan& plan) {
+  return static_cast<uint32_t>(round_up(static_cast<int>(plan.image_bytes), 16));
+}
+uint32_t stage_bytes(const TensorCoreMlpPlan& plan) {
+  return static_cast<uint32_t>(kRowsPerWarp * stage_stride(plan) * 4);
+}
 
 // Round to nearest, ties away from zero, into tf32 (cvt.rna's rounding), kept in fp32's layout.
 uint32_t tf32_bits(float value) {
@@ -82,53 +103,67 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
   result.form = TensorCoreForm::WarpRegisters;
   result.layer_count = static_cast<int32_t>(layers.size());
   int widest = 0;
-  uint32_t offset = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
     const FusedMlpLayerDesc& desc = layers[l];
     if (desc.in < 1 || desc.out < 1 || desc.in > max_width || desc.out > max_width) return false;
     if (l > 0 && desc.in != layers[l - 1].out) return false;
-    const bool last = l + 1 == layers.size();
     TensorCoreMlpLayer& layer = result.layers[l];
     layer.in = desc.in;
     layer.out = desc.out;
     layer.epilogue = desc.epilogue;
     layer.k_steps = (desc.in + step - 1) / step;
-    // Every column the next layer's k-steps read is computed (zeros past out).
-    const int padded_out = round_up(desc.out, last ? 8 : step);
-    layer.out_frags = padded_out / 8;
-    const int multiplied_out = round_up(desc.out, 8 * kTileGroup);  // whole groups of tiles
-    widest = std::max({widest, layer.k_steps * step, multiplied_out});
+    // Whole groups of tiles, so that every column the next layer's weight loads cover is
+    // computed (from zero weights and a zero bias past out).
+    const int multiplied_out = round_up(desc.out, 8 * kTileGroup);
+    layer.out_frags = round_up(desc.out, 8) / 8;
     layer.n_frags = multiplied_out / 8;
-    // 8 words per k-step; rows 8 or 24 mod 32 words apart for conflict-free 8-byte loads.
-    layer.weight_stride = layer.k_steps * 8;
-    while (layer.weight_stride % 16 != 8) ++layer.weight_stride;
-    layer.weight_offset = offset;
-    offset += static_cast<uint32_t>(multiplied_out * layer.weight_stride * 4);
-    layer.bias_offset = offset;
-    offset += static_cast<uint32_t>(round_up(padded_out * 4, 16));
+    widest = std::max({widest, round_up(layer.k_steps, kStepsPerLoad) * step, multiplied_out});
   }
   if (widest > max_width) return false;
+  result.width_class = widest <= 64 ? 64 : widest <= 128 ? 128 : 256;
+  // 16 words per pair of k-steps, over the width class in the half forms (zeros past the
+  // layer's input: the kernel's k loop has a fixed trip count there) and over the layer's input
+  // in the tf32 forms; rows 16 mod 32 words apart for conflict-free 16-byte loads (a quarter warp
+  // reads 4 lanes' 16 bytes from each of two rows).
+  uint32_t offset = 0;
+  for (int l = 0; l < result.layer_count; ++l) {
+    TensorCoreMlpLayer& layer = result.layers[l];
+    const int row_words = (is_half(math) ? result.width_class / step
+                                         : round_up(layer.k_steps, kStepsPerLoad)) * 8;
+    const int weight_stride = row_words % 32 == 16 ? row_words : row_words + 16;
+    layer.weight_stride = weight_stride;
+    layer.weight_offset = offset;
+    offset += static_cast<uint32_t>(layer.n_frags * 8 * weight_stride * 4);
+    layer.bias_offset = offset;
+    offset += static_cast<uint32_t>(layer.n_frags * 8 * 4);
+  }
   const DeviceEpilogue& last_epilogue = layers.back().epilogue;
   const bool relu_or_none = last_epilogue.count == 0 ||
                             (last_epilogue.count == 1 && last_epilogue.kind[0] == kOpReLU);
-  if (tail.kind != RowTailKind::None && !relu_or_none) return false;
+  if (tail.kind != RowTailKind::None &&
+      (!relu_or_none || layers.back().out > warp_registers::kMaxTailColumns)) {
+    return false;
+  }
   result.tail = tail;
   if (tail.kind == RowTailKind::LayerNorm) {  // gamma and beta after the weights (offsets > 0)
     const uint32_t bytes = static_cast<uint32_t>(round_up(layers.back().out, 8) * 4);  // read to the padded out
     if (tail.gamma) result.gamma_offset = offset, offset += bytes;
     if (tail.beta) result.beta_offset = offset, offset += bytes;
   }
-  result.width_class = widest <= 64 ? 64 : widest <= 128 ? 128 : 256;
   result.image_bytes = offset;
-  result.shared_bytes = offset;
   result.tile_rows = kRowsPerWarp;
+  // The image, then each warp's input buffer where the kernel stages its input.
+  const int warps = warp_registers::warps_per_block(math, result.width_class);
+  result.shared_bytes = warp_registers::stages_input(math, result.width_class)
+                            ? stage_offset(result) + size_t(warps) * stage_bytes(result)
+                            : result.image_bytes;
   if (result.shared_bytes > device.shared_per_block_optin) return false;
 
   const KernelFunction kernel = kernel_for(math, result.width_class);
   FDNN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(device.shared_per_block_optin)));
   int blocks = 0;
-  FDNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads,
+  FDNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 32 * warps,
                                                                 result.shared_bytes));
   if (blocks < 1) return false;
   result.blocks_per_sm = blocks;
@@ -142,6 +177,7 @@ std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& pla
                                                     const float* gamma, const float* beta) {
   std::vector<uint32_t> image(plan.image_bytes / 4, 0u);
   const bool half = is_half(plan.math);
+  const int step = step_elements(plan.math);
   for (int l = 0; l < plan.layer_count; ++l) {
     const TensorCoreMlpLayer& layer = plan.layers[l];
     uint32_t* rows = image.data() + layer.weight_offset / 4;
@@ -149,19 +185,20 @@ std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& pla
       const float* source = weights[l] + static_cast<size_t>(n) * layer.in;
       uint32_t* row = rows + static_cast<size_t>(n) * layer.weight_stride;
       for (int k = 0; k < layer.in; ++k) {
+        // Word w of k-step s is thread w / 2's word w % 2 of that step. The half forms pack two
+        // columns per word: the first layer's operands are 4 consecutive input columns per
+        // thread and step (weights in their natural order); later layers' operands are C
+        // fragments, so thread t's two words of step s hold columns 16s+2t, 16s+2t+1 and
+        // 16s+8+2t, 16s+9+2t. tf32 words hold one column each, in order.
+        const int s = k / step, r = k % step;
+        const int w = !half ? r : l == 0 ? r / 2 : 2 * ((r % 8) / 2) + r / 8;
+        // One 16-byte load gives a thread its words of steps 2q and 2q + 1.
+        const int word = 16 * (s / kStepsPerLoad) + 4 * (w / 2) + 2 * (s % kStepsPerLoad) + w % 2;
         if (!half) {
           uint32_t bits;
           std::memcpy(&bits, &source[k], sizeof bits);
-          row[k] = plan.math == TensorCoreMath::Tf32 ? tf32_bits(source[k]) : bits;
+          row[word] = plan.math == TensorCoreMath::Tf32 ? tf32_bits(source[k]) : bits;
           continue;
-        }
-        // The first layer's operands are 4 consecutive input columns per thread: weights in
-        // their natural order. Later layers' operands are C fragments: thread t's two words of
-        // k-step s hold columns 16s+2t, 16s+2t+1 and 16s+8+2t, 16s+9+2t.
-        int word = k / 2;
-        if (l > 0) {
-          const int s = k / 16, r = k % 16;
-          word = 8 * s + 2 * ((r % 8) / 2) + r / 8;
         }
         const uint32_t bits = tensor_core_half_bits(source[k], plan.math);
         row[word] |= (k % 2 == 0) ? bits : (bits << 16);
@@ -192,22 +229,26 @@ void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, flo
   p.tiles = (rows + kRowsPerWarp - 1) / kRowsPerWarp;
   p.layer_count = plan.layer_count;
   p.input_width = plan.layers[0].in;
-  const int in_alignment = is_half(plan.math) ? 4 : 2;
-  p.vector_input = plan.layers[0].in % in_alignment == 0 &&
-                   reinterpret_cast<uintptr_t>(x) % (4 * in_alignment) == 0;
   p.vector_output = plan.layers[plan.layer_count - 1].out % 2 == 0 &&
                     reinterpret_cast<uintptr_t>(y) % 8 == 0;
   p.image_chunks = plan.image_bytes / 16;
+  p.stage_offset = stage_offset(plan);
+  p.stage_stride = stage_stride(plan);
+  p.vector_copy = plan.layers[0].in % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  const int in_alignment = is_half(plan.math) ? 4 : 2;
+  p.vector_input = plan.layers[0].in % in_alignment == 0 &&
+                   reinterpret_cast<uintptr_t>(x) % (4 * in_alignment) == 0;
   p.tail_kind = static_cast<int32_t>(plan.tail.kind);
   p.tail_eps = plan.tail.eps;
   p.gamma_offset = plan.gamma_offset;
   p.beta_offset = plan.beta_offset;
   for (int l = 0; l < plan.layer_count; ++l) p.layers[l] = plan.layers[l];
-  const int64_t blocks = (p.tiles + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int warps = warp_registers::warps_per_block(plan.math, plan.width_class);
+  const int64_t blocks = (p.tiles + warps - 1) / warps;
   const int64_t resident = int64_t{device.sm_count} * plan.blocks_per_sm;
   const unsigned grid = static_cast<unsigned>(std::min(blocks, resident));
   launch_kernel(kernel_for(plan.math, plan.width_class), "warp_register_mlp_kernel", dim3(grid),
-                dim3(kThreads), plan.shared_bytes, stream, p);
+                dim3(32 * warps), plan.shared_bytes, stream, p);
 }
 
 }  // namespace fusednn::cuda

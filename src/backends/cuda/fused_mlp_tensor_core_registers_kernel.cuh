@@ -11,10 +11,9 @@
 
 namespace fusednn::cuda::warp_registers {
 
-constexpr int kWarpsPerBlock = 4;
-constexpr int kThreads = kWarpsPerBlock * 32;
 constexpr int kRowsPerWarp = kWarpRegisterTileRows;
-constexpr int kTileGroup = 4;  // 8-column tiles multiplied without a branch between them
+constexpr int kTileGroup = 4;     // 8-column tiles multiplied together, loads in flight at once
+constexpr int kStepsPerLoad = 2;  // k-steps of weights per 16-byte shared-memory load
 
 struct RegisterParams {
   const float* x;
@@ -24,9 +23,12 @@ struct RegisterParams {
   int64_t tiles;  // of kRowsPerWarp rows
   int32_t layer_count;
   int32_t input_width;
-  int32_t vector_input;   // rows start on 16 (half forms) or 8 (tf32 forms) bytes
+  int32_t stage_stride;   // floats per staged input row: input_width rounded up to 4
+  int32_t vector_copy;    // input rows are whole, 16-byte aligned chunks: copied 16 bytes at a time
+  int32_t vector_input;   // unstaged kernels: rows start on 16 (half forms) or 8 (tf32) bytes
   int32_t vector_output;  // rows start on 8 bytes
   uint32_t image_chunks;  // 16-byte chunks
+  uint32_t stage_offset;  // bytes into shared memory of warp 0's input buffer
   int32_t tail_kind;      // RowTailKind
   float tail_eps;
   uint32_t gamma_offset;  // bytes into shared memory; 0: none (the image starts with weights)
@@ -36,108 +38,161 @@ struct RegisterParams {
 
 __host__ __device__ constexpr int step_elements(TensorCoreMath math) { return is_half(math) ? 16 : 8; }
 
-// The first layer's operand fragments from a warp's 16 fp32 input rows (zeros past the batch
-// and past the input width).
-template <TensorCoreMath kMath, int kSteps>
-__device__ __forceinline__ void load_input(const RegisterParams& p, int64_t row_lo, int t,
-                                           uint32_t (&act)[kSteps][4]) {
-  constexpr int kColumns = is_half(kMath) ? 4 : 2;  // consecutive columns per thread and step
+// Block shape per kernel: as many warps as the registers ptxas needs allow (~125 for the half
+// forms at width 64, ~170 for the half forms at 128 and the tf32 forms at 64, 255 for the rest),
+// two blocks per SM. More warps per SM hide more of each warp's latency.
+__host__ __device__ constexpr int warps_per_block(TensorCoreMath math, int width_class) {
+  return is_half(math) ? (width_class <= 64 ? 8 : width_class <= 128 ? 6 : 4)
+                       : (width_class <= 64 ? 6 : 4);
+}
+constexpr int kBlocksPerSm = 2;
+
+// Whether the kernel stages each warp's next input rows in shared memory (cp.async, arriving
+// while the warp computes). Not where the weights are large (the tf32 forms at width 128, the
+// half forms at 256): two blocks' weights and buffers would not fit an SM; those read their
+// input from global memory.
+__host__ __device__ constexpr bool stages_input(TensorCoreMath math, int width_class) {
+  return is_half(math) ? width_class <= 128 : width_class <= 64;
+}
+
+// The widest last layer a folded Softmax or LayerNorm takes: its whole row in registers at once
+// (with 256 columns, ptxas spilled 5 KB).
+constexpr int kMaxTailColumns = 128;
+
+// A warp's operand fragments for one layer: [k-step][register].
+template <int kSteps>
+using Fragments = uint32_t[kSteps][4];
+
+// What an operand register holds between layers: half pairs, tf32 bits (Tf32, rounded once
+// here rather than at every use) or fp32 bits (Tf32x3 splits them at use).
+template <TensorCoreMath kMath>
+__device__ __forceinline__ uint32_t operand_bits(float value) {
+  if constexpr (kMath == TensorCoreMath::Tf32) return to_tf32(value);
+  return __float_as_uint(value);
+}
+
+// Copies the input rows of warp tile `tile` into the warp's shared-memory buffer by cp.async,
+// so that they arrive while the warp computes the tile before: 16 bytes a lane at a time where
+// the rows allow, else one float at a time into rows padded to 4 floats (the padding zeroed).
+// The caller commits and waits.
+__device__ __forceinline__ void stage_input(const RegisterParams& p, int64_t tile, float* stage,
+                                            int lane) {
+  const int64_t first = tile * kRowsPerWarp;
+  const int count =
+      static_cast<int>(p.rows - first < kRowsPerWarp ? p.rows - first : kRowsPerWarp);
   const int width = p.input_width;
-  const int steps = p.layers[0].k_steps;
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    if (s >= steps) break;
-    const int column = s * step_elements(kMath) + kColumns * t;
-    float v[2][kColumns];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = row_lo + 8 * h;
-#pragma unroll
-      for (int c = 0; c < kColumns; ++c) v[h][c] = 0.0f;
-      if (row >= p.rows) continue;
-      const float* source = p.x + row * width + column;
-      if (p.vector_input && column + kColumns <= width) {
-        if constexpr (kColumns == 4) {
-          const float4 q = __ldg(reinterpret_cast<const float4*>(source));
-          v[h][0] = q.x, v[h][1] = q.y, v[h][2] = q.z, v[h][3] = q.w;
-        } else {
-          const float2 q = __ldg(reinterpret_cast<const float2*>(source));
-          v[h][0] = q.x, v[h][1] = q.y;
-        }
-      } else {
-#pragma unroll
-        for (int c = 0; c < kColumns; ++c) {
-          if (column + c < width) v[h][c] = __ldg(source + c);
-        }
-      }
+  const float* source = p.x + first * width;
+  if (p.vector_copy) {
+    const int chunks = count * width / 4;
+    for (int i = lane; i < chunks; i += 32) {
+      __pipeline_memcpy_async(stage + 4 * i, source + 4 * i, 16);
     }
-    if constexpr (is_half(kMath)) {
-      act[s][0] = pack_pair<kMath>(v[0][0], v[0][1]);
-      act[s][1] = pack_pair<kMath>(v[1][0], v[1][1]);
-      act[s][2] = pack_pair<kMath>(v[0][2], v[0][3]);
-      act[s][3] = pack_pair<kMath>(v[1][2], v[1][3]);
+    return;
+  }
+  const int stride = p.stage_stride;
+  for (int i = lane; i < count * stride; i += 32) {
+    const int row = i / stride, column = i - row * stride;
+    if (column < width) {
+      __pipeline_memcpy_async(stage + i, source + row * width + column, 4);
     } else {
-      act[s][0] = __float_as_uint(v[0][0]);
-      act[s][1] = __float_as_uint(v[1][0]);
-      act[s][2] = __float_as_uint(v[0][1]);
-      act[s][3] = __float_as_uint(v[1][1]);
+      stage[i] = 0.0f;
     }
   }
 }
 
-// acc[n] = act x W^T for every 8-column tile n of the layer.
-template <TensorCoreMath kMath, int kSteps, int kTiles>
-__device__ __forceinline__ void multiply(const TensorCoreMlpLayer& layer, const uint32_t* weights,
-                                         int g, int t, const uint32_t (&act)[kSteps][4],
-                                         float (&acc)[kTiles][4]) {
+// The first layer's operand fragments from the warp's input rows (rows[r * stride + c] is
+// column c of the tile's row r: the staged copy, or the rows in global memory), zeros past the
+// batch (`valid_rows`) and past `width`. kVector: width % kColumns == 0 and the rows aligned for
+// one load per thread and k-step.
+template <TensorCoreMath kMath, int kSteps, bool kVector>
+__device__ __forceinline__ void load_input(const float* rows, int stride, int width,
+                                           int64_t valid_rows, int g, int t,
+                                           Fragments<kSteps>& act) {
+  constexpr int kColumns = is_half(kMath) ? 4 : 2;  // consecutive columns per thread and step
+  float v[kSteps][2][kColumns];
 #pragma unroll
-  for (int n = 0; n < kTiles; ++n) {
+  for (int s = 0; s < kSteps; ++s) {
+    const int column = s * step_elements(kMath) + kColumns * t;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
-  }
-  const uint32_t* row = weights + g * layer.weight_stride + 2 * t;
-  const int tile_words = 8 * layer.weight_stride;
+    for (int h = 0; h < 2; ++h) {
+      const int row = g + 8 * h;
+      const float* source = rows + row * stride + column;
 #pragma unroll
-  for (int k = 0; k < kSteps; ++k) {
-    if (k >= layer.k_steps) break;
-    uint32_t a_big[4];
-    [[maybe_unused]] uint32_t a_small[4];
+      for (int c = 0; c < kColumns; ++c) v[s][h][c] = 0.0f;
+      if constexpr (!kVector) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if constexpr (is_half(kMath)) {
-        a_big[i] = act[k][i];
-      } else {
-        a_big[i] = to_tf32(__uint_as_float(act[k][i]));
-        if constexpr (kMath == TensorCoreMath::Tf32x3) {
-          a_small[i] = tf32_remainder(__uint_as_float(act[k][i]), a_big[i]);
+        for (int c = 0; c < kColumns; ++c) {
+          if (row < valid_rows && column + c < width) v[s][h][c] = source[c];
+        }
+      } else if (row < valid_rows && column < width) {
+        if constexpr (kColumns == 4) {
+          const float4 q = *reinterpret_cast<const float4*>(source);
+          v[s][h][0] = q.x, v[s][h][1] = q.y, v[s][h][2] = q.z, v[s][h][3] = q.w;
+        } else {
+          const float2 q = *reinterpret_cast<const float2*>(source);
+          v[s][h][0] = q.x, v[s][h][1] = q.y;
         }
       }
     }
-    // Tiles in groups of kTileGroup with no branch inside a group, so that the group's weight
-    // loads are all in flight before its first mma (a branch per tile serialised each load and
-    // its mma: 12 cycles per mma per SM on an H100). Layers are padded to whole groups.
+  }
 #pragma unroll
-    for (int n0 = 0; n0 < kTiles; n0 += kTileGroup) {
-      if (n0 >= layer.n_frags) break;
-      uint2 b[kTileGroup];
+  for (int s = 0; s < kSteps; ++s) {
+    if constexpr (is_half(kMath)) {
+      act[s][0] = pack_pair<kMath>(v[s][0][0], v[s][0][1]);
+      act[s][1] = pack_pair<kMath>(v[s][1][0], v[s][1][1]);
+      act[s][2] = pack_pair<kMath>(v[s][0][2], v[s][0][3]);
+      act[s][3] = pack_pair<kMath>(v[s][1][2], v[s][1][3]);
+    } else {
+      act[s][0] = operand_bits<kMath>(v[s][0][0]);
+      act[s][1] = operand_bits<kMath>(v[s][1][0]);
+      act[s][2] = operand_bits<kMath>(v[s][0][1]);
+      act[s][3] = operand_bits<kMath>(v[s][1][1]);
+    }
+  }
+}
+
+// acc[n0 + j] += act x W^T over the k-steps of the width class for the kTileGroup 8-column
+// tiles whose weight rows start at `rows` (this thread's 16-byte column; tile j at
+// rows + j * tile_stride). In the half forms weight rows span the width class, zero past the
+// layer's input, and operands are finite there, so a fixed trip count costs a few zero products
+// and saves a branch per k-step. The tf32 forms stop after the layer's `pairs`: their rows are
+// twice as wide in shared memory, and Tf32x3's split products unrolled over the whole width
+// spilled 3 KB.
+template <TensorCoreMath kMath, int kSteps, int kN>
+__device__ __forceinline__ void multiply_group(const uint4* rows, int tile_stride, int pairs,
+                                               const Fragments<kSteps>& act, int n0,
+                                               float (&acc)[kN][4]) {
 #pragma unroll
-      for (int j = 0; j < kTileGroup; ++j) {
-        b[j] = *reinterpret_cast<const uint2*>(row + (n0 + j) * tile_words + 8 * k);
-      }
+  for (int q = 0; q < kSteps / kStepsPerLoad; ++q) {
+    if (!is_half(kMath) && q >= pairs) break;
+    uint4 b[kTileGroup];
 #pragma unroll
-      for (int j = 0; j < kTileGroup; ++j) {
-        if constexpr (kMath == TensorCoreMath::Tf32x3) {
-          const uint32_t b0 = to_tf32(__uint_as_float(b[j].x));
-          const uint32_t b1 = to_tf32(__uint_as_float(b[j].y));
-          const uint32_t s0 = tf32_remainder(__uint_as_float(b[j].x), b0);
-          const uint32_t s1 = tf32_remainder(__uint_as_float(b[j].y), b1);
+    for (int j = 0; j < kTileGroup; ++j) b[j] = rows[j * tile_stride + 4 * q];
+#pragma unroll
+    for (int half = 0; half < kStepsPerLoad; ++half) {
+      const int k = kStepsPerLoad * q + half;
+      if constexpr (kMath == TensorCoreMath::Tf32x3) {
+        uint32_t big[4], small[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          big[i] = to_tf32(__uint_as_float(act[k][i]));
+          small[i] = tf32_remainder(__uint_as_float(act[k][i]), big[i]);
+        }
+#pragma unroll
+        for (int j = 0; j < kTileGroup; ++j) {
+          const float w0 = __uint_as_float(half == 0 ? b[j].x : b[j].z);
+          const float w1 = __uint_as_float(half == 0 ? b[j].y : b[j].w);
+          const uint32_t b0 = to_tf32(w0), b1 = to_tf32(w1);
           // Small terms first so that they are not lost below the big product's rounding.
-          mma<kMath>(acc[n0 + j], a_small, b0, b1);
-          mma<kMath>(acc[n0 + j], a_big, s0, s1);
-          mma<kMath>(acc[n0 + j], a_big, b0, b1);
-        } else {
+          mma<kMath>(acc[n0 + j], small, b0, b1);
+          mma<kMath>(acc[n0 + j], big, tf32_remainder(w0, b0), tf32_remainder(w1, b1));
+          mma<kMath>(acc[n0 + j], big, b0, b1);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kTileGroup; ++j) {
           // tf32 weights are rounded to tf32 in the image; half weights are stored as halves.
-          mma<kMath>(acc[n0 + j], a_big, b[j].x, b[j].y);
+          mma<kMath>(acc[n0 + j], act[k], half == 0 ? b[j].x : b[j].z, half == 0 ? b[j].y : b[j].w);
         }
       }
     }
@@ -161,32 +216,77 @@ __device__ __forceinline__ void store_output(const RegisterParams& p, int out, i
   }
 }
 
-// Bias and activation, then the next layer's operand fragments or, for the last layer, the
-// output rows. Columns past `out` become zeros, which the next layer's last k-step reads.
-template <TensorCoreMath kMath, int kSteps, int kTiles, typename Activation>
-__device__ __forceinline__ void finish(const RegisterParams& p, const TensorCoreMlpLayer& layer,
-                                       bool last, const float* bias, int64_t row_lo, int t,
-                                       const float (&acc)[kTiles][4], uint32_t (&act)[kSteps][4],
-                                       Activation activation) {
+// The layer's activation on a group's values: none and ReLU inline and without a branch, any
+// other epilogue in a loop marked unlikely, so that its formulas are compiled once per group and
+// laid out away from the common path (the jumps over them stalled instruction fetch).
+__device__ __forceinline__ void activate(const DeviceEpilogue& epilogue,
+                                         float (&v)[kTileGroup][4]) {
+  const bool relu = epilogue.count == 1 && epilogue.kind[0] == kOpReLU;
 #pragma unroll
-  for (int n = 0; n < kTiles; ++n) {
-    if (n >= layer.out_frags) break;
-    const int col = n * 8 + 2 * t;
-    const float2 b = *reinterpret_cast<const float2*>(bias + col);
-    float v[4] = {activation(acc[n][0] + b.x), activation(acc[n][1] + b.y),
-                  activation(acc[n][2] + b.x), activation(acc[n][3] + b.y)};
-    if (col >= layer.out) v[0] = v[2] = 0.0f;
-    if (col + 1 >= layer.out) v[1] = v[3] = 0.0f;
-    if (last) {
-      store_output(p, layer.out, row_lo, col, v);
-    } else if constexpr (is_half(kMath)) {
-      act[n / 2][(n % 2) * 2] = pack_pair<kMath>(v[0], v[1]);
-      act[n / 2][(n % 2) * 2 + 1] = pack_pair<kMath>(v[2], v[3]);
-    } else {
-      act[n][0] = __float_as_uint(v[0]);
-      act[n][1] = __float_as_uint(v[2]);
-      act[n][2] = __float_as_uint(v[1]);
-      act[n][3] = __float_as_uint(v[3]);
+  for (int j = 0; j < kTileGroup; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[j][i] = relu ? fmaxf(v[j][i], 0.0f) : v[j][i];
+  }
+  if (__builtin_expect(epilogue.count == 0 || relu, 1)) return;
+  float values[kTileGroup * 4];
+#pragma unroll
+  for (int i = 0; i < kTileGroup * 4; ++i) values[i] = v[i / 4][i % 4];
+#pragma unroll 1
+  for (int i = 0; i < kTileGroup * 4; ++i) values[i] = apply_epilogue(epilogue, values[i]);
+#pragma unroll
+  for (int i = 0; i < kTileGroup * 4; ++i) v[i / 4][i % 4] = values[i];
+}
+
+// One layer that is not followed by a folded row op, a group of tiles at a time: multiply, then
+// bias and activation, then the next layer's operand fragments or, for the last layer, the
+// output rows. Columns past `out` come from zero weights and a zero bias (every activation maps
+// 0 to a finite value); groups past the layer's tiles leave zero operands for the next layer.
+template <TensorCoreMath kMath, int kSteps>
+__device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorCoreMlpLayer& layer,
+                                          bool last, const char* smem, int64_t row_lo, int g,
+                                          int t, const Fragments<kSteps>& act,
+                                          Fragments<kSteps>& next) {
+  constexpr int kTiles = kSteps * step_elements(kMath) / 8;
+  const uint4* rows = reinterpret_cast<const uint4*>(smem + layer.weight_offset) +
+                      g * (layer.weight_stride / 4) + t;
+  const int tile_stride = 2 * layer.weight_stride;  // 8 rows, in 16-byte units
+  const int pairs = (layer.k_steps + kStepsPerLoad - 1) / kStepsPerLoad;
+  const float* bias = reinterpret_cast<const float*>(smem + layer.bias_offset);
+#pragma unroll
+  for (int n0 = 0; n0 < kTiles; n0 += kTileGroup) {
+    float acc[kTileGroup][4] = {};
+    const bool inside = n0 < layer.n_frags;
+    if (inside) {
+      multiply_group<kMath, kSteps>(rows + n0 * tile_stride, tile_stride, pairs, act, 0, acc);
+    }
+    float v[kTileGroup][4] = {};
+    if (inside) {
+#pragma unroll
+      for (int j = 0; j < kTileGroup; ++j) {
+        const float2 b = *reinterpret_cast<const float2*>(bias + (n0 + j) * 8 + 2 * t);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[j][i] = acc[j][i] + ((i & 1) ? b.y : b.x);
+      }
+      activate(layer.epilogue, v);
+    }
+    if (last && inside) {
+#pragma unroll
+      for (int j = 0; j < kTileGroup; ++j) {
+        store_output(p, layer.out, row_lo, (n0 + j) * 8 + 2 * t, v[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kTileGroup; ++j) {
+      const int n = n0 + j;
+      if constexpr (is_half(kMath)) {
+        next[n / 2][(n % 2) * 2] = pack_pair<kMath>(v[j][0], v[j][1]);
+        next[n / 2][(n % 2) * 2 + 1] = pack_pair<kMath>(v[j][2], v[j][3]);
+      } else {
+        next[n][0] = operand_bits<kMath>(v[j][0]);
+        next[n][1] = operand_bits<kMath>(v[j][2]);
+        next[n][2] = operand_bits<kMath>(v[j][1]);
+        next[n][3] = operand_bits<kMath>(v[j][3]);
+      }
     }
   }
 }
@@ -204,14 +304,29 @@ __device__ __forceinline__ float group_max(float value) {
 
 // The last layer (bias, then ReLU or nothing) followed by the folded Softmax or LayerNorm over
 // each output row, with the CPU backend's formulas: exp(x - max) / sum; (x - mean) * rstd
-// [* gamma + beta] with the variance around the mean and rstd = 1 / sqrt(variance + eps). An
-// activation after the LayerNorm runs as an in-place pass (cuda_backend.cpp): inlining the
-// general epilogue here for every value quadrupled this file's compile time.
-template <int kTiles>
-__device__ __forceinline__ void finish_with_row_op(const RegisterParams& p,
-                                                   const TensorCoreMlpLayer& layer,
-                                                   const char* smem, const float* bias,
-                                                   int64_t row_lo, int t, float (&acc)[kTiles][4]) {
+// [* gamma + beta] with the variance around the mean and rstd = 1 / sqrt(variance + eps), for
+// rows of at most kMaxTailColumns. An activation after the LayerNorm runs as an in-place pass
+// (cuda_backend.cpp): inlining the general epilogue here for every value quadrupled this file's
+// compile time.
+template <TensorCoreMath kMath, int kSteps>
+__device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams& p,
+                                                           const TensorCoreMlpLayer& layer,
+                                                           const char* smem, int64_t row_lo,
+                                                           int g, int t,
+                                                           const Fragments<kSteps>& act) {
+  constexpr int kWidth = kSteps * step_elements(kMath);
+  constexpr int kTiles = (kWidth < kMaxTailColumns ? kWidth : kMaxTailColumns) / 8;
+  const uint4* rows = reinterpret_cast<const uint4*>(smem + layer.weight_offset) +
+                      g * (layer.weight_stride / 4) + t;
+  const int tile_stride = 2 * layer.weight_stride;
+  const int pairs = (layer.k_steps + kStepsPerLoad - 1) / kStepsPerLoad;
+  float acc[kTiles][4] = {};
+#pragma unroll
+  for (int n0 = 0; n0 < kTiles; n0 += kTileGroup) {
+    if (n0 >= layer.n_frags) break;
+    multiply_group<kMath, kSteps>(rows + n0 * tile_stride, tile_stride, pairs, act, n0, acc);
+  }
+  const float* bias = reinterpret_cast<const float*>(smem + layer.bias_offset);
   const bool relu = layer.epilogue.count == 1;  // the planner folds after none or ReLU only
   const int out = layer.out;
   const bool softmax = p.tail_kind == static_cast<int32_t>(RowTailKind::Softmax);
@@ -275,49 +390,82 @@ __device__ __forceinline__ void finish_with_row_op(const RegisterParams& p,
   }
 }
 
-// (kThreads, 1): without the minimum, ptxas held the fp16/bf16 width-128 kernel to 128
-// registers and spilled; with it, 168 and no spills (CUDA 13.0, sm_90).
-template <TensorCoreMath kMath, int kWidth>
-__global__ void __launch_bounds__(kThreads, 1)
-    warp_register_mlp_kernel(const __grid_constant__ RegisterParams p) {
-  constexpr int kSteps = kWidth / step_elements(kMath);
-  constexpr int kTiles = kWidth / 8;
-  extern __shared__ uint4 shared_memory[];
-  for (uint32_t i = threadIdx.x; i < p.image_chunks; i += kThreads) {
-    __pipeline_memcpy_async(shared_memory + i, p.image + i, 16);
+// Layer l from `act` into `next`; true when it was the last.
+template <TensorCoreMath kMath, int kSteps>
+__device__ __forceinline__ bool run_layer_at(const RegisterParams& p, int l, const char* smem,
+                                             int64_t row_lo, int g, int t,
+                                             const Fragments<kSteps>& act,
+                                             Fragments<kSteps>& next) {
+  const TensorCoreMlpLayer& layer = p.layers[l];
+  const bool last = l + 1 == p.layer_count;
+  if (last && p.tail_kind != static_cast<int32_t>(RowTailKind::None)) {
+    run_last_layer_with_row_op<kMath, kSteps>(p, layer, smem, row_lo, g, t, act);
+  } else {
+    run_layer<kMath, kSteps>(p, layer, last, smem, row_lo, g, t, act, next);
   }
-  __pipeline_commit();
-  __pipeline_wait_prior(0);
-  __syncthreads();  // the only barrier: from here on each warp runs on its own
+  return last;
+}
 
-  const char* const smem = reinterpret_cast<const char*>(shared_memory);
-  const int lane = threadIdx.x & 31;
+template <TensorCoreMath kMath, int kWidth>
+__global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32, kBlocksPerSm)
+    warp_register_mlp_kernel(const __grid_constant__ RegisterParams p) {
+  constexpr int kWarpsPerBlock = warps_per_block(kMath, kWidth);
+  constexpr int kSteps = kWidth / step_elements(kMath);
+  static_assert(kSteps % kStepsPerLoad == 0 && (kWidth / 8) % kTileGroup == 0, "whole groups");
+  extern __shared__ uint4 shared_memory[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t warps = int64_t{gridDim.x} * kWarpsPerBlock;
-  for (int64_t tile = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5); tile < p.tiles;
-       tile += warps) {
-    const int64_t row_lo = tile * kRowsPerWarp + g;
-    uint32_t act[kSteps][4];
-    load_input<kMath, kSteps>(p, row_lo, t, act);
-    for (int l = 0; l < p.layer_count; ++l) {
-      const TensorCoreMlpLayer& layer = p.layers[l];
-      float acc[kTiles][4];
-      multiply<kMath>(layer, reinterpret_cast<const uint32_t*>(smem + layer.weight_offset), g, t,
-                      act, acc);
-      const float* bias = reinterpret_cast<const float*>(smem + layer.bias_offset);
-      const bool last = l + 1 == p.layer_count;
-      const DeviceEpilogue& epilogue = layer.epilogue;
-      const auto general = [&epilogue](float v) { return apply_epilogue(epilogue, v); };
-      // The common epilogues without the general one's per-element dispatch.
-      if (last && p.tail_kind != static_cast<int32_t>(RowTailKind::None)) {
-        finish_with_row_op(p, layer, smem, bias, row_lo, t, acc);
-      } else if (epilogue.count == 0) {
-        finish<kMath>(p, layer, last, bias, row_lo, t, acc, act, [](float v) { return v; });
-      } else if (epilogue.count == 1 && epilogue.kind[0] == kOpReLU) {
-        finish<kMath>(p, layer, last, bias, row_lo, t, acc, act,
-                      [](float v) { return v > 0.0f ? v : 0.0f; });
+  int64_t tile = int64_t{blockIdx.x} * kWarpsPerBlock + warp;
+  for (uint32_t i = threadIdx.x; i < p.image_chunks; i += kWarpsPerBlock * 32) {
+    __pipeline_memcpy_async(shared_memory + i, p.image + i, 16);
+  }
+  constexpr bool kStaged = stages_input(kMath, kWidth);
+  float* const stage = reinterpret_cast<float*>(reinterpret_cast<char*>(shared_memory) +
+                                                p.stage_offset) +
+                       warp * kRowsPerWarp * p.stage_stride;
+  if (kStaged && tile < p.tiles) stage_input(p, tile, stage, lane);
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();  // the only block barrier: from here on each warp runs on its own
+
+  const char* const smem = reinterpret_cast<const char*>(shared_memory);
+  for (; tile < p.tiles; tile += warps) {
+    const int64_t first_row = tile * kRowsPerWarp;
+    const int64_t row_lo = first_row + g;
+    const int64_t valid_rows = p.rows - first_row;
+    Fragments<kSteps> a, b;
+    if constexpr (kStaged) {
+      __pipeline_wait_prior(0);
+      __syncwarp();  // every lane's copies (and padding zeros) have landed
+      load_input<kMath, kSteps, true>(stage, p.stage_stride, p.stage_stride, valid_rows, g, t, a);
+      __syncwarp();  // every lane has read the buffer before it is refilled
+      if (tile + warps < p.tiles) stage_input(p, tile + warps, stage, lane);
+      __pipeline_commit();
+    } else {
+      const float* rows = p.x + first_row * p.input_width;
+      if (p.vector_input) {
+        load_input<kMath, kSteps, true>(rows, p.input_width, p.input_width, valid_rows, g, t, a);
       } else {
-        finish<kMath>(p, layer, last, bias, row_lo, t, acc, act, general);
+        load_input<kMath, kSteps, false>(rows, p.input_width, p.input_width, valid_rows, g, t, a);
+      }
+    }
+    if constexpr (is_half(kMath)) {
+      // Two layers per trip, each writing the other's operands: no copy between layers.
+      for (int l = 0; l < p.layer_count; l += 2) {
+        if (run_layer_at<kMath, kSteps>(p, l, smem, row_lo, g, t, a, b)) break;
+        if (run_layer_at<kMath, kSteps>(p, l + 1, smem, row_lo, g, t, b, a)) break;
+      }
+    } else {
+      // One copy of the layer code and a register copy between layers: the tf32 forms' layer
+      // code is ~3x larger (Tf32x3 split products), and two copies of it ran slower.
+      for (int l = 0; l < p.layer_count; ++l) {
+        if (run_layer_at<kMath, kSteps>(p, l, smem, row_lo, g, t, a, b)) break;
+#pragma unroll
+        for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[s][i] = b[s][i];
+        }
       }
     }
   }
