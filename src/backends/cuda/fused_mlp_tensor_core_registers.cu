@@ -17,9 +17,9 @@
 //
 // Where the instructions went (version 9): the first form ran 2818 warp instructions per
 // 16-row tile for 192 mma. Now each layer is a loop over groups of 4 output tiles, the k loop
-// inside it unrolled, so that only one group's accumulators are live; the half forms run a
-// fixed k trip count over weight rows padded to the width class (no branch per k-step), two
-// layers per trip into alternating operand arrays (no register copies between layers), one
+// inside it unrolled, so that only one group's accumulators are live; the half forms up to
+// width 128 run a fixed k trip count over weight rows padded to the width class (no branch per
+// k-step), two layers per trip into alternating operand arrays (no register copies between layers), one
 // copy of the layer code with the activation chosen per group (the general epilogue in a loop
 // laid out away from the common path); each warp's next input rows arrive in shared memory by
 // cp.async while it computes (kernels whose weights leave room); and blocks are as wide as the
@@ -121,15 +121,16 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
   }
   if (widest > max_width) return false;
   result.width_class = widest <= 64 ? 64 : widest <= 128 ? 128 : 256;
-  // 16 words per pair of k-steps, over the width class in the half forms (zeros past the
-  // layer's input: the kernel's k loop has a fixed trip count there) and over the layer's input
-  // in the tf32 forms; rows 16 mod 32 words apart for conflict-free 16-byte loads (a quarter warp
-  // reads 4 lanes' 16 bytes from each of two rows).
+  // 16 words per pair of k-steps, over the width class where full_width_rows() (zeros past the
+  // layer's input: the kernel's k loop has a fixed trip count there), else over the layer's
+  // input; rows 16 mod 32 words apart for conflict-free 16-byte loads (a quarter warp reads 4
+  // lanes' 16 bytes from each of two rows).
+  const bool full_width = warp_registers::full_width_rows(math, result.width_class);
   uint32_t offset = 0;
   for (int l = 0; l < result.layer_count; ++l) {
     TensorCoreMlpLayer& layer = result.layers[l];
-    const int row_words = (is_half(math) ? result.width_class / step
-                                         : round_up(layer.k_steps, kStepsPerLoad)) * 8;
+    const int row_words = (full_width ? result.width_class / step
+                                      : round_up(layer.k_steps, kStepsPerLoad)) * 8;
     const int weight_stride = row_words % 32 == 16 ? row_words : row_words + 16;
     layer.weight_stride = weight_stride;
     layer.weight_offset = offset;

@@ -55,6 +55,15 @@ __host__ __device__ constexpr bool stages_input(TensorCoreMath math, int width_c
   return is_half(math) ? width_class <= 128 : width_class <= 64;
 }
 
+// Whether weight rows span the width class (zeros past each layer's input), so that the k loop
+// has a fixed trip count and no branch per k-step: the half forms up to width 128. Elsewhere the
+// padding would cost too much shared memory (the tf32 forms' words are twice as wide; at width
+// 256, chains that fit with rows as wide as each layer's input would not), and the loop stops
+// after the layer's k-steps.
+__host__ __device__ constexpr bool full_width_rows(TensorCoreMath math, int width_class) {
+  return is_half(math) && width_class <= 128;
+}
+
 // The widest last layer a folded Softmax or LayerNorm takes: its whole row in registers at once
 // (with 256 columns, ptxas spilled 5 KB).
 constexpr int kMaxTailColumns = 128;
@@ -153,18 +162,17 @@ __device__ __forceinline__ void load_input(const float* rows, int stride, int wi
 
 // acc[n0 + j] += act x W^T over the k-steps of the width class for the kTileGroup 8-column
 // tiles whose weight rows start at `rows` (this thread's 16-byte column; tile j at
-// rows + j * tile_stride). In the half forms weight rows span the width class, zero past the
-// layer's input, and operands are finite there, so a fixed trip count costs a few zero products
-// and saves a branch per k-step. The tf32 forms stop after the layer's `pairs`: their rows are
-// twice as wide in shared memory, and Tf32x3's split products unrolled over the whole width
-// spilled 3 KB.
+// rows + j * tile_stride). Where full_width_rows(), weight rows are zero past the layer's input
+// and operands are finite there, so a fixed trip count costs a few zero products and saves a
+// branch per k-step; elsewhere the loop stops after the layer's `pairs` (Tf32x3's split products
+// unrolled over the whole width also spilled 3 KB).
 template <TensorCoreMath kMath, int kSteps, int kN>
 __device__ __forceinline__ void multiply_group(const uint4* rows, int tile_stride, int pairs,
                                                const Fragments<kSteps>& act, int n0,
                                                float (&acc)[kN][4]) {
 #pragma unroll
   for (int q = 0; q < kSteps / kStepsPerLoad; ++q) {
-    if (!is_half(kMath) && q >= pairs) break;
+    if (!full_width_rows(kMath, kSteps * step_elements(kMath)) && q >= pairs) break;
     uint4 b[kTileGroup];
 #pragma unroll
     for (int j = 0; j < kTileGroup; ++j) b[j] = rows[j * tile_stride + 4 * q];
