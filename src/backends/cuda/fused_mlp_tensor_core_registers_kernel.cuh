@@ -39,13 +39,19 @@ struct RegisterParams {
 __host__ __device__ constexpr int step_elements(TensorCoreMath math) { return is_half(math) ? 16 : 8; }
 
 // Block shape per kernel: as many warps as the registers ptxas needs allow (~125 for the half
-// forms at width 64, ~170 for the half forms at 128 and the tf32 forms at 64, 255 for the rest),
-// two blocks per SM. More warps per SM hide more of each warp's latency.
-__host__ __device__ constexpr int warps_per_block(TensorCoreMath math, int width_class) {
-  return is_half(math) ? (width_class <= 64 ? 8 : width_class <= 128 ? 6 : 4)
-                       : (width_class <= 64 ? 6 : 4);
+// forms at width 64, ~170 for the half forms at 128 and the tf32 forms at 64, 255 for the rest).
+// More warps per SM hide more of each warp's latency. Two blocks per SM where the weights of
+// most chains leave room for two; where they often do not (the tf32 forms at 128, where one
+// 128 x 128 layer takes 74 KB; the half forms at 256, 147 KB for a 256 x 256 layer), one block
+// of 8 warps, which is never fewer warps per SM than two of 4 and twice one of 4.
+__host__ __device__ constexpr int blocks_per_sm(TensorCoreMath math, int width_class) {
+  return width_class > (is_half(math) ? 128 : 64) ? 1 : 2;
 }
-constexpr int kBlocksPerSm = 2;
+__host__ __device__ constexpr int warps_per_block(TensorCoreMath math, int width_class) {
+  return blocks_per_sm(math, width_class) == 1 ? 8
+         : is_half(math) && width_class <= 64  ? 8
+                                               : 6;
+}
 
 // Whether the kernel stages each warp's next input rows in shared memory (cp.async, arriving
 // while the warp computes). Not where the weights are large (the tf32 forms at width 128, the
@@ -182,18 +188,15 @@ __device__ __forceinline__ void multiply_group(const uint4* rows, int tile_strid
       if constexpr (kMath == TensorCoreMath::Tf32x3) {
         uint32_t big[4], small[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          big[i] = to_tf32(__uint_as_float(act[k][i]));
-          small[i] = tf32_remainder(__uint_as_float(act[k][i]), big[i]);
-        }
+        for (int i = 0; i < 4; ++i) split_tf32(__uint_as_float(act[k][i]), big[i], small[i]);
 #pragma unroll
         for (int j = 0; j < kTileGroup; ++j) {
-          const float w0 = __uint_as_float(half == 0 ? b[j].x : b[j].z);
-          const float w1 = __uint_as_float(half == 0 ? b[j].y : b[j].w);
-          const uint32_t b0 = to_tf32(w0), b1 = to_tf32(w1);
+          uint32_t b0, b1, s0, s1;
+          split_tf32(__uint_as_float(half == 0 ? b[j].x : b[j].z), b0, s0);
+          split_tf32(__uint_as_float(half == 0 ? b[j].y : b[j].w), b1, s1);
           // Small terms first so that they are not lost below the big product's rounding.
           mma<kMath>(acc[n0 + j], small, b0, b1);
-          mma<kMath>(acc[n0 + j], big, tf32_remainder(w0, b0), tf32_remainder(w1, b1));
+          mma<kMath>(acc[n0 + j], big, s0, s1);
           mma<kMath>(acc[n0 + j], big, b0, b1);
         }
       } else {
@@ -415,7 +418,8 @@ __device__ __forceinline__ bool run_layer_at(const RegisterParams& p, int l, con
 }
 
 template <TensorCoreMath kMath, int kWidth>
-__global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32, kBlocksPerSm)
+__global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32,
+                                  blocks_per_sm(kMath, kWidth))
     warp_register_mlp_kernel(const __grid_constant__ RegisterParams p) {
   constexpr int kWarpsPerBlock = warps_per_block(kMath, kWidth);
   constexpr int kSteps = kWidth / step_elements(kMath);

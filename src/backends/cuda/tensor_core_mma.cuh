@@ -35,6 +35,17 @@ __device__ __forceinline__ uint32_t tf32_remainder(float value, uint32_t big) {
   return to_tf32(value - __uint_as_float(big));
 }
 
+// A 3xTF32 split of `value` in three instructions: `big`, rounded to nearest (ties away, as
+// cvt.rna) by integer arithmetic on the bits, and `small`, the exact rest (value - big, at most
+// half a tf32 unit of value), passed on as fp32 bits: the tensor core takes a tf32 operand's
+// top 19 bits, so small loses at most ~2^-21 of value (2^-22 after cvt.rna), far inside fp32's
+// 1e-5 contract, for two cvt and two masks fewer per value. Inf and NaN make NaN products, as
+// with cvt.
+__device__ __forceinline__ void split_tf32(float value, uint32_t& big, uint32_t& small) {
+  big = (__float_as_uint(value) + 0x1000u) & 0xffffe000u;
+  small = __float_as_uint(value - __uint_as_float(big));
+}
+
 template <TensorCoreMath kMath>
 __device__ __forceinline__ uint32_t pack_pair(float low, float high) {
   uint32_t bits;
