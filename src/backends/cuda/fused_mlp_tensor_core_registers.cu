@@ -135,8 +135,8 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
     layer.weight_stride = weight_stride;
     layer.weight_offset = offset;
     offset += static_cast<uint32_t>(layer.n_frags * 8 * weight_stride * 4);
-    layer.bias_offset = offset;
-    offset += static_cast<uint32_t>(layer.n_frags * 8 * 4);
+    layer.bias_offset = offset;  // 4 words per column pair (bias_words())
+    offset += static_cast<uint32_t>(layer.n_frags * 16 * 4);
   }
   const DeviceEpilogue& last_epilogue = layers.back().epilogue;
   const bool relu_or_none = last_epilogue.count == 0 ||
@@ -206,7 +206,15 @@ std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& pla
       }
     }
     if (biases[l] != nullptr) {
-      std::memcpy(image.data() + layer.bias_offset / 4, biases[l], sizeof(float) * layer.out);
+      // Columns c, c + 1 as {c, c + 1, c, c + 1}: one 16-byte load is the starting value of a
+      // thread's C fragment (rows g and g + 8), so accumulators start from the bias.
+      uint32_t* words = image.data() + layer.bias_offset / 4;
+      for (int c = 0; c < layer.out; ++c) {
+        uint32_t bits;
+        std::memcpy(&bits, &biases[l][c], sizeof bits);
+        words[2 * (c & ~1) + (c & 1)] = bits;
+        words[2 * (c & ~1) + 2 + (c & 1)] = bits;
+      }
     }
   }
   const size_t out = static_cast<size_t>(plan.layers[plan.layer_count - 1].out);

@@ -248,9 +248,9 @@ __device__ __forceinline__ void activate(const DeviceEpilogue& epilogue,
   for (int i = 0; i < kTileGroup * 4; ++i) v[i / 4][i % 4] = values[i];
 }
 
-// One layer that is not followed by a folded row op, a group of tiles at a time: multiply, then
-// bias and activation, then the next layer's operand fragments or, for the last layer, the
-// output rows. Columns past `out` come from zero weights and a zero bias (every activation maps
+// One layer that is not followed by a folded row op, a group of tiles at a time: multiply into
+// accumulators that start from the bias (no zeroing, no bias pass), then the activation, then
+// the next layer's operand fragments or, for the last layer, the output rows. Columns past `out` come from zero weights and a zero bias (every activation maps
 // 0 to a finite value); groups past the layer's tiles leave zero operands for the next layer.
 template <TensorCoreMath kMath, int kSteps>
 __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorCoreMlpLayer& layer,
@@ -262,22 +262,18 @@ __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorC
                       g * (layer.weight_stride / 4) + t;
   const int tile_stride = 2 * layer.weight_stride;  // 8 rows, in 16-byte units
   const int pairs = (layer.k_steps + kStepsPerLoad - 1) / kStepsPerLoad;
-  const float* bias = reinterpret_cast<const float*>(smem + layer.bias_offset);
+  const float4* bias = reinterpret_cast<const float4*>(smem + layer.bias_offset) + t;
 #pragma unroll
   for (int n0 = 0; n0 < kTiles; n0 += kTileGroup) {
-    float acc[kTileGroup][4] = {};
     const bool inside = n0 < layer.n_frags;
-    if (inside) {
-      multiply_group<kMath, kSteps>(rows + n0 * tile_stride, tile_stride, pairs, act, 0, acc);
-    }
     float v[kTileGroup][4] = {};
     if (inside) {
 #pragma unroll
       for (int j = 0; j < kTileGroup; ++j) {
-        const float2 b = *reinterpret_cast<const float2*>(bias + (n0 + j) * 8 + 2 * t);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) v[j][i] = acc[j][i] + ((i & 1) ? b.y : b.x);
+        const float4 b = bias[4 * (n0 + j)];
+        v[j][0] = b.x, v[j][1] = b.y, v[j][2] = b.z, v[j][3] = b.w;
       }
+      multiply_group<kMath, kSteps>(rows + n0 * tile_stride, tile_stride, pairs, act, 0, v);
       activate(layer.epilogue, v);
     }
     if (last && inside) {
@@ -337,7 +333,7 @@ __device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams&
     if (n0 >= layer.n_frags) break;
     multiply_group<kMath, kSteps>(rows + n0 * tile_stride, tile_stride, pairs, act, n0, acc);
   }
-  const float* bias = reinterpret_cast<const float*>(smem + layer.bias_offset);
+  const float4* bias = reinterpret_cast<const float4*>(smem + layer.bias_offset) + t;
   const bool relu = layer.epilogue.count == 1;  // the planner folds after none or ReLU only
   const int out = layer.out;
   const bool softmax = p.tail_kind == static_cast<int32_t>(RowTailKind::Softmax);
@@ -346,7 +342,7 @@ __device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams&
   for (int n = 0; n < kTiles; ++n) {
     if (n >= layer.out_frags) break;
     const int col = n * 8 + 2 * t;
-    const float2 b = *reinterpret_cast<const float2*>(bias + col);
+    const float4 b = bias[4 * n];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       acc[n][i] += (i & 1) ? b.y : b.x;
