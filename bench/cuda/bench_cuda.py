@@ -878,6 +878,9 @@ def run_cases(bench: Bench) -> None:
     seed = mlp_case("seed_mlp", SEED_LAYERS, [torch.relu, torch.relu, None])
     seed_name = "seed MLP 100-128-64-10"
     bench.run_case(seed_name, seed, 1, (100,), host_path=True)
+    # The host path with its staging copies, as before the small-batch zero-copy runs.
+    bench.run_case(seed_name, seed, 1, (100,), host_path=True, use_compile=False,
+                   knobs={"FUSEDNN_CUDA_HOST_ZERO_COPY": "0"})
     bench.run_case(seed_name, seed, 1024, (100,), host_path=True, use_compile=False)
     # No compile here: it ran slower than the CUDA graph (docs/performance.md), and the budget
     # goes to LeNet-5 at batch 1, whose issue #4 target is set against torch.compile.

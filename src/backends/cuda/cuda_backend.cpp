@@ -513,6 +513,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           if (p.values[step.inputs.front()].storage == Storage::ModelInput ||
               p.values[step.output].storage == Storage::ModelOutput) {
             device_graphs_repointable_ = false;
+            host_mapped_io_ = false;
           }
         }
         break;

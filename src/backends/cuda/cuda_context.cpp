@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_context.hpp"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cuda/convert_dtype.hpp"
@@ -11,6 +12,22 @@ namespace {
 
 // Batch sizes a context keeps graphs for, per path; runs of other sizes launch directly.
 constexpr size_t kMaxGraphs = 32;
+
+// The most input (and, separately, output) bytes a host-path run reads and writes in pinned
+// memory through its device mapping instead of copying (cuda_context.hpp). The kernels may read
+// an input more than once, each time over the bus, so only small batches qualify.
+constexpr size_t kZeroCopyBytes = 16 * 1024;
+
+// The device's view of pinned host memory, or null where it has none (the caller then copies).
+float* device_view(float* host) {
+  if (host == nullptr) return nullptr;
+  void* device = nullptr;
+  if (cudaHostGetDevicePointer(&device, host, 0) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: leave nothing for the next check
+    return nullptr;
+  }
+  return static_cast<float*>(device);
+}
 
 static_assert(static_cast<int32_t>(HalfFormat::Binary16) == FDNN_DTYPE_FLOAT16 &&
                   static_cast<int32_t>(HalfFormat::Bfloat16) == FDNN_DTYPE_BFLOAT16,
@@ -32,6 +49,20 @@ CudaContext::CudaContext(const CudaBackend& backend)
     : backend_(backend), device_(backend.device_info().ordinal) {
   DeviceScope scope(device_);
   resources_ = std::make_unique<Resources>(backend);
+  mapped_input_ = device_view(resources_->host_input.data());
+  mapped_output_ = device_view(resources_->host_output.data());
+  const char* knob = std::getenv("FUSEDNN_CUDA_HOST_ZERO_COPY");
+  if (knob != nullptr && (std::strcmp(knob, "0") == 0 || std::strcmp(knob, "1") == 0)) {
+    zero_copy_knob_ = knob[0] - '0';
+  }
+}
+
+bool CudaContext::host_zero_copy(size_t input_bytes, size_t output_bytes) const {
+  if (mapped_input_ == nullptr || mapped_output_ == nullptr || zero_copy_knob_ == 0 ||
+      !backend_.host_mapped_io()) {
+    return false;
+  }
+  return zero_copy_knob_ == 1 || (input_bytes <= kZeroCopyBytes && output_bytes <= kZeroCopyBytes);
 }
 
 CudaContext::~CudaContext() {
@@ -188,7 +219,13 @@ void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtyp
   const size_t output_bytes = sizeof(float) * output_count;
   widen_to_float(input, input_dtype, r.host_input.data(), input_count);
 
+  const bool zero_copy = host_zero_copy(input_bytes, output_bytes);
   auto body = [&](cudaStream_t stream) {
+    if (zero_copy) {
+      backend_.enqueue(batch, mapped_input_, mapped_output_, r.workspace.data(),
+                       r.cublaslt_workspace.data(), stream);
+      return;
+    }
     FDNN_CUDA_CHECK(cudaMemcpyAsync(r.device_input.data(), r.host_input.data(), input_bytes,
                                     cudaMemcpyHostToDevice, stream));
     backend_.enqueue(batch, r.device_input.data(), r.device_output.data(), r.workspace.data(),

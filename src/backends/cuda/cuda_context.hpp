@@ -2,7 +2,11 @@
 // max_batch, device and pinned host staging for the host path, and the CUDA graphs it captured.
 //
 // Host path (run_host): input -> pinned staging -> async copy in, the kernels, async copy out,
-// one stream synchronisation, pinned staging -> output.
+// one stream synchronisation, pinned staging -> output. Where the batch's input and output are
+// small (kZeroCopyBytes each), the kernels read and write the pinned staging themselves through
+// its device mapping, with no copies: each copy in a graph costs microseconds of latency, while
+// a few KB read over the bus cost about one round trip (FUSEDNN_CUDA_HOST_ZERO_COPY=0 turns this
+// off, =1 takes it at every size; a knob for tests and benchmarks).
 // Device path (run_device): the kernels read and write the caller's device buffers on the
 // caller's stream; nothing is copied, allocated or waited for (a NULL stream means the context's
 // own stream, and then the call waits).
@@ -111,12 +115,18 @@ class CudaContext final : public ExecutionContext {
   void run_device_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
                          fdnn_dtype output_dtype, void* handle);
   void order_after_previous(cudaStream_t stream);
+  // Whether a host-path run of these sizes skips the copies (see the file comment).
+  bool host_zero_copy(size_t input_bytes, size_t output_bytes) const;
 
   const CudaBackend& backend_;
   int device_;
   std::unique_ptr<Resources> resources_;
   cudaStream_t last_stream_ = nullptr;
   bool has_run_ = false;
+  // The pinned staging as the device sees it; null where the device cannot map host memory.
+  float* mapped_input_ = nullptr;
+  float* mapped_output_ = nullptr;
+  int zero_copy_knob_ = -1;  // FUSEDNN_CUDA_HOST_ZERO_COPY: 0 never, 1 always, -1 by size
   std::vector<CachedGraph> host_graphs_;
   std::vector<CachedGraph> device_graphs_;
 };

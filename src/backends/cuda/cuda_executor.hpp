@@ -105,6 +105,10 @@ class CudaBackend final : public Backend {
   // its kernels are not launched through launch_kernel and cannot be re-pointed. Such graphs are
   // kept per pair of caller buffers instead.
   bool device_graphs_repointable() const { return device_graphs_repointable_; }
+  // Whether the model input and output may be pinned host memory mapped into the device (the
+  // host path's zero-copy runs, cuda_context.hpp): not when cuBLASLt (or the small-batch
+  // Linear's bulk copies) reads or writes them, which are not relied on to reach host memory.
+  bool host_mapped_io() const { return host_mapped_io_; }
   // Kernel launches one run of `batch` samples makes (graphs pay off from two).
   int launches_per_run(int64_t batch) const {
     return single_launch_.takes(batch) ? 1 : launches_per_run_;
@@ -132,6 +136,7 @@ class CudaBackend final : public Backend {
   size_t cublaslt_workspace_bytes_ = 0;
   std::string cublaslt_unavailable_reason_;  // set when cuBLASLt could not be loaded
   bool device_graphs_repointable_ = true;
+  bool host_mapped_io_ = true;
   std::vector<int64_t> value_offset_;  // device workspace offset (floats) of each workspace value
   int64_t workspace_floats_ = 0;
   int launches_per_run_ = 0;

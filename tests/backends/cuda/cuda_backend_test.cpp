@@ -510,6 +510,21 @@ TEST(CudaBackend, FusedConvLeNet5EveryBatchSize) {
   if (!quick()) expect_fused_conv_matches_cpu(lenet5(), {16384}, 501, 2, "LeNet-5, batch 16384");
 }
 
+// The host path with its staging copies and with the kernels reading and writing the pinned
+// staging in place (by default only small batches do; "1" forces every batch, "0" none).
+TEST(CudaBackend, HostPathWithAndWithoutZeroCopy) {
+  REQUIRE_CUDA();
+  uint32_t seed = 70;
+  for (const char* knob : {"0", "1"}) {
+    ScopedEnvironment zero_copy("FUSEDNN_CUDA_HOST_ZERO_COPY", knob);
+    const std::string what = std::string(", FUSEDNN_CUDA_HOST_ZERO_COPY=") + knob;
+    expect_matches_cpu(seed_mlp(), few_batches(), seed++, "seed MLP" + what);
+    expect_matches_cpu(lenet5(), few_batches(), seed++, "LeNet-5" + what);
+    expect_matches_cpu(off_grid_chain(), {1, 1000}, seed++, "37-200-13-256-255-5" + what, {},
+                       FDNN_PRECISION_BF16, 1e-2);
+  }
+}
+
 TEST(CudaBackend, FusedConvPoolGeometries) {
   REQUIRE_CUDA();
   const std::vector<int64_t> batches = conv_batches();
