@@ -82,6 +82,7 @@ struct TensorCoreMlpPlan {
   uint32_t even_offset = 0;      // inputs of layers 2, 4, ... (0: in the tile's staging buffer)
   size_t shared_bytes = 0;
   int blocks_per_sm = 0;
+  bool split_weights = false;    // WarpRegisters Tf32x3: weights split into tf32 parts at load
   TensorCoreRowTail tail;        // WarpRegisters only
   uint32_t gamma_offset = 0;     // bytes into the image, when tail.gamma
   uint32_t beta_offset = 0;      // bytes into the image, when tail.beta

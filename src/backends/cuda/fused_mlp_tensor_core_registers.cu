@@ -55,18 +55,19 @@ using warp_registers::kTileGroup;
 using warp_registers::RegisterParams;
 using warp_registers::step_elements;
 
-KernelFunction kernel_for(TensorCoreMath math, int width_class) {
+KernelFunction kernel_for(TensorCoreMath math, int width_class, bool split_weights) {
   switch (math) {
     case TensorCoreMath::Tf32:
-      return warp_registers::kernel_for_width<TensorCoreMath::Tf32>(width_class);
+      return warp_registers::kernel_for_width<TensorCoreMath::Tf32>(width_class, false);
     case TensorCoreMath::Tf32x3:
-      return warp_registers::kernel_for_width<TensorCoreMath::Tf32x3>(width_class);
+      return warp_registers::kernel_for_width<TensorCoreMath::Tf32x3>(width_class,
+                                                                      split_weights);
     case TensorCoreMath::Fp16:
-      return warp_registers::kernel_for_width<TensorCoreMath::Fp16>(width_class);
+      return warp_registers::kernel_for_width<TensorCoreMath::Fp16>(width_class, false);
     case TensorCoreMath::Bf16:
       break;
   }
-  return warp_registers::kernel_for_width<TensorCoreMath::Bf16>(width_class);
+  return warp_registers::kernel_for_width<TensorCoreMath::Bf16>(width_class, false);
 }
 
 int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
@@ -121,23 +122,6 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
   }
   if (widest > max_width) return false;
   result.width_class = widest <= 64 ? 64 : widest <= 128 ? 128 : 256;
-  // 16 words per pair of k-steps, over the width class where full_width_rows() (zeros past the
-  // layer's input: the kernel's k loop has a fixed trip count there), else over the layer's
-  // input; rows 16 mod 32 words apart for conflict-free 16-byte loads (a quarter warp reads 4
-  // lanes' 16 bytes from each of two rows).
-  const bool full_width = warp_registers::full_width_rows(math, result.width_class);
-  uint32_t offset = 0;
-  for (int l = 0; l < result.layer_count; ++l) {
-    TensorCoreMlpLayer& layer = result.layers[l];
-    const int row_words = (full_width ? result.width_class / step
-                                      : round_up(layer.k_steps, kStepsPerLoad)) * 8;
-    const int weight_stride = row_words % 32 == 16 ? row_words : row_words + 16;
-    layer.weight_stride = weight_stride;
-    layer.weight_offset = offset;
-    offset += static_cast<uint32_t>(layer.n_frags * 8 * weight_stride * 4);
-    layer.bias_offset = offset;  // 4 words per column pair (bias_words())
-    offset += static_cast<uint32_t>(layer.n_frags * 16 * 4);
-  }
   const DeviceEpilogue& last_epilogue = layers.back().epilogue;
   const bool relu_or_none = last_epilogue.count == 0 ||
                             (last_epilogue.count == 1 && last_epilogue.kind[0] == kOpReLU);
@@ -146,26 +130,63 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
     return false;
   }
   result.tail = tail;
-  if (tail.kind == RowTailKind::LayerNorm) {  // gamma and beta after the weights (offsets > 0)
-    const uint32_t bytes = static_cast<uint32_t>(round_up(layers.back().out, 8) * 4);  // read to the padded out
-    if (tail.gamma) result.gamma_offset = offset, offset += bytes;
-    if (tail.beta) result.beta_offset = offset, offset += bytes;
-  }
-  result.image_bytes = offset;
   result.tile_rows = kRowsPerWarp;
-  // The image, then each warp's input buffer where the kernel stages its input.
   const int warps = warp_registers::warps_per_block(math, result.width_class);
-  result.shared_bytes = warp_registers::stages_input(math, result.width_class)
-                            ? stage_offset(result) + size_t(warps) * stage_bytes(result)
-                            : result.image_bytes;
-  if (result.shared_bytes > device.shared_per_block_optin) return false;
 
-  const KernelFunction kernel = kernel_for(math, result.width_class);
-  FDNN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(device.shared_per_block_optin)));
-  int blocks = 0;
-  FDNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 32 * warps,
-                                                                result.shared_bytes));
+  // Lays out the image (and shared memory) with the weights split or not and returns the blocks
+  // per SM that leaves resident (0: it does not fit).
+  const auto lay_out = [&](bool split) {
+    result.split_weights = split;
+    // 16 words per pair of k-steps (32 split), over the width class where full_width_rows()
+    // (zeros past the layer's input: the kernel's k loop has a fixed trip count there), else
+    // over the layer's input; rows 16 mod 32 words apart for conflict-free 16-byte loads (a
+    // quarter warp reads 4 lanes' 16 bytes from each of two rows).
+    const bool full_width = warp_registers::full_width_rows(math, result.width_class);
+    uint32_t offset = 0;
+    for (int l = 0; l < result.layer_count; ++l) {
+      TensorCoreMlpLayer& layer = result.layers[l];
+      const int row_words = (full_width ? result.width_class / step
+                                        : round_up(layer.k_steps, kStepsPerLoad)) *
+                            (split ? 16 : 8);
+      const int weight_stride = row_words % 32 == 16 ? row_words : row_words + 16;
+      layer.weight_stride = weight_stride;
+      layer.weight_offset = offset;
+      offset += static_cast<uint32_t>(layer.n_frags * 8 * weight_stride * 4);
+      layer.bias_offset = offset;  // 4 words per column pair (build_warp_register_mlp_image)
+      offset += static_cast<uint32_t>(layer.n_frags * 16 * 4);
+    }
+    result.gamma_offset = result.beta_offset = 0;
+    if (tail.kind == RowTailKind::LayerNorm) {  // gamma and beta after the weights (offsets > 0)
+      const uint32_t bytes = static_cast<uint32_t>(round_up(layers.back().out, 8) * 4);  // read to the padded out
+      if (tail.gamma) result.gamma_offset = offset, offset += bytes;
+      if (tail.beta) result.beta_offset = offset, offset += bytes;
+    }
+    result.image_bytes = offset;
+    // The image, then each warp's input buffer where the kernel stages its input.
+    result.shared_bytes = warp_registers::stages_input(math, result.width_class)
+                              ? stage_offset(result) + size_t(warps) * stage_bytes(result)
+                              : result.image_bytes;
+    if (result.shared_bytes > device.shared_per_block_optin) return 0;
+    const KernelFunction kernel = kernel_for(math, result.width_class, split);
+    FDNN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(device.shared_per_block_optin)));
+    int blocks = 0;
+    FDNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 32 * warps,
+                                                                  result.shared_bytes));
+    return blocks;
+  };
+  // Tf32x3 splits the weights at load where the doubled image keeps as many blocks resident
+  // (the seed MLP: one 8-warp block per SM either way); the kernel then splits only the
+  // activations.
+  int blocks = lay_out(false);
+  if (math == TensorCoreMath::Tf32x3) {
+    const int split_blocks = lay_out(true);
+    if (split_blocks < 1 || split_blocks < blocks) {
+      lay_out(false);
+    } else {
+      blocks = split_blocks;
+    }
+  }
   if (blocks < 1) return false;
   result.blocks_per_sm = blocks;
   *plan = result;
@@ -193,6 +214,18 @@ std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& pla
         // 16s+8+2t, 16s+9+2t. tf32 words hold one column each, in order.
         const int s = k / step, r = k % step;
         const int w = !half ? r : l == 0 ? r / 2 : 2 * ((r % 8) / 2) + r / 8;
+        if (plan.split_weights) {
+          // One 16-byte load per step: the thread's two big words, then their two rests (the
+          // kernel's split_tf32, done once here).
+          const uint32_t big = tf32_bits(source[k]);
+          float big_value;
+          std::memcpy(&big_value, &big, sizeof big_value);
+          const float rest = source[k] - big_value;
+          const int word = 16 * s + 4 * (w / 2) + w % 2;
+          row[word] = big;
+          std::memcpy(&row[word + 2], &rest, sizeof rest);
+          continue;
+        }
         // One 16-byte load gives a thread its words of steps 2q and 2q + 1.
         const int word = 16 * (s / kStepsPerLoad) + 4 * (w / 2) + 2 * (s % kStepsPerLoad) + w % 2;
         if (!half) {
@@ -256,7 +289,8 @@ void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, flo
   const int64_t blocks = (p.tiles + warps - 1) / warps;
   const int64_t resident = int64_t{device.sm_count} * plan.blocks_per_sm;
   const unsigned grid = static_cast<unsigned>(std::min(blocks, resident));
-  launch_kernel(kernel_for(plan.math, plan.width_class), "warp_register_mlp_kernel", dim3(grid),
+  launch_kernel(kernel_for(plan.math, plan.width_class, plan.split_weights),
+                "warp_register_mlp_kernel", dim3(grid),
                 dim3(32 * warps), plan.shared_bytes, stream, p);
 }
 

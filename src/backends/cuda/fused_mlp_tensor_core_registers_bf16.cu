@@ -4,6 +4,6 @@
 
 namespace fusednn::cuda::warp_registers {
 
-template KernelFunction kernel_for_width<TensorCoreMath::Bf16>(int);
+template KernelFunction kernel_for_width<TensorCoreMath::Bf16>(int, bool);
 
 }  // namespace fusednn::cuda::warp_registers

@@ -70,6 +70,11 @@ __host__ __device__ constexpr bool full_width_rows(TensorCoreMath math, int widt
   return is_half(math) && width_class <= 128;
 }
 
+// kSplit (Tf32x3 only, TensorCoreMlpPlan::split_weights): the weights come split at load into
+// their tf32 big parts and fp32 rests, so the kernel splits only the activations. A thread's 16
+// bytes of a k-step hold its two big words, then their two rests: twice the shared memory, so
+// the plan takes it where that costs no resident block.
+
 // The widest last layer a folded Softmax or LayerNorm takes: its whole row in registers at once
 // (with 256 columns, ptxas spilled 5 KB).
 constexpr int kMaxTailColumns = 128;
@@ -172,19 +177,27 @@ __device__ __forceinline__ void load_input(const float* rows, int stride, int wi
 // and operands are finite there, so a fixed trip count costs a few zero products and saves a
 // branch per k-step; elsewhere the loop stops after the layer's `pairs` (Tf32x3's split products
 // unrolled over the whole width also spilled 3 KB).
-template <TensorCoreMath kMath, int kSteps, int kN>
+template <TensorCoreMath kMath, bool kSplit, int kSteps, int kN>
 __device__ __forceinline__ void multiply_group(const uint4* rows, int tile_stride, int pairs,
                                                const Fragments<kSteps>& act, int n0,
                                                float (&acc)[kN][4]) {
 #pragma unroll
   for (int q = 0; q < kSteps / kStepsPerLoad; ++q) {
     if (!full_width_rows(kMath, kSteps * step_elements(kMath)) && q >= pairs) break;
+    // A thread's 16 bytes of weights: two k-steps' words, or (kSplit) one k-step's two big
+    // words and their two rests.
     uint4 b[kTileGroup];
+    if constexpr (!kSplit) {
 #pragma unroll
-    for (int j = 0; j < kTileGroup; ++j) b[j] = rows[j * tile_stride + 4 * q];
+      for (int j = 0; j < kTileGroup; ++j) b[j] = rows[j * tile_stride + 4 * q];
+    }
 #pragma unroll
     for (int half = 0; half < kStepsPerLoad; ++half) {
       const int k = kStepsPerLoad * q + half;
+      if constexpr (kSplit) {
+#pragma unroll
+        for (int j = 0; j < kTileGroup; ++j) b[j] = rows[j * tile_stride + 4 * k];
+      }
       if constexpr (kMath == TensorCoreMath::Tf32x3) {
         uint32_t big[4], small[4];
 #pragma unroll
@@ -192,8 +205,12 @@ __device__ __forceinline__ void multiply_group(const uint4* rows, int tile_strid
 #pragma unroll
         for (int j = 0; j < kTileGroup; ++j) {
           uint32_t b0, b1, s0, s1;
-          split_tf32(__uint_as_float(half == 0 ? b[j].x : b[j].z), b0, s0);
-          split_tf32(__uint_as_float(half == 0 ? b[j].y : b[j].w), b1, s1);
+          if constexpr (kSplit) {
+            b0 = b[j].x, b1 = b[j].y, s0 = b[j].z, s1 = b[j].w;
+          } else {
+            split_tf32(__uint_as_float(half == 0 ? b[j].x : b[j].z), b0, s0);
+            split_tf32(__uint_as_float(half == 0 ? b[j].y : b[j].w), b1, s1);
+          }
           // Small terms first so that they are not lost below the big product's rounding.
           mma<kMath>(acc[n0 + j], small, b0, b1);
           mma<kMath>(acc[n0 + j], big, s0, s1);
@@ -252,7 +269,7 @@ __device__ __forceinline__ void activate(const DeviceEpilogue& epilogue,
 // accumulators that start from the bias (no zeroing, no bias pass), then the activation, then
 // the next layer's operand fragments or, for the last layer, the output rows. Columns past `out` come from zero weights and a zero bias (every activation maps
 // 0 to a finite value); groups past the layer's tiles leave zero operands for the next layer.
-template <TensorCoreMath kMath, int kSteps>
+template <TensorCoreMath kMath, bool kSplit, int kSteps>
 __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorCoreMlpLayer& layer,
                                           bool last, const char* smem, int64_t row_lo, int g,
                                           int t, const Fragments<kSteps>& act,
@@ -273,7 +290,8 @@ __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorC
         const float4 b = bias[4 * (n0 + j)];
         v[j][0] = b.x, v[j][1] = b.y, v[j][2] = b.z, v[j][3] = b.w;
       }
-      multiply_group<kMath, kSteps>(rows + n0 * tile_stride, tile_stride, pairs, act, 0, v);
+      multiply_group<kMath, kSplit, kSteps>(rows + n0 * tile_stride, tile_stride, pairs, act, 0,
+                                            v);
       activate(layer.epilogue, v);
     }
     if (last && inside) {
@@ -315,7 +333,7 @@ __device__ __forceinline__ float group_max(float value) {
 // rows of at most kMaxTailColumns. An activation after the LayerNorm runs as an in-place pass
 // (cuda_backend.cpp): inlining the general epilogue here for every value quadrupled this file's
 // compile time.
-template <TensorCoreMath kMath, int kSteps>
+template <TensorCoreMath kMath, bool kSplit, int kSteps>
 __device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams& p,
                                                            const TensorCoreMlpLayer& layer,
                                                            const char* smem, int64_t row_lo,
@@ -331,7 +349,8 @@ __device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams&
 #pragma unroll
   for (int n0 = 0; n0 < kTiles; n0 += kTileGroup) {
     if (n0 >= layer.n_frags) break;
-    multiply_group<kMath, kSteps>(rows + n0 * tile_stride, tile_stride, pairs, act, n0, acc);
+    multiply_group<kMath, kSplit, kSteps>(rows + n0 * tile_stride, tile_stride, pairs, act, n0,
+                                          acc);
   }
   const float4* bias = reinterpret_cast<const float4*>(smem + layer.bias_offset) + t;
   const bool relu = layer.epilogue.count == 1;  // the planner folds after none or ReLU only
@@ -398,7 +417,7 @@ __device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams&
 }
 
 // Layer l from `act` into `next`; true when it was the last.
-template <TensorCoreMath kMath, int kSteps>
+template <TensorCoreMath kMath, bool kSplit, int kSteps>
 __device__ __forceinline__ bool run_layer_at(const RegisterParams& p, int l, const char* smem,
                                              int64_t row_lo, int g, int t,
                                              const Fragments<kSteps>& act,
@@ -406,14 +425,14 @@ __device__ __forceinline__ bool run_layer_at(const RegisterParams& p, int l, con
   const TensorCoreMlpLayer& layer = p.layers[l];
   const bool last = l + 1 == p.layer_count;
   if (last && p.tail_kind != static_cast<int32_t>(RowTailKind::None)) {
-    run_last_layer_with_row_op<kMath, kSteps>(p, layer, smem, row_lo, g, t, act);
+    run_last_layer_with_row_op<kMath, kSplit, kSteps>(p, layer, smem, row_lo, g, t, act);
   } else {
-    run_layer<kMath, kSteps>(p, layer, last, smem, row_lo, g, t, act, next);
+    run_layer<kMath, kSplit, kSteps>(p, layer, last, smem, row_lo, g, t, act, next);
   }
   return last;
 }
 
-template <TensorCoreMath kMath, int kWidth>
+template <TensorCoreMath kMath, int kWidth, bool kSplit>
 __global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32,
                                   blocks_per_sm(kMath, kWidth))
     warp_register_mlp_kernel(const __grid_constant__ RegisterParams p) {
@@ -461,14 +480,14 @@ __global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32,
     if constexpr (is_half(kMath)) {
       // Two layers per trip, each writing the other's operands: no copy between layers.
       for (int l = 0; l < p.layer_count; l += 2) {
-        if (run_layer_at<kMath, kSteps>(p, l, smem, row_lo, g, t, a, b)) break;
-        if (run_layer_at<kMath, kSteps>(p, l + 1, smem, row_lo, g, t, b, a)) break;
+        if (run_layer_at<kMath, kSplit, kSteps>(p, l, smem, row_lo, g, t, a, b)) break;
+        if (run_layer_at<kMath, kSplit, kSteps>(p, l + 1, smem, row_lo, g, t, b, a)) break;
       }
     } else {
       // One copy of the layer code and a register copy between layers: the tf32 forms' layer
       // code is ~3x larger (Tf32x3 split products), and two copies of it ran slower.
       for (int l = 0; l < p.layer_count; ++l) {
-        if (run_layer_at<kMath, kSteps>(p, l, smem, row_lo, g, t, a, b)) break;
+        if (run_layer_at<kMath, kSplit, kSteps>(p, l, smem, row_lo, g, t, a, b)) break;
 #pragma unroll
         for (int s = 0; s < kSteps; ++s) {
 #pragma unroll
@@ -481,18 +500,26 @@ __global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32,
 
 using KernelFunction = void (*)(RegisterParams);
 
+// The kernel for a width class; `split_weights` (kSplit above) only for Tf32x3.
 template <TensorCoreMath kMath>
-KernelFunction kernel_for_width(int width_class) {
-  if (width_class <= 64) return warp_register_mlp_kernel<kMath, 64>;
-  if constexpr (is_half(kMath)) {
-    if (width_class > 128) return warp_register_mlp_kernel<kMath, 256>;
+KernelFunction kernel_for_width(int width_class, bool split_weights) {
+  if constexpr (kMath == TensorCoreMath::Tf32x3) {
+    if (split_weights) {
+      return width_class <= 64 ? warp_register_mlp_kernel<kMath, 64, true>
+                               : warp_register_mlp_kernel<kMath, 128, true>;
+    }
   }
-  return warp_register_mlp_kernel<kMath, 128>;
+  (void)split_weights;
+  if (width_class <= 64) return warp_register_mlp_kernel<kMath, 64, false>;
+  if constexpr (is_half(kMath)) {
+    if (width_class > 128) return warp_register_mlp_kernel<kMath, 256, false>;
+  }
+  return warp_register_mlp_kernel<kMath, 128, false>;
 }
 
-extern template KernelFunction kernel_for_width<TensorCoreMath::Tf32>(int);
-extern template KernelFunction kernel_for_width<TensorCoreMath::Tf32x3>(int);
-extern template KernelFunction kernel_for_width<TensorCoreMath::Fp16>(int);
-extern template KernelFunction kernel_for_width<TensorCoreMath::Bf16>(int);
+extern template KernelFunction kernel_for_width<TensorCoreMath::Tf32>(int, bool);
+extern template KernelFunction kernel_for_width<TensorCoreMath::Tf32x3>(int, bool);
+extern template KernelFunction kernel_for_width<TensorCoreMath::Fp16>(int, bool);
+extern template KernelFunction kernel_for_width<TensorCoreMath::Bf16>(int, bool);
 
 }  // namespace fusednn::cuda::warp_registers

@@ -111,6 +111,11 @@ TEST(CudaBackend, Fp32ChainsOnTensorCoresHoldFp32Accuracy) {
     fused.linear("fc1", 36, 70).act(layer).linear("fc2", 70, 9).act(layer);
     expect_matches_cpu(fused, few_batches(), seed++, name + ", 3xTF32");
   }
+  Net wide({32});  // weights whole in shared memory (split, they would cost a block per SM)
+  wide.linear("l0", 32, 64).act(R"({"type": "ReLU"})");
+  for (const char* name : {"l1", "l2", "l3"}) wide.linear(name, 64, 64).act(R"({"type": "ReLU"})");
+  wide.linear("l4", 64, 16);
+  expect_matches_cpu(wide, with_large(few_batches(), 5000), 44, "32-64-64-64-64-16, 3xTF32");
   Net unaligned({7});  // input rows not a multiple of 16 bytes: 4-byte copies
   unaligned.linear("fc1", 7, 16).act(R"({"type": "Tanh"})").linear("fc2", 16, 3, false);
   expect_matches_cpu(unaligned, all_batches(), 40, "7-16-3, 3xTF32");
