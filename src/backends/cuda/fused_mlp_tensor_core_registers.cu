@@ -11,9 +11,10 @@
 // and each warp reads the 46 KB of bf16 weights from shared memory per 16 rows (~25 us at
 // 128 B/clk per SM): memory-bound near 40 us. 3xTF32 triples the products at half the rate:
 // ~130 us, against PyTorch's 525 us in fp32. Measured on that H100 (bench/cuda/NOTES.md,
-// version 9): 74 us in bf16, 143 in tf32, 427 in 3xTF32. Not memory-bound: the last profile
-// showed waits on instruction fetch, fixed-latency dependencies and shared memory, at ~3 warps
-// per scheduler.
+// version 10): 74 us in bf16, 142 in tf32, 224 in 3xTF32. Not memory-bound: the last profile
+// showed waits on fixed-latency dependencies, instruction fetch and shared memory, at ~3 warps
+// per scheduler. 3xTF32 went from 427 us to 224 by splitting operands with integer rounding,
+// then splitting the weights once at load.
 //
 // Where the instructions went (version 9): the first form ran 2818 warp instructions per
 // 16-row tile for 192 mma. Now each layer is a loop over groups of 4 output tiles, the k loop
@@ -22,8 +23,8 @@
 // k-step), two layers per trip into alternating operand arrays (no register copies between layers), one
 // copy of the layer code with the activation chosen per group (the general epilogue in a loop
 // laid out away from the common path); each warp's next input rows arrive in shared memory by
-// cp.async while it computes (kernels whose weights leave room); and blocks are as wide as the
-// registers allow.
+// cp.async while it computes (kernels whose weights leave room); blocks are as wide as the
+// registers allow; accumulators start from the bias.
 //
 // Fragment bookkeeping (PTX ISA, mma.m16n8k8 tf32 and mma.m16n8k16 f16/bf16; g = lane / 4,
 // t = lane % 4). C fragments hold (row g, columns 2t, 2t+1) and (row g+8, the same) of an 8-column
