@@ -257,15 +257,20 @@ def _stream_pointer(stream: Any) -> Optional[int]:
                     f"{type(stream).__name__}")
 
 
-def _run(function: Callable[..., int], typed_function: Callable[..., int], handle: Any,
-         x: np.ndarray, input_shape: Tuple[int, ...], output_shape: Tuple[int, ...],
-         max_batch: int, where: str, dtype: Any, out_dtype: Any) -> np.ndarray:
+def _run(library: _native.Library, function: Callable[..., int],
+         typed_function: Callable[..., int], handle: Any, x: np.ndarray,
+         input_shape: Tuple[int, ...], output_shape: Tuple[int, ...], max_batch: int, where: str,
+         dtype: Any, out_dtype: Any) -> np.ndarray:
+    """A host run. `function` is the unchecked float32 run (Library.*_run_unchecked): the input
+    is checked here and the output made here, so its addresses go in as they are."""
     batch, single, in_name = _check_input(x, input_shape, max_batch, where,
                                           _dtype_name(dtype, "dtype", where))
     out_name = _dtype_name(out_dtype, "out_dtype", where) or in_name
     if in_name == out_name == "float32":  # the float32 call, as before the typed ones existed
         output = np.empty((batch,) + output_shape, dtype=np.float32)
-        function(handle, batch, x, x.size, output, output.size)
+        status = function(handle, batch, x.ctypes.data, x.size, output.ctypes.data, output.size)
+        if status != 0:
+            library.raise_for_status(status)
     else:
         if out_name == "bfloat16":  # the input's bfloat16 dtype if it has one, else the bits
             numpy_dtype = x.dtype if _is_ml_bfloat16(x.dtype) else np.dtype(np.uint16)
@@ -296,8 +301,9 @@ class Model:
     def __init__(self, handle: Any) -> None:
         """Wrap a native handle; use :meth:`from_file` or :meth:`from_spec` instead."""
         library = _native.library()
+        self._library = library
         self._destroy = library.cdll.fdnn_model_destroy
-        self._run_function = library.cdll.fdnn_model_run
+        self._run_function = library.model_run_unchecked
         self._run_typed_function = library.cdll.fdnn_model_run_typed
         try:
             self._input_shape = self._query_shape(handle, "fdnn_model_input_shape")
@@ -535,9 +541,9 @@ class Model:
             TypeError / ValueError for a wrong input, before any native call; InvalidStateError
             (weights missing), OutOfMemoryError, DeviceError from the library.
         """
-        return _run(self._run_function, self._run_typed_function, self._live_handle(), x,
-                    self._input_shape, self._output_shape, self._max_batch, "Model.run", dtype,
-                    out_dtype)
+        return _run(self._library, self._run_function, self._run_typed_function,
+                    self._live_handle(), x, self._input_shape, self._output_shape,
+                    self._max_batch, "Model.run", dtype, out_dtype)
 
     def create_context(self) -> "Context":
         """A new execution context for this model; see :class:`Context`."""
@@ -599,8 +605,9 @@ class Context:
             closed model.
         """
         library = _native.library()
+        self._library = library
         self._destroy = library.cdll.fdnn_context_destroy
-        self._run_function = library.cdll.fdnn_context_run
+        self._run_function = library.context_run_unchecked
         self._run_typed_function = library.cdll.fdnn_context_run_typed
         self._run_device_function = library.cdll.fdnn_context_run_device
         self._run_device_typed_function = library.cdll.fdnn_context_run_device_typed
@@ -641,9 +648,9 @@ class Context:
         """
         if self._handle is None:
             raise ValueError("the context is closed")
-        return _run(self._run_function, self._run_typed_function, self._handle, x,
-                    self._input_shape, self._output_shape, self._max_batch, "Context.run", dtype,
-                    out_dtype)
+        return _run(self._library, self._run_function, self._run_typed_function, self._handle,
+                    x, self._input_shape, self._output_shape, self._max_batch, "Context.run",
+                    dtype, out_dtype)
 
     def run_device(self, x: Any, out: Any, stream: Any = None) -> None:
         """Run on GPU buffers on a CUDA stream, without copies (``fdnn_context_run_device``).
