@@ -3,10 +3,11 @@
 //
 // Host path (run_host): input -> pinned staging -> async copy in, the kernels, async copy out,
 // one stream synchronisation, pinned staging -> output. Where the batch's input and output are
-// small (kZeroCopyBytes each), the kernels read and write the pinned staging themselves through
-// its device mapping, with no copies: each copy in a graph costs microseconds of latency, while
-// a few KB read over the bus cost about one round trip (FUSEDNN_CUDA_HOST_ZERO_COPY=0 turns this
-// off, =1 takes it at every size; a knob for tests and benchmarks).
+// small (kZeroCopyBytes each) and the backend allows it (CudaBackend::host_mapped_io()), the
+// kernels read and write the pinned staging themselves through its device mapping, with no
+// copies: each copy in a graph costs microseconds of latency, while a few KB read over the bus
+// cost about one round trip. FUSEDNN_CUDA_HOST_ZERO_COPY=0 turns this off, =1 takes it at every
+// size the backend allows; a knob for tests and benchmarks.
 // Device path (run_device): the kernels read and write the caller's device buffers on the
 // caller's stream; nothing is copied, allocated or waited for (a NULL stream means the context's
 // own stream, and then the call waits).
@@ -126,7 +127,7 @@ class CudaContext final : public ExecutionContext {
   // The pinned staging as the device sees it; null where the device cannot map host memory.
   float* mapped_input_ = nullptr;
   float* mapped_output_ = nullptr;
-  int zero_copy_knob_ = -1;  // FUSEDNN_CUDA_HOST_ZERO_COPY: 0 never, 1 always, -1 by size
+  int zero_copy_knob_ = -1;  // FUSEDNN_CUDA_HOST_ZERO_COPY: 0 never, 1 any size, -1 by size
   std::vector<CachedGraph> host_graphs_;
   std::vector<CachedGraph> device_graphs_;
 };
