@@ -20,8 +20,8 @@
 // 16-row tile for 192 mma. Now each layer is a loop over groups of 4 output tiles, the k loop
 // inside it unrolled, so that only one group's accumulators are live; the half forms up to
 // width 128 run a fixed k trip count over weight rows padded to the width class (no branch per
-// k-step), two layers per trip into alternating operand arrays (no register copies between layers), one
-// copy of the layer code with the activation chosen per group (the general epilogue in a loop
+// k-step), two layers per trip into alternating operand arrays (no register copies between
+// layers), one copy of the layer code with the activation chosen per group (the general epilogue in a loop
 // laid out away from the common path); each warp's next input rows arrive in shared memory by
 // cp.async while it computes (kernels whose weights leave room); blocks are as wide as the
 // registers allow; accumulators start from the bias.
@@ -158,7 +158,8 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
     }
     result.gamma_offset = result.beta_offset = 0;
     if (tail.kind == RowTailKind::LayerNorm) {  // gamma and beta after the weights (offsets > 0)
-      const uint32_t bytes = static_cast<uint32_t>(round_up(layers.back().out, 8) * 4);  // read to the padded out
+      // Read up to the padded out.
+      const uint32_t bytes = static_cast<uint32_t>(round_up(layers.back().out, 8) * 4);
       if (tail.gamma) result.gamma_offset = offset, offset += bytes;
       if (tail.beta) result.beta_offset = offset, offset += bytes;
     }

@@ -267,8 +267,9 @@ __device__ __forceinline__ void activate(const DeviceEpilogue& epilogue,
 
 // One layer that is not followed by a folded row op, a group of tiles at a time: multiply into
 // accumulators that start from the bias (no zeroing, no bias pass), then the activation, then
-// the next layer's operand fragments or, for the last layer, the output rows. Columns past `out` come from zero weights and a zero bias (every activation maps
-// 0 to a finite value); groups past the layer's tiles leave zero operands for the next layer.
+// the next layer's operand fragments or, for the last layer, the output rows. Columns past
+// `out` come from zero weights and a zero bias (every activation maps 0 to a finite value);
+// groups past the layer's tiles leave zero operands for the next layer.
 template <TensorCoreMath kMath, bool kSplit, int kSteps>
 __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorCoreMlpLayer& layer,
                                           bool last, const char* smem, int64_t row_lo, int g,
