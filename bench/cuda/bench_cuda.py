@@ -914,6 +914,9 @@ def run_cases(bench: Bench) -> None:
     bench.run_case(wide_name, wide, 1 << 21, (32,), precision="fp16", use_compile=False)
     bench.run_case(wide_name, wide, 1 << 21, (32,), use_compile=False)
     bench.run_case(gelu_name, gelu, 4096, (768,), precision="bf16", use_compile=False)
+    # cuBLASLt on fp32 operands with a bf16 compute type, as before 16-bit weights.
+    bench.run_case(gelu_name, gelu, 4096, (768,), precision="bf16", use_compile=False,
+                   knobs={"FUSEDNN_CUDA_CUBLASLT_HALF_OPERANDS": "0"})
     bench.run_case(gelu_name, gelu, 32, (768,), knobs={"FUSEDNN_CUDA_CUBLASLT": "0"},
                    use_compile=False)
     bench.run_case(seed_name, seed, 16384, (100,), knobs=fp32_tensor_cores, use_compile=False)

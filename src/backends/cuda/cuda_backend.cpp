@@ -6,10 +6,12 @@
 // does a lone layer whose input fits a tile. A lone layer wider than kFusedMlpMaxWidth runs on
 // cuBLASLt with the bias and a ReLU or GELU(tanh) fused in its epilogue (linear_cublaslt.cpp; W
 // kept in PyTorch's [out][in] layout; FUSEDNN_CUDA_CUBLASLT=0 sends fp32 models to the fused
-// kernel's column-split form instead, for comparing); the epilogue ops cuBLASLt cannot fuse run as in-place elementwise passes,
-// and the tiled GEMM of linear.cu stands in where cuBLASLt has no algorithm or is not loaded.
-// In fp32 models, runs of up to 32 rows of such a layer take the small-batch kernel instead
-// (small_batch_linear.hpp) where its plan says it is faster.
+// kernel's column-split form instead, for comparing); the epilogue ops cuBLASLt cannot fuse run
+// as in-place elementwise passes, and the tiled GEMM of linear.cu stands in where cuBLASLt has
+// no algorithm or is not loaded. In fp32 models, runs of up to 32 rows of such a layer take the
+// small-batch kernel instead (small_batch_linear.hpp) where its plan says it is faster. In fp16
+// and bf16 models cuBLASLt reads W in that type (a 16-bit copy made at load) and x narrowed into
+// the workspace first.
 #include "backends/cuda/cuda_backend.hpp"
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include "backends/cuda/concat.hpp"
 #include "backends/cuda/conv2d.hpp"
 #include "backends/cuda/conv_pool.hpp"
+#include "backends/cuda/convert_dtype.hpp"
 #include "backends/cuda/cublaslt_library.hpp"
 #include "backends/cuda/cuda_context.hpp"
 #include "backends/cuda/cuda_executor.hpp"
@@ -34,6 +37,7 @@
 #include "backends/cuda/softmax.hpp"
 #include "common/elementwise_op.hpp"
 #include "common/error.hpp"
+#include "common/half_float.hpp"
 
 namespace fusednn {
 namespace cuda {
@@ -71,6 +75,8 @@ struct OpRefs {
   std::vector<size_t> layer_weight;
   std::vector<size_t> layer_bias;
   CublasLtActivation lt_activation = CublasLtActivation::None;  // CublasLtLinear only
+  size_t half_weight = kNone;  // into the 16-bit blob
+  size_t block_image = kNone;  // FusedMlp: the single-block form's image
 };
 
 static_assert(kOpReLU == static_cast<int>(ElementwiseKind::ReLU) &&
@@ -280,6 +286,31 @@ TensorCoreMath tensor_core_math(Precision precision) {
   return TensorCoreMath::Tf32x3;
 }
 
+// The 16-bit format cuBLASLt's operands take in fp16 and bf16 models (from compute capability
+// 8.0 on, unless FUSEDNN_CUDA_TENSOR_CORES=0); false for the other precisions.
+// FUSEDNN_CUDA_CUBLASLT_HALF_OPERANDS=0 keeps fp32 operands with the 16-bit compute type instead,
+// for comparing.
+bool half_operands(Precision precision, const DeviceInfo& device, HalfFormat* format) {
+  if (device.major < 8 || reduced_tensor_cores_off()) return false;
+  const char* knob = std::getenv("FUSEDNN_CUDA_CUBLASLT_HALF_OPERANDS");
+  if (knob != nullptr && std::string(knob) == "0") return false;
+  if (precision != Precision::FP16 && precision != Precision::BF16) return false;
+  *format = precision == Precision::FP16 ? HalfFormat::Binary16 : HalfFormat::Bfloat16;
+  return true;
+}
+
+// W [out][in] in 16 bits, appended on a 256-byte boundary (cuBLASLt's preferred alignment),
+// rounded to nearest even as the device's conversions do.
+size_t add_half(std::vector<uint16_t>& blob, const std::vector<float>& weight, HalfFormat format) {
+  blob.resize((blob.size() + 127) / 128 * 128, 0);
+  const size_t offset = blob.size();
+  for (const float value : weight) {
+    blob.push_back(format == HalfFormat::Binary16 ? float_to_half(value)
+                                                  : float_to_bfloat16(value));
+  }
+  return offset;
+}
+
 // The Softmax or LayerNorm step right after step `chain_end` when it may join the chain's
 // kernel: it is the only reader of the chain's workspace output and normalises rows of exactly
 // that output (Softmax with no epilogue of its own); else null.
@@ -359,6 +390,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                        : SmallBatchLinearMode::Auto;
 
   WeightBlob blob;
+  std::vector<uint16_t> half_blob;         // cuBLASLt's 16-bit weights
+  HalfFormat half_format = HalfFormat::Bfloat16;
+  const bool lt_half_operands = use_cublaslt && half_operands(precision_, device_, &half_format);
   std::vector<uint32_t> tensor_core_blob;  // images, each on 16 bytes
   std::vector<size_t> tensor_core_offset;  // per op, kNone when it has none
   std::vector<OpRefs> refs;
@@ -431,6 +465,16 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             ref.layer_bias.push_back(layer_step.bias >= 0 ? blob.add(constant(layer_step.bias))
                                                           : kNone);
           }
+          // The chain's W ([out][in]) and biases on the host, for the kernels' own images.
+          std::vector<const float*> weights, biases;
+          for (size_t index : chain) {
+            const Step& layer_step = p.steps[index];
+            weights.push_back(constant(layer_step.weight).data());
+            biases.push_back(layer_step.bias >= 0 ? constant(layer_step.bias).data() : nullptr);
+          }
+          if (op.mlp.block_shared_bytes > 0) {
+            ref.block_image = blob.add(build_fused_mlp_block_image(op.mlp.layers, weights, biases));
+          }
           // The same chain on tensor cores, where the device and the widths allow: in the
           // precision asked for, or for fp32 as 3xTF32 where the knob allows.
           const bool tensor_cores_reachable =
@@ -475,12 +519,6 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             }
           }
           if (op.tensor_core.tile_rows > 0) {
-            std::vector<const float*> weights, biases;
-            for (size_t index : chain) {
-              const Step& layer_step = p.steps[index];
-              weights.push_back(constant(layer_step.weight).data());
-              biases.push_back(layer_step.bias >= 0 ? constant(layer_step.bias).data() : nullptr);
-            }
             const Step& after = p.steps[op.last_step];
             const bool has_tail = op.row_tail_input >= 0;
             const std::vector<uint32_t> image = build_tensor_core_mlp_image(
@@ -502,6 +540,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           const auto alignment = static_cast<size_t>(kSlotAlignment);
           ref.weight = blob.add(constant(step.weight), alignment);
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias), alignment);
+          if (lt_half_operands) {
+            ref.half_weight = add_half(half_blob, constant(step.weight), half_format);
+          }
           ref.lt_activation = cublaslt_activation(step.epilogue);
           op.epilogue =
               split_cublaslt_epilogue(step.epilogue, cublaslt_fused_ops(ref.lt_activation));
@@ -510,8 +551,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                     as_int32(step.out_features, step, "out_features"), device_,
                                     small_batch_mode, &op.small_batch);
           }
-          if (p.values[step.inputs.front()].storage == Storage::ModelInput ||
-              p.values[step.output].storage == Storage::ModelOutput) {
+          // With 16-bit operands cuBLASLt reads the narrowed copy, and the narrowing kernel
+          // reads the model input.
+          const bool lt_reads_input = !lt_half_operands &&
+                                      p.values[step.inputs.front()].storage == Storage::ModelInput;
+          if (lt_reads_input || p.values[step.output].storage == Storage::ModelOutput) {
             device_graphs_repointable_ = false;
             host_mapped_io_ = false;
           }
@@ -584,6 +628,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     FDNN_CUDA_CHECK(cudaMemcpy(weights_.data(), floats.data(), floats.size() * sizeof(float),
                                cudaMemcpyHostToDevice));
   }
+  if (cublaslt_ && !half_blob.empty()) {
+    half_weights_ = DeviceArray<uint16_t>(half_blob.size());
+    FDNN_CUDA_CHECK(cudaMemcpy(half_weights_.data(), half_blob.data(),
+                               half_blob.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  }
   tensor_core_images_ = DeviceArray<uint32_t>(tensor_core_blob.size());
   if (!tensor_core_blob.empty()) {
     FDNN_CUDA_CHECK(cudaMemcpy(tensor_core_images_.data(), tensor_core_blob.data(),
@@ -602,18 +651,32 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     Op& op = ops_[i];
     op.weight = pointer(refs[i].weight);
     op.bias = pointer(refs[i].bias);
+    op.mlp.block_image = pointer(refs[i].block_image);
     for (size_t l = 0; l < op.mlp.layers.size() && l < refs[i].layer_weight.size(); ++l) {
       op.mlp.layers[l].weight_t = pointer(refs[i].layer_weight[l]);
       op.mlp.layers[l].bias = pointer(refs[i].layer_bias[l]);
     }
     if (op.kind == OpKind::CublasLtLinear && cublaslt_) {
       const Step& step = p.steps[op.first_step];
-      const cublasComputeType_t compute = cublaslt_compute_type(precision_, device_);
+      if (refs[i].half_weight != kNone) {
+        op.half_weight = half_weights_.data() + refs[i].half_weight;
+        ++launches_per_run_;  // the narrowing of x
+      }
+      const cublasComputeType_t compute = op.half_weight != nullptr
+                                              ? CUBLAS_COMPUTE_32F
+                                              : cublaslt_compute_type(precision_, device_);
+      const cudaDataType_t operands =
+          op.half_weight == nullptr                  ? CUDA_R_32F
+          : half_format == HalfFormat::Binary16 ? CUDA_R_16F
+                                                     : CUDA_R_16BF;
       op.lt = std::make_unique<CublasLtLinear>(
           cublaslt_->get(), static_cast<int32_t>(step.in_features),
-          static_cast<int32_t>(step.out_features), refs[i].lt_activation, op.weight, op.bias,
-          cublaslt_workspace_bytes_, compute);
-      if (compute != CUBLAS_COMPUTE_32F) effective_precision_ = precision_;
+          static_cast<int32_t>(step.out_features), refs[i].lt_activation,
+          op.half_weight != nullptr ? op.half_weight : op.weight, op.bias,
+          cublaslt_workspace_bytes_, compute, operands);
+      if (compute != CUBLAS_COMPUTE_32F || op.half_weight != nullptr) {
+        effective_precision_ = precision_;
+      }
     }
     if (op.kind == OpKind::CublasLtLinear) prepare_small_batch_linear_kernel(op.small_batch);
   }
@@ -681,6 +744,7 @@ CudaBackend::~CudaBackend() {
   cublaslt_.reset();
   weights_ = DeviceArray<float>();
   tensor_core_images_ = DeviceArray<uint32_t>();
+  half_weights_ = DeviceArray<uint16_t>();
   cudaGetLastError();  // a failure above leaves nothing for the caller's next check
   if (restore) cudaSetDevice(previous);
 }
@@ -734,6 +798,17 @@ void CudaBackend::assign_workspace() {
       }
     }
   }
+  // The 16-bit x of the ops with 16-bit cuBLASLt operands, one region for all (they run one
+  // after another).
+  int64_t staging_floats = 0;
+  for (const Op& op : ops_) {
+    if (op.half_weight == nullptr) continue;
+    const Step& step = p.steps[op.first_step];
+    const int64_t halves = max_batch_ * step.rows_per_sample * step.in_features;
+    staging_floats = std::max(staging_floats, (halves + 1) / 2);
+  }
+  half_staging_offset_ = (end + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+  if (staging_floats > 0) end = half_staging_offset_ + staging_floats;
   workspace_floats_ = end;
 }
 
@@ -841,9 +916,16 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
           break;
         }
         if (op.lt) {
-          const CublasLtLinear::Choice& choice = op.lt->choose(rows, x, y);
+          void* staging = workspace + half_staging_offset_;
+          const void* operand = op.half_weight != nullptr ? staging : x;
+          const CublasLtLinear::Choice& choice = op.lt->choose(rows, operand, y);
           if (choice.usable) {
-            op.lt->run(choice, x, y, cublaslt_workspace, stream);
+            if (op.half_weight != nullptr) {
+              const HalfFormat format = op.lt->operands() == CUDA_R_16F ? HalfFormat::Binary16
+                                                                        : HalfFormat::Bfloat16;
+              launch_narrow(x, staging, format, rows * step.in_features, device_, stream);
+            }
+            op.lt->run(choice, operand, y, cublaslt_workspace, stream);
             break;
           }
         }

@@ -57,6 +57,10 @@ struct Op {
   // the row kernel runs from there (LayerNorm's gamma and beta in weight and bias).
   int row_tail_input = -1;
   std::unique_ptr<CublasLtLinear> lt;    // CublasLtLinear only
+  // CublasLtLinear in fp16 and bf16 models: W in that type ([out][in]), which cuBLASLt reads
+  // with x narrowed into the context's staging (CudaBackend::half_staging_offset()); null
+  // otherwise. `weight` keeps the fp32 W for the tiled GEMM where cuBLASLt has no algorithm.
+  const void* half_weight = nullptr;
   // CublasLtLinear in fp32 models: the kernel that takes runs of a few rows instead, where the
   // shape allows (small_batch_linear.hpp).
   SmallBatchLinearPlan small_batch;
@@ -76,7 +80,9 @@ class CudaBackend final : public Backend {
   // The lowest precision any step runs in: precision() where a step has a kernel for it (the
   // fused MLP on tensor cores), fp32 otherwise.
   Precision effective_precision() const override { return effective_precision_; }
-  size_t weight_bytes() const override { return weights_.bytes() + tensor_core_images_.bytes(); }
+  size_t weight_bytes() const override {
+    return weights_.bytes() + tensor_core_images_.bytes() + half_weights_.bytes();
+  }
   size_t context_bytes() const override;
   std::unique_ptr<ExecutionContext> create_context() const override;
 
@@ -94,6 +100,8 @@ class CudaBackend final : public Backend {
   // The precision the caller allows (fdnn_model_options::precision).
   Precision precision() const { return precision_; }
   int64_t workspace_floats() const { return workspace_floats_; }
+  // Where in the workspace (floats) the 16-bit x of the ops with a half_weight is staged.
+  int64_t half_staging_offset() const { return half_staging_offset_; }
   int64_t input_floats() const { return max_batch_ * plan_->values[0].elements; }
   int64_t output_floats() const { return max_batch_ * plan_->values[plan_->output_value].elements; }
   // The workspace each context gives cuBLASLt; 0 when no step runs on it.
@@ -132,6 +140,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CublasLtHandle> cublaslt_;  // created at load when a step runs on cuBLASLt
   DeviceArray<float> weights_;
   DeviceArray<uint32_t> tensor_core_images_;  // the ops' TensorCoreMlpPlan images, one allocation
+  DeviceArray<uint16_t> half_weights_;        // the ops' half_weight, one allocation
   std::vector<Op> ops_;  // declared after the handle and the weights they use: destroyed first
   size_t cublaslt_workspace_bytes_ = 0;
   std::string cublaslt_unavailable_reason_;  // set when cuBLASLt could not be loaded
@@ -139,6 +148,7 @@ class CudaBackend final : public Backend {
   bool host_mapped_io_ = true;
   std::vector<int64_t> value_offset_;  // device workspace offset (floats) of each workspace value
   int64_t workspace_floats_ = 0;
+  int64_t half_staging_offset_ = 0;
   int launches_per_run_ = 0;
   // The whole network as one kernel for the batches it takes (conv_net.hpp); none when the plan
   // is not a stack of fused conv layers with an optional MLP head.

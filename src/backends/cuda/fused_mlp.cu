@@ -359,12 +359,12 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_ro
   for (const FusedMlpVariant& variant : result.variants) any = any || variant.usable;
   if (!any) return false;
   // The single-block small-batch form: 6.7 us per call against the cluster form's 8.5 for the
-  // seed MLP at batch 1 on an H100 (2026-11-23). FUSEDNN_CUDA_SMALL_BATCH_MLP=cluster leaves it
-  // out, for comparing; a knob, not an API.
+  // seed MLP at batch 1 on an H100 (2026-11-23), before its 2026-11-25 rework. Its image is the
+  // backend's to build and upload (build_fused_mlp_block_image). FUSEDNN_CUDA_SMALL_BATCH_MLP=
+  // cluster leaves it out, for comparing; a knob, not an API.
   const char* small_batch = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_MLP");
   if (small_batch == nullptr || std::string(small_batch) != "cluster") {
-    // The block kernel splits each dot product over kThreads / padded_out threads and reduces
-    // at most kFusedMlpMaxWidth columns per row.
+    // The block kernel takes layers of at most kFusedMlpMaxWidth columns.
     bool narrow = true;
     for (const FusedMlpLayerDesc& layer : layers) narrow = narrow && layer.padded_out <= kFusedMlpMaxWidth;
     const size_t bytes = fused_mlp_block_shared_bytes(result);
@@ -412,7 +412,8 @@ void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
 void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                       const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
-  if (plan.block_shared_bytes > 0 && rows <= kFusedMlpBlockMaxRows) {
+  if (plan.block_shared_bytes > 0 && plan.block_image != nullptr &&
+      rows <= kFusedMlpBlockMaxRows) {
     launch_fused_mlp_block(plan, x, y, rows, stream);
     return;
   }

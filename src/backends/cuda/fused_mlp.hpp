@@ -60,6 +60,8 @@ struct FusedMlpPlan {
   std::array<FusedMlpVariant, kFusedMlpVariants> variants;
   size_t cluster_shared_bytes = 0;  // 0: the cluster form is not used for this chain
   size_t block_shared_bytes = 0;    // 0: the single-block form is not used for this chain
+  // The single-block form's weights and biases (build_fused_mlp_block_image), on the device.
+  const float* block_image = nullptr;
 };
 
 // Whether `layers` can run fused: 1 to kFusedMlpMaxLayers layers, each reading the previous
@@ -86,6 +88,12 @@ void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y
 
 // Shared memory the single-block form needs for the chain in `plan` (at kFusedMlpBlockRows rows).
 size_t fused_mlp_block_shared_bytes(const FusedMlpPlan& plan);
+// The single-block form's image of the chain: per layer, W in PyTorch's [out][in] order with
+// rows and columns padded to multiples of 4 (zeros), then the bias padded the same (zeros where
+// biases[l] is null). weights[l]: [out][in] on the host.
+std::vector<float> build_fused_mlp_block_image(const std::vector<FusedMlpLayerDesc>& layers,
+                                               const std::vector<const float*>& weights,
+                                               const std::vector<const float*>& biases);
 // The row counts up to max_rows (1, 2, then kFusedMlpBlockRows per block).
 void prepare_fused_mlp_block_kernels(int64_t max_rows, const DeviceInfo& device);
 void launch_fused_mlp_block(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,

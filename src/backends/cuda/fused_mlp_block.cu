@@ -1,15 +1,17 @@
-// The fused MLP for a handful of rows on one block each, on any GPU: every layer's weights are
-// put in flight at once (one cp.async group per layer, so layer l waits only for its own), and
-// each dot product is split over up to 42 threads that each own a contiguous piece of k, with
-// the pieces summed through shared memory. Two block barriers per layer.
+// The fused MLP for a handful of rows on one block each, on any GPU. The chain's weights and
+// biases live in one image in PyTorch's [out][in] order (rows padded to 4 floats), which the
+// block stages whole into shared memory at its start, one cp.async group per layer, so that
+// layer l waits only for its own. In a layer, each warp takes groups of 4 outputs: its lanes
+// split k (16 bytes of a weight row and of an activation row each, conflict-free), and one
+// butterfly across the warp sums the group's 4 x rows partial sums, halving the values a lane
+// holds at each step. One block barrier per layer.
 //
 // Why: at batch 1 the work is tiny (21.6 K multiply-adds for the seed MLP) and the time is
-// latency: the weights' trip from L2 (86 KB into one SM, ~0.7 us) and each layer's dependent
-// chain. Version 2 (one thread per dot product) had ~300 dependent steps per thread; the cluster
-// form spreads the weights over 8 SMs but pays cluster barriers and 8-way bank conflicts on
-// its column slices (bench/cuda/NOTES.md). Here a thread's chain is ~K/chunks steps (25 for
-// the seed's first layer), lanes read consecutive columns of W^T (conflict-free), and the
-// later layers' weights arrive while the first one is computed.
+// latency. Staging all 86 KB takes ~1.3 K cycles on an H100 (bench/cuda/weight_staging_probe.cu),
+// but the previous form, with W^T split into k-chunks over threads and the partial sums added
+// one chunk after another by one thread per output, took ~14 K cycles (7 us) per call: long
+// dependent chains (42 partials for the seed's 10-wide last layer), runtime divisions and a
+// second barrier per layer (bench/cuda/NOTES.md, version 11).
 #include <cuda_pipeline.h>
 
 #include <algorithm>
@@ -21,130 +23,189 @@
 namespace fusednn::cuda {
 namespace {
 
+// Phase stamps (%globaltimer, block 0, thread 0) for bench/cuda/block_mlp_timeline.cu, which
+// compiles this file with FUSEDNN_BLOCK_MLP_TIMELINE defined; empty in the library.
+#ifdef FUSEDNN_BLOCK_MLP_TIMELINE
+constexpr int kTimelineSlots = 256;  // launches kept, by launch count
+__device__ unsigned long long block_mlp_timeline[kTimelineSlots][4 + 2 * kFusedMlpMaxLayers];
+__device__ unsigned int block_mlp_launches;
+#define FDNN_TIMELINE(phase)                                                         \
+  do {                                                                               \
+    if (threadIdx.x == 0 && blockIdx.x == 0) {                                       \
+      unsigned long long now;                                                        \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));                        \
+      block_mlp_timeline[block_mlp_launches % kTimelineSlots][phase] = now;          \
+      if ((phase) == 4 + 2 * (p.layer_count - 1)) ++block_mlp_launches;              \
+    }                                                                                \
+  } while (0)
+#else
+#define FDNN_TIMELINE(phase) \
+  do {                       \
+  } while (0)
+#endif
+
 constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kGroup = 4;  // outputs a warp computes together
+
+int round_up4(int value) { return (value + 3) / 4 * 4; }
 
 struct BlockLayer {
-  const float* weight_t;  // [in][padded_out]
-  const float* bias;
-  int32_t in, out, padded_out;
-  int32_t weight_offset;  // floats into shared memory
+  int32_t in, in4, out, out4;  // in4, out4: rounded up to a multiple of 4
+  int32_t weight_offset;       // floats into the image (and shared memory): [out4][in4]
+  int32_t bias_offset;         // [out4], zeros where the layer has no bias
   DeviceEpilogue epilogue;
 };
 
 struct BlockParams {
   const float* x;
   float* y;
+  const float* image;  // build_fused_mlp_block_image's layout
   int64_t rows;
   int32_t layer_count;
-  int32_t width;           // activation row stride: the widest layer input
-  int32_t weight_floats;   // all layers' W^T, each on 16 bytes
+  int32_t width4;        // activation row stride: the widest in4
+  int32_t image_floats;  // all layers' weights and biases
   BlockLayer layers[kFusedMlpMaxLayers];
 };
 
+// The image's layout, shared by the host's image and the kernel's parameters.
+int block_layout(const std::vector<FusedMlpLayerDesc>& layers, BlockLayer* out, int* width4) {
+  int offset = 0;
+  *width4 = 0;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    BlockLayer& layer = out[l];
+    layer.in = layers[l].in;
+    layer.out = layers[l].out;
+    layer.in4 = round_up4(layer.in);
+    layer.out4 = round_up4(layer.out);
+    layer.weight_offset = offset;
+    layer.bias_offset = offset + layer.out4 * layer.in4;
+    layer.epilogue = layers[l].epilogue;
+    offset = layer.bias_offset + layer.out4;
+    *width4 = std::max(*width4, layer.in4);
+  }
+  return offset;
+}
+
+// Sums each of the V values over the warp's 32 lanes. At each step a lane keeps the half of its
+// values that its lane bit selects and adds the partner's copy of that half, so V values take
+// V - 1 + (5 - log2 V) shuffles instead of 5 V. Returns the total of value (lane >> (5 - log2 V))
+// (every 32 / V consecutive lanes hold the same one).
+template <int V>
+__device__ __forceinline__ float warp_sum_many(float (&v)[V], int lane) {
+  static_assert(V == 1 || V == 2 || V == 4 || V == 8 || V == 16, "V: a power of two up to 16");
+  int held = V;
+#pragma unroll
+  for (int distance = 16; distance >= 1; distance >>= 1) {
+    if (held > 1) {
+      const bool upper = (lane & distance) != 0;
+#pragma unroll
+      for (int i = 0; i < V / 2; ++i) {
+        if (i < held / 2) {
+          const float send = upper ? v[i] : v[i + held / 2];
+          const float keep = upper ? v[i + held / 2] : v[i];
+          v[i] = keep + __shfl_xor_sync(0xffffffffu, send, distance);
+        }
+      }
+      held /= 2;
+    } else {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], distance);
+    }
+  }
+  return v[0];
+}
+
 template <int kRows>
-__global__ void __launch_bounds__(kThreads) fused_mlp_block_kernel(const __grid_constant__ BlockParams p) {
-  // Outputs one thread reduces: kRows x padded_out can exceed kThreads (the planner keeps
-  // padded_out <= kFusedMlpMaxWidth).
-  constexpr int kOutputsPerThread = (kRows * kFusedMlpMaxWidth + kThreads - 1) / kThreads;
+__global__ void __launch_bounds__(kThreads)
+    fused_mlp_block_kernel(const __grid_constant__ BlockParams p) {
+  constexpr int kValues = kRows * kGroup;  // partial sums a lane holds per group
+  constexpr int kLanesPerValue = 32 / kValues;
   extern __shared__ float4 shared_memory[];
-  float* const weights = reinterpret_cast<float*>(shared_memory);
-  float* const act0 = weights + p.weight_floats;
-  float* const act1 = act0 + kRows * p.width;
-  float* const partials = act1 + kRows * p.width;  // kThreads x kRows
+  float* const image = reinterpret_cast<float*>(shared_memory);
+  float* const act0 = image + p.image_floats;
+  float* const act1 = act0 + kRows * p.width4;
   const int tid = threadIdx.x;
+  const int lane = tid % 32, warp = tid / 32;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int valid_rows = static_cast<int>(min(static_cast<int64_t>(kRows), p.rows - row0));
+  FDNN_TIMELINE(0);
 
   for (int l = 0; l < p.layer_count; ++l) {
-    const BlockLayer& layer = p.layers[l];
-    const int quads = layer.in * layer.padded_out / 4;
-    for (int q = tid; q < quads; q += kThreads) {
-      __pipeline_memcpy_async(weights + layer.weight_offset + 4 * q, layer.weight_t + 4 * q, 16);
+    const int begin = p.layers[l].weight_offset / 4;
+    const int end = (l + 1 < p.layer_count ? p.layers[l + 1].weight_offset : p.image_floats) / 4;
+    for (int q = begin + tid; q < end; q += kThreads) {
+      __pipeline_memcpy_async(image + 4 * q, p.image + 4 * q, 16);
     }
     __pipeline_commit();
   }
+  FDNN_TIMELINE(1);
   {
-    const int in0 = p.layers[0].in;
-    for (int i = tid; i < kRows * in0; i += kThreads) {
-      const int r = i / in0;
-      act0[r * p.width + (i - r * in0)] = r < valid_rows ? p.x[(row0 + r) * in0 + (i - r * in0)] : 0.0f;
+    // The rows of x, zero past the batch and in the row's padding (the padded weight columns
+    // are zero, so these need only be finite).
+    const int in = p.layers[0].in, in4 = p.layers[0].in4;
+    for (int i = tid; i < kRows * in4; i += kThreads) {
+      const int r = i / in4, k = i - r * in4;
+      act0[r * p.width4 + k] = r < valid_rows && k < in ? p.x[(row0 + r) * in + k] : 0.0f;
     }
   }
+  FDNN_TIMELINE(2);
 
   for (int l = 0; l < p.layer_count; ++l) {
     const BlockLayer& layer = p.layers[l];
     const bool last = l + 1 == p.layer_count;
     const float* in = (l & 1) ? act1 : act0;
     float* next = (l & 1) ? act0 : act1;
-    const int cols = layer.padded_out;
-    const int chunks = kThreads / cols;  // padded_out <= kFusedMlpMaxWidth, so at least 2
-    const int per_chunk = (layer.in + chunks - 1) / chunks;
-
-    // This thread's outputs for the reduction below (kRows x cols of them, up to two per thread:
-    // 4 rows x 256 columns are 1024): their biases now, off the critical path.
-    float bias[kOutputsPerThread];
-#pragma unroll
-    for (int i = 0; i < kOutputsPerThread; ++i) {
-      const int o = tid + i * kThreads;
-      const int out_r = o / cols, out_n = o - out_r * cols;
-      bias[i] = out_r < valid_rows && out_n < layer.out && layer.bias ? __ldg(layer.bias + out_n) : 0.0f;
-    }
+    const float* weight = image + layer.weight_offset;
+    const float* bias = image + layer.bias_offset;
+    const int quads = layer.in4 / 4;
 
     __pipeline_wait_prior(p.layer_count - 1 - l);  // this layer's weights have landed
     __syncthreads();                               // ... for every thread, and so has `in`
+    FDNN_TIMELINE(3 + 2 * l);
 
-    const int n = tid % cols, chunk = tid / cols;
-    if (chunk < chunks) {
-      const int k_begin = chunk * per_chunk;
-      const int k_end = min(layer.in, k_begin + per_chunk);
-      const float* w = weights + layer.weight_offset + n;
-      float acc[kRows];
+    for (int o0 = warp * kGroup; o0 < layer.out4; o0 += kWarps * kGroup) {
+      float sums[kValues];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
-#pragma unroll 4
-      for (int k = k_begin; k < k_end; ++k) {
-        const float weight = w[k * cols];
+      for (int i = 0; i < kValues; ++i) sums[i] = 0.0f;
+      for (int q = lane; q < quads; q += 32) {
+        float4 w[kGroup];
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) acc[r] = fmaf(in[r * p.width + k], weight, acc[r]);
-      }
+        for (int j = 0; j < kGroup; ++j) {
+          w[j] = *reinterpret_cast<const float4*>(weight + (o0 + j) * layer.in4 + 4 * q);
+        }
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) partials[(chunk * kRows + r) * cols + n] = acc[r];
-    }
-    __syncthreads();
-
+        for (int r = 0; r < kRows; ++r) {
+          const float4 a = *reinterpret_cast<const float4*>(in + r * p.width4 + 4 * q);
 #pragma unroll
-    for (int i = 0; i < kOutputsPerThread; ++i) {
-      const int o = tid + i * kThreads;
-      if (o < kRows * cols) {
-        const int out_r = o / cols, out_n = o - out_r * cols;
-        float sum = 0.0f;
-        for (int c = 0; c < chunks; ++c) sum += partials[(c * kRows + out_r) * cols + out_n];
-        if (out_r < valid_rows && out_n < layer.out) {
-          const float value = apply_epilogue(layer.epilogue, sum + bias[i]);
-          if (last) {
-            p.y[(row0 + out_r) * layer.out + out_n] = value;
-          } else {
-            next[out_r * p.width + out_n] = value;
+          for (int j = 0; j < kGroup; ++j) {
+            float& s = sums[r * kGroup + j];
+            s = fmaf(a.x, w[j].x, s);
+            s = fmaf(a.y, w[j].y, s);
+            s = fmaf(a.z, w[j].z, s);
+            s = fmaf(a.w, w[j].w, s);
           }
-        } else if (!last && out_n < layer.out) {
-          next[out_r * p.width + out_n] = 0.0f;  // rows past the batch stay finite
+        }
+      }
+      const float total = warp_sum_many(sums, lane);
+      const int value = lane / kLanesPerValue;
+      if (lane % kLanesPerValue == 0) {
+        const int r = value / kGroup, o = o0 + value % kGroup;
+        const float result = o < layer.out ? apply_epilogue(layer.epilogue, total + bias[o]) : 0.0f;
+        if (last) {
+          if (r < valid_rows && o < layer.out) p.y[(row0 + r) * layer.out + o] = result;
+        } else {
+          next[r * p.width4 + o] = r < valid_rows ? result : 0.0f;  // rows past the batch: zero
         }
       }
     }
+    FDNN_TIMELINE(4 + 2 * l);
     // The next iteration's barrier orders these writes before their reads.
   }
 }
 
 template <int kRows>
-size_t block_shared_bytes(const FusedMlpPlan& plan, int* weight_floats, int* width) {
-  int floats = 0, widest = 0;
-  for (const FusedMlpLayerDesc& layer : plan.layers) {
-    floats += (layer.in * layer.padded_out + 3) / 4 * 4;
-    widest = std::max(widest, layer.in);
-  }
-  *weight_floats = floats;
-  *width = widest;
-  return sizeof(float) * (static_cast<size_t>(floats) + 2 * kRows * widest + kThreads * kRows);
+size_t block_shared_bytes(int image_floats, int width4) {
+  return sizeof(float) * (static_cast<size_t>(image_floats) + 2 * kRows * width4);
 }
 
 template <int kRows>
@@ -153,22 +214,11 @@ void launch_rows(const FusedMlpPlan& plan, const float* x, float* y, int64_t row
   BlockParams p{};
   p.x = x;
   p.y = y;
+  p.image = plan.block_image;
   p.rows = rows;
   p.layer_count = static_cast<int32_t>(plan.layers.size());
-  const size_t bytes = block_shared_bytes<kRows>(plan, &p.weight_floats, &p.width);
-  int offset = 0;
-  for (int l = 0; l < p.layer_count; ++l) {
-    const FusedMlpLayerDesc& desc = plan.layers[l];
-    BlockLayer& layer = p.layers[l];
-    layer.weight_t = desc.weight_t;
-    layer.bias = desc.bias;
-    layer.in = desc.in;
-    layer.out = desc.out;
-    layer.padded_out = desc.padded_out;
-    layer.weight_offset = offset;
-    layer.epilogue = desc.epilogue;
-    offset += (desc.in * desc.padded_out + 3) / 4 * 4;
-  }
+  p.image_floats = block_layout(plan.layers, p.layers, &p.width4);
+  const size_t bytes = block_shared_bytes<kRows>(p.image_floats, p.width4);
   const auto blocks = static_cast<unsigned>((rows + kRows - 1) / kRows);
   launch_kernel(fused_mlp_block_kernel<kRows>, name, blocks, kThreads, bytes, stream, p);
 }
@@ -176,8 +226,33 @@ void launch_rows(const FusedMlpPlan& plan, const float* x, float* y, int64_t row
 }  // namespace
 
 size_t fused_mlp_block_shared_bytes(const FusedMlpPlan& plan) {
-  int floats = 0, width = 0;
-  return block_shared_bytes<kFusedMlpBlockRows>(plan, &floats, &width);
+  if (plan.layers.empty() || plan.layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) {
+    return 0;
+  }
+  BlockLayer layers[kFusedMlpMaxLayers];
+  int width4 = 0;
+  const int image_floats = block_layout(plan.layers, layers, &width4);
+  return block_shared_bytes<kFusedMlpBlockRows>(image_floats, width4);
+}
+
+std::vector<float> build_fused_mlp_block_image(const std::vector<FusedMlpLayerDesc>& layers,
+                                               const std::vector<const float*>& weights,
+                                               const std::vector<const float*>& biases) {
+  BlockLayer layout[kFusedMlpMaxLayers];
+  int width4 = 0;
+  std::vector<float> image(static_cast<size_t>(block_layout(layers, layout, &width4)), 0.0f);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const BlockLayer& layer = layout[l];
+    for (int o = 0; o < layer.out; ++o) {
+      std::copy(weights[l] + static_cast<size_t>(o) * layer.in,
+                weights[l] + static_cast<size_t>(o + 1) * layer.in,
+                image.begin() + layer.weight_offset + o * layer.in4);
+    }
+    if (biases[l] != nullptr) {
+      std::copy(biases[l], biases[l] + layer.out, image.begin() + layer.bias_offset);
+    }
+  }
+  return image;
 }
 
 void prepare_fused_mlp_block_kernels(int64_t max_rows, const DeviceInfo& device) {

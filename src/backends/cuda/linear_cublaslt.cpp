@@ -97,14 +97,15 @@ CublasLtHandle::~CublasLtHandle() {
 }
 
 CublasLtLinear::CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out,
-                               CublasLtActivation activation, const float* weight,
+                               CublasLtActivation activation, const void* weight,
                                const float* bias, size_t workspace_bytes,
-                               cublasComputeType_t compute)
+                               cublasComputeType_t compute, cudaDataType_t operands)
     : handle_(handle),
       in_(in),
       out_(out),
       activation_(activation),
       epilogue_(epilogue_for(activation, bias != nullptr)),
+      operands_(operands),
       weight_(weight),
       bias_(bias),
       workspace_bytes_(workspace_bytes) {
@@ -128,7 +129,7 @@ CublasLtLinear::CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out,
                                                      &pointer, sizeof pointer));
     // The bias's type defaults to D's, fp32.
   }
-  FDNN_CUBLAS_CHECK(lt().matrix_layout_init(&weight_layout_, CUDA_R_32F,
+  FDNN_CUBLAS_CHECK(lt().matrix_layout_init(&weight_layout_, operands_,
                                              static_cast<uint64_t>(in),
                                              static_cast<uint64_t>(out), in));
 }
@@ -145,7 +146,7 @@ const char* CublasLtLinear::epilogue_name() const {
   }
 }
 
-const CublasLtLinear::Choice& CublasLtLinear::choose(int64_t rows, const float* x,
+const CublasLtLinear::Choice& CublasLtLinear::choose(int64_t rows, const void* x,
                                                      const float* y) const {
   const Key key{rows, alignment_of(x), alignment_of(y)};
   std::lock_guard<std::mutex> lock(mutex_);
@@ -159,7 +160,8 @@ const CublasLtLinear::Choice& CublasLtLinear::choose(int64_t rows, const float* 
 void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_alignment,
                             Choice& choice) const {
   std::ostringstream what;
-  what << "Linear " << in_ << " -> " << out_ << " with the " << epilogue_name()
+  what << "Linear " << in_ << " -> " << out_
+       << (operands_ == CUDA_R_32F ? "" : " (16-bit W and x)") << " with the " << epilogue_name()
        << " epilogue for " << rows << " rows (x aligned to " << x_alignment << " bytes, y to "
        << y_alignment << ")";
   auto refuse = [&](const std::string& why) {
@@ -168,7 +170,7 @@ void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_align
   };
   if (refused_for_testing_.load()) return refuse("cuBLASLt refused for testing");
 
-  cublasStatus_t status = lt().matrix_layout_init(&choice.x_layout, CUDA_R_32F,
+  cublasStatus_t status = lt().matrix_layout_init(&choice.x_layout, operands_,
                                                    static_cast<uint64_t>(in_),
                                                    static_cast<uint64_t>(rows), in_);
   if (status == CUBLAS_STATUS_SUCCESS) {
@@ -231,7 +233,7 @@ void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_align
   choice.usable = true;
 }
 
-void CublasLtLinear::run(const Choice& choice, const float* x, float* y, void* workspace,
+void CublasLtLinear::run(const Choice& choice, const void* x, float* y, void* workspace,
                          cudaStream_t stream) const {
   if (!choice.usable) {
     fail(FDNN_STATUS_INTERNAL_ERROR, "cuBLASLt run without an algorithm: ", choice.reason);

@@ -5,7 +5,10 @@
 //
 // Exact fp32 by default: CUBLAS_COMPUTE_32F with an fp32 scale, so results agree with the CPU
 // backend to 1e-5 relative (the NVIDIA_TF32_OVERRIDE environment variable is the user's to leave
-// unset). A model created with a reduced precision asks for the matching fast compute type.
+// unset). A tf32 model asks for the tf32 compute type on the same fp32 data. fp16 and bf16 models
+// give W and x in that 16-bit type (the backend keeps a 16-bit copy of W and narrows x first):
+// cuBLASLt then reads half the bytes and runs its native 16-bit kernels, accumulating in fp32 and
+// writing y, with the bias and activation, in fp32.
 //
 // Row-major data through a column-major library: a row-major [r][c] matrix is the column-major
 // c x r matrix with leading dimension c. With m = out, n = rows, k = in, cuBLASLt computes
@@ -92,32 +95,37 @@ class CublasLtLinear {
     size_t algorithm_workspace_bytes = 0;  // what the algorithm uses, at most the context's
   };
 
-  // weight: [out][in] on the device, bias: [out] or null; both must outlive this object.
-  // workspace_bytes: the workspace every run() is given. Throws FDNN_STATUS_DEVICE_ERROR when
-  // cuBLASLt refuses the descriptors.
-  // compute: CUBLAS_COMPUTE_32F (exact fp32, the default) or, for a reduced model precision,
-  // CUBLAS_COMPUTE_32F_FAST_TF32 / _FAST_16F / _FAST_16BF (fp32 data, tensor-core products in
-  // that format, fp32 accumulation).
+  // weight: [out][in] on the device, in the operands' type; bias: [out] fp32, or null; both must
+  // outlive this object. workspace_bytes: the workspace every run() is given. Throws
+  // FDNN_STATUS_DEVICE_ERROR when cuBLASLt refuses the descriptors.
+  // compute: CUBLAS_COMPUTE_32F (exact fp32, the default) or, for a reduced model precision on
+  // fp32 operands, CUBLAS_COMPUTE_32F_FAST_TF32 / _FAST_16F / _FAST_16BF (tensor-core products
+  // in that format, fp32 accumulation).
+  // operands: the type of W and x, CUDA_R_32F, or CUDA_R_16F / CUDA_R_16BF (with
+  // CUBLAS_COMPUTE_32F: fp32 accumulation). y and the bias are fp32 either way.
   CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out, CublasLtActivation activation,
-                 const float* weight, const float* bias, size_t workspace_bytes,
-                 cublasComputeType_t compute = CUBLAS_COMPUTE_32F);
+                 const void* weight, const float* bias, size_t workspace_bytes,
+                 cublasComputeType_t compute = CUBLAS_COMPUTE_32F,
+                 cudaDataType_t operands = CUDA_R_32F);
   CublasLtLinear(const CublasLtLinear&) = delete;
   CublasLtLinear& operator=(const CublasLtLinear&) = delete;
 
   // The choice for y[rows] = f(x[rows]) at these addresses (only their alignment matters): made
   // on the first call for a row count and alignment, then cached. Thread-safe; never throws for
   // a missing algorithm (that is a choice with a reason).
-  const Choice& choose(int64_t rows, const float* x, const float* y) const;
+  const Choice& choose(int64_t rows, const void* x, const float* y) const;
 
   // Queues the product on `stream`; `choice` must be usable and made for these rows and
-  // alignments, `workspace` must hold workspace_bytes. Allocates nothing, never waits. Throws
-  // FDNN_STATUS_DEVICE_ERROR naming cublasLtMatmul when cuBLASLt refuses the call.
-  void run(const Choice& choice, const float* x, float* y, void* workspace,
+  // alignments, x in the operands' type, `workspace` must hold workspace_bytes. Allocates
+  // nothing, never waits. Throws FDNN_STATUS_DEVICE_ERROR naming cublasLtMatmul when cuBLASLt
+  // refuses the call.
+  void run(const Choice& choice, const void* x, float* y, void* workspace,
            cudaStream_t stream) const;
 
   int32_t in() const { return in_; }
   int32_t out() const { return out_; }
   CublasLtActivation activation() const { return activation_; }
+  cudaDataType_t operands() const { return operands_; }
   cublasLtEpilogue_t epilogue() const { return epilogue_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
   // "GELU_BIAS" etc., for messages and tests.
@@ -137,7 +145,8 @@ class CublasLtLinear {
   int32_t out_;
   CublasLtActivation activation_;
   cublasLtEpilogue_t epilogue_;
-  const float* weight_;
+  cudaDataType_t operands_;
+  const void* weight_;
   const float* bias_;
   size_t workspace_bytes_;
   // Written at construction only; cuBLASLt takes descriptors through non-const pointers but only

@@ -234,6 +234,52 @@ TEST_F(CublasLtInternal, FallbackGemmWhenCublasLtRefuses) {
   expect_matches_cpu(rows, few_batches(), seed++, "300 -> 520 over [5, 300]", hooks);
 }
 
+// fp16 and bf16 models hand cuBLASLt W and x in that type: the op holds a 16-bit copy of W,
+// every run goes through cublasLtMatmul on x narrowed first, and the results stay within the
+// precision's bound (fusednn.h's accuracy contract) of the CPU's fp32 at every batch size. Below
+// compute capability 8.0 the model runs in fp32 instead, which the contract allows too.
+TEST_F(CublasLtInternal, HalfPrecisionsGiveCublasLtHalfOperands) {
+  REQUIRE_CUDA();
+  struct Case {
+    fdnn_precision precision;
+    cudaDataType_t operands;
+    const char* name;
+  };
+  uint32_t seed = 2400;
+  for (const Case& c : {Case{FDNN_PRECISION_FP16, CUDA_R_16F, "fp16"},
+                        Case{FDNN_PRECISION_BF16, CUDA_R_16BF, "bf16"}}) {
+    SCOPED_TRACE(c.name);
+    GpuHooks hooks;
+    hooks.before_runs = [&](fdnn_model* model) {
+      CudaBackend* backend = backend_of(model);
+      ASSERT_NE(backend, nullptr);
+      const bool tensor_cores = backend->device_info().major >= 8;
+      size_t checked = 0;
+      for (const Op& op : backend->ops()) {
+        if (op.kind != OpKind::CublasLtLinear) continue;
+        ASSERT_TRUE(op.lt);
+        EXPECT_EQ(op.half_weight != nullptr, tensor_cores);
+        EXPECT_EQ(op.lt->operands(), tensor_cores ? c.operands : CUDA_R_32F);
+        ++checked;
+      }
+      EXPECT_GE(checked, 1u);
+      EXPECT_EQ(matmuls_queued(model), 0);
+    };
+    hooks.after_runs = [](fdnn_model* model) {
+      EXPECT_GT(matmuls_queued(model), 0) << "no run went through cublasLtMatmul";
+    };
+    expect_matches_cpu(lone(768, 3072, true, {kGeluTanh}), {1, 32, 33, 300}, seed++,
+                       "768 -> 3072 + GELU(tanh)", hooks, c.precision, 1e-2);
+    expect_matches_cpu(lone(300, 520, false, {kGeluErf, kScale}), all_batches(), seed++,
+                       "300 -> 520 + GELU(erf) + Scale", hooks, c.precision, 1e-2);
+    Net between({64});
+    between.linear("fc1", 64, 96).act(kReLU).linear("wide", 96, 520).act(kSiLU);
+    between.linear("fc2", 520, 10);
+    expect_matches_cpu(between, few_batches(), seed++, "64-96 | 520 | 10", hooks, c.precision,
+                       1e-2);
+  }
+}
+
 // Which runs the small-batch kernel takes: 1 to 32 rows of a planned shape (sm_90+, input
 // width a multiple of 4, not so large that cuBLASLt is faster unless the knob says "1"), none
 // with the knob off, and never 33 rows; where it takes every run,

@@ -198,6 +198,10 @@ TEST(CudaBackend, SmallBatchSingleBlockForm) {
     fused.linear("fc1", 33, 70).act(layer).linear("fc2", 70, 9).act(layer);
     expect_matches_cpu(fused, {1, 3}, seed++, name + ", one block");
   }
+  // No biases, widths that are not multiples of 4 (rows and columns padded in the image).
+  Net unbiased({5});
+  unbiased.linear("fc1", 5, 3, false).act(R"({"type": "Sigmoid"})").linear("fc2", 3, 7, false);
+  expect_matches_cpu(unbiased, {1, 2, 3, 16}, seed++, "5-3-7 without biases, one block");
 }
 
 TEST(CudaBackend, EpilogueLongerThanOneKernelHolds) {
