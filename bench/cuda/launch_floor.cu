@@ -1,6 +1,9 @@
 // The machine's floor for one call: back-to-back launches of an empty kernel on one stream, with
 // an 8-byte parameter and with a parameter as large as the fused MLP's (1144 bytes). Per call:
-// the host's submit time and the stream's time per launch (CUDA events). Prints JSON lines.
+// the host's submit time and the stream's time per launch (CUDA events). Two more rows tell the
+// device side apart from the host's: an event recorded after each launch (what a run on a
+// caller's stream adds), and a kernel that spins for a fixed 2 us, whose time per call less 2 us
+// is the gap the stream leaves between kernels. Prints JSON lines.
 //   nvcc -O2 -arch=sm_90 launch_floor.cu -o launch_floor
 #include <cuda_runtime.h>
 
@@ -15,6 +18,14 @@ struct Large {
 
 __global__ void empty_small(float* p) {
   if (p == nullptr && threadIdx.x == 1000) *p = 0;
+}
+// Spins until `nanoseconds` have passed on the SM's global timer.
+__global__ void spin(long long nanoseconds) {
+  long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < nanoseconds);
 }
 __global__ void empty_large(const __grid_constant__ Large p) {
   if (p.bytes[0] == 1 && threadIdx.x == 1000) printf("x");
@@ -55,6 +66,17 @@ int main() {
           stream);
   measure("empty kernel, 1144-byte parameter", [&] { empty_large<<<1, 256, 0, stream>>>(large); },
           stream);
+  cudaEvent_t order;
+  cudaEventCreateWithFlags(&order, cudaEventDisableTiming);
+  measure("empty kernel + cudaEventRecord", [&] {
+    empty_small<<<1, 256, 0, stream>>>(nullptr);
+    cudaEventRecord(order, stream);
+  }, stream);
+  measure("2 us spin kernel", [&] { spin<<<1, 32, 0, stream>>>(2000); }, stream);
+  measure("2 us spin kernel + cudaEventRecord", [&] {
+    spin<<<1, 32, 0, stream>>>(2000);
+    cudaEventRecord(order, stream);
+  }, stream);
   cudaStreamCaptureStatus status;
   measure("cudaStreamIsCapturing",
           [&] { cudaStreamIsCapturing(stream, &status); }, stream);
