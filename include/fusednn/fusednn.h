@@ -134,8 +134,9 @@ typedef enum fdnn_device {
  * bound: a model created with ::FDNN_DEVICE_CPU (or ::FDNN_DEVICE_AUTO without a GPU) and a
  * reduced precision runs in fp32, and fdnn_model_precision() reports ::FDNN_PRECISION_FP32.
  * On the GPU (compute capability 8.0 and newer) chains of Linear layers up to 256 wide run on
- * tensor cores in the requested precision and wider lone Linear layers use cuBLASLt's matching
- * fast compute type; convolutions and the other layers run in fp32 in this version. The model
+ * tensor cores in the requested precision, and wider lone Linear layers run on cuBLASLt (tf32:
+ * its tf32 compute type on fp32 data; fp16 and bf16: weights and input rounded to that type,
+ * fp32 accumulation and output); convolutions and the other layers run in fp32 in this version. The model
  * reports the requested precision when some layer runs in it, ::FDNN_PRECISION_FP32 otherwise.
  * In fp32, the GPU runs MLP chains of large batches (from one 16-row tile per SM), and lone
  * Linear layers wider than 256 at up to 32 rows (compute capability 9.0 and newer), on tensor
