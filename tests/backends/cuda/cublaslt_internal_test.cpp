@@ -277,6 +277,21 @@ TEST_F(CublasLtInternal, HalfPrecisionsGiveCublasLtHalfOperands) {
     between.linear("fc2", 520, 10);
     expect_matches_cpu(between, few_batches(), seed++, "64-96 | 520 | 10", hooks, c.precision,
                        1e-2);
+    // cuBLASLt first: with 16-bit operands it reads the narrowed copy, not the model input, so
+    // graphs stay re-pointable and the host path may run on mapped pinned memory.
+    GpuHooks leading_hooks = hooks;
+    leading_hooks.before_runs = [&](fdnn_model* model) {
+      hooks.before_runs(model);
+      CudaBackend* backend = backend_of(model);
+      ASSERT_NE(backend, nullptr);
+      const bool tensor_cores = backend->device_info().major >= 8;
+      EXPECT_EQ(backend->device_graphs_repointable(), tensor_cores);
+      EXPECT_EQ(backend->host_mapped_io(), tensor_cores);
+    };
+    Net leading({300});
+    leading.linear("wide", 300, 520).act(kReLU).linear("fc", 520, 10);
+    expect_matches_cpu(leading, few_batches(), seed++, "300 -> 520 | 10", leading_hooks,
+                       c.precision, 1e-2);
   }
 }
 
