@@ -391,8 +391,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
 
   WeightBlob blob;
   std::vector<uint16_t> half_blob;         // cuBLASLt's 16-bit weights
-  HalfFormat half_format = HalfFormat::Bfloat16;
-  const bool lt_half_operands = use_cublaslt && half_operands(precision_, device_, &half_format);
+  const bool lt_half_operands = use_cublaslt && half_operands(precision_, device_, &half_format_);
   std::vector<uint32_t> tensor_core_blob;  // images, each on 16 bytes
   std::vector<size_t> tensor_core_offset;  // per op, kNone when it has none
   std::vector<OpRefs> refs;
@@ -541,7 +540,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           ref.weight = blob.add(constant(step.weight), alignment);
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias), alignment);
           if (lt_half_operands) {
-            ref.half_weight = add_half(half_blob, constant(step.weight), half_format);
+            ref.half_weight = add_half(half_blob, constant(step.weight), half_format_);
           }
           ref.lt_activation = cublaslt_activation(step.epilogue);
           op.epilogue =
@@ -666,9 +665,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                               ? CUBLAS_COMPUTE_32F
                                               : cublaslt_compute_type(precision_, device_);
       const cudaDataType_t operands =
-          op.half_weight == nullptr                  ? CUDA_R_32F
-          : half_format == HalfFormat::Binary16 ? CUDA_R_16F
-                                                     : CUDA_R_16BF;
+          op.half_weight == nullptr                ? CUDA_R_32F
+          : half_format_ == HalfFormat::Binary16 ? CUDA_R_16F
+                                                   : CUDA_R_16BF;
       op.lt = std::make_unique<CublasLtLinear>(
           cublaslt_->get(), static_cast<int32_t>(step.in_features),
           static_cast<int32_t>(step.out_features), refs[i].lt_activation,
@@ -921,9 +920,7 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
           const CublasLtLinear::Choice& choice = op.lt->choose(rows, operand, y);
           if (choice.usable) {
             if (op.half_weight != nullptr) {
-              const HalfFormat format = op.lt->operands() == CUDA_R_16F ? HalfFormat::Binary16
-                                                                        : HalfFormat::Bfloat16;
-              launch_narrow(x, staging, format, rows * step.in_features, device_, stream);
+              launch_narrow(x, staging, half_format_, rows * step.in_features, device_, stream);
             }
             op.lt->run(choice, operand, y, cublaslt_workspace, stream);
             break;

@@ -13,6 +13,7 @@
 #include "backends/backend.hpp"
 #include "backends/cuda/conv_net.hpp"
 #include "backends/cuda/conv_pool.hpp"
+#include "backends/cuda/convert_dtype.hpp"
 #include "backends/cuda/device_epilogue.hpp"
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/device_memory.hpp"
@@ -141,6 +142,7 @@ class CudaBackend final : public Backend {
   DeviceArray<float> weights_;
   DeviceArray<uint32_t> tensor_core_images_;  // the ops' TensorCoreMlpPlan images, one allocation
   DeviceArray<uint16_t> half_weights_;        // the ops' half_weight, one allocation
+  HalfFormat half_format_ = HalfFormat::Bfloat16;  // their type, from the model's precision
   std::vector<Op> ops_;  // declared after the handle and the weights they use: destroyed first
   size_t cublaslt_workspace_bytes_ = 0;
   std::string cublaslt_unavailable_reason_;  // set when cuBLASLt could not be loaded
