@@ -1,6 +1,7 @@
 // The caller's 16-bit inputs and outputs on the device path: widened into the context's float32
 // input buffer before a run and narrowed from its float32 output after (round to nearest even,
-// as common/half_float.hpp does on the host). Memory-bound streams of count elements.
+// as common/half_float.hpp does on the host); and the 16-bit x of cuBLASLt's Linear layers in
+// fp16 and bf16 models. Memory-bound streams of count elements.
 #pragma once
 
 #include <cuda_runtime_api.h>
