@@ -29,6 +29,7 @@
 #include "backends/cuda/cuda_context.hpp"
 #include "backends/cuda/cuda_executor.hpp"
 #include "backends/cuda/elementwise.hpp"
+#include "backends/cuda/fused_mlp_row_image.hpp"
 #include "backends/cuda/layer_norm.hpp"
 #include "backends/cuda/linear.hpp"
 #include "backends/cuda/linear_cublaslt.hpp"
@@ -445,7 +446,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             layer.epilogue = split_epilogue(layer_step.epilogue).front();
             layers.push_back(layer);
           }
-          if (plan_fused_mlp(layers, max_batch_ * step.rows_per_sample, device_, &op.mlp)) {
+          if (plan_fused_mlp(layers, device_, &op.mlp)) {
             fused = true;
             break;
           }
@@ -471,8 +472,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             weights.push_back(constant(layer_step.weight).data());
             biases.push_back(layer_step.bias >= 0 ? constant(layer_step.bias).data() : nullptr);
           }
-          if (op.mlp.block_shared_bytes > 0) {
-            ref.block_image = blob.add(build_fused_mlp_block_image(op.mlp.layers, weights, biases));
+          if (op.mlp.block_shared_bytes > 0 || op.mlp.cluster_shared_bytes > 0) {
+            ref.block_image = blob.add(build_fused_mlp_row_image(op.mlp.layers, weights, biases));
           }
           // The same chain on tensor cores, where the device and the widths allow: in the
           // precision asked for, or for fp32 as 3xTF32 where the knob allows.

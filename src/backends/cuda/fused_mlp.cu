@@ -334,8 +334,8 @@ void launch_tile(const FusedMlpPlan& plan, const FusedMlpVariant& variant, const
 
 }  // namespace
 
-bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_rows,
-                    const DeviceInfo& device, FusedMlpPlan* plan) {
+bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceInfo& device,
+                    FusedMlpPlan* plan) {
   if (layers.empty() || layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) return false;
   int even = 0, odd = 0, widest_tile = 0, largest_layer = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -358,48 +358,49 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_ro
   bool any = false;
   for (const FusedMlpVariant& variant : result.variants) any = any || variant.usable;
   if (!any) return false;
-  // The single-block small-batch form: 6.7 us per call against the cluster form's 8.5 for the
-  // seed MLP at batch 1 on an H100 (2026-11-23), before its 2026-11-25 rework. Its image is the
-  // backend's to build and upload (build_fused_mlp_block_image). FUSEDNN_CUDA_SMALL_BATCH_MLP=
-  // cluster leaves it out, for comparing; a knob, not an API.
-  const char* small_batch = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_MLP");
-  if (small_batch == nullptr || std::string(small_batch) != "cluster") {
-    // The block kernel takes layers of at most kFusedMlpMaxWidth columns.
-    bool narrow = true;
-    for (const FusedMlpLayerDesc& layer : layers) narrow = narrow && layer.padded_out <= kFusedMlpMaxWidth;
-    const size_t bytes = fused_mlp_block_shared_bytes(result);
-    if (narrow && bytes <= device.shared_per_block_optin) result.block_shared_bytes = bytes;
+  // The small-batch forms stage the row image, which is the backend's to build and upload
+  // (build_fused_mlp_row_image). On compute capability 9.0 and newer the cluster form takes
+  // batches while its clusters fit the SMs at once; the single-block form takes up to
+  // kFusedMlpBlockMaxRows rows elsewhere (bench/cuda/NOTES.md, version 12, has the seed MLP's
+  // times). FUSEDNN_CUDA_SMALL_BATCH_MLP=block or =cluster leaves the other form out, for
+  // comparing; a knob, not an API.
+  const char* small_batch_knob = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_MLP");
+  const std::string small_batch = small_batch_knob != nullptr ? small_batch_knob : "";
+  bool narrow = true;  // the small-batch forms take layers of at most kFusedMlpMaxWidth columns
+  for (const FusedMlpLayerDesc& layer : layers) {
+    narrow = narrow && layer.padded_out <= kFusedMlpMaxWidth;
   }
-  const bool block_takes_all = result.block_shared_bytes > 0 && max_rows <= kFusedMlpBlockMaxRows;
 #ifndef FUSEDNN_CUDA_NO_CLUSTER_MLP  // a build switch to rule the cluster form out when debugging
-  if (device.major >= 9 && !block_takes_all) {
+  if (device.major >= 9 && narrow && small_batch != "block") {
     const size_t bytes = fused_mlp_cluster_shared_bytes(result);
-    if (bytes <= device.shared_per_block_optin && fused_mlp_cluster_fits(bytes)) {
+    if (bytes <= device.shared_per_block_optin && fused_mlp_cluster_fits(bytes, device)) {
       result.cluster_shared_bytes = bytes;
     }
   }
 #endif
+  if (narrow && small_batch != "cluster" && result.cluster_shared_bytes == 0) {
+    const size_t bytes = fused_mlp_block_shared_bytes(result);
+    if (bytes <= device.shared_per_block_optin) result.block_shared_bytes = bytes;
+  }
   *plan = std::move(result);
   return true;
 }
 
 void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
                                const DeviceInfo& device) {
-  // launch_fused_mlp's choice: the block form up to kFusedMlpBlockMaxRows rows when the plan
-  // has it, then the cluster form or a tile.
-  if (plan.block_shared_bytes > 0) {
-    prepare_fused_mlp_block_kernels(max_rows, device);
-    if (max_rows <= kFusedMlpBlockMaxRows) return;
-  }
+  // launch_fused_mlp's choice: the cluster form while its clusters fit the SMs, then the block
+  // form up to kFusedMlpBlockMaxRows rows, then a tile. Only the kernels a batch up to max_rows
+  // can reach: setting an attribute loads the kernel.
+  int64_t covered = 0;  // rows up to which a small-batch form takes every batch
   if (plan.cluster_shared_bytes > 0) {
-    prepare_fused_mlp_cluster_kernel(device);
-    // launch_fused_mlp takes the cluster form for every batch up to max_rows: the tiles are never
-    // launched (LeNet-5's head at max_batch 1 loaded all three).
-    if ((max_rows + kFusedMlpClusterRows - 1) / kFusedMlpClusterRows * kFusedMlpClusterBlocks <=
-        device.sm_count) {
-      return;
-    }
+    prepare_fused_mlp_cluster_kernels(max_rows, device);
+    covered = fused_mlp_cluster_max_rows(device);
   }
+  if (plan.block_shared_bytes > 0 && max_rows > covered) {
+    prepare_fused_mlp_block_kernels(max_rows, device);
+    covered = std::max<int64_t>(covered, kFusedMlpBlockMaxRows);
+  }
+  if (max_rows <= covered) return;
   const int bytes = static_cast<int>(device.shared_per_block_optin);
   FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_kernel<SmallTile>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
@@ -412,17 +413,14 @@ void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
 void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                       const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
+  if (plan.cluster_shared_bytes > 0 && plan.block_image != nullptr &&
+      rows <= fused_mlp_cluster_max_rows(device)) {
+    launch_fused_mlp_cluster(plan, x, y, rows, stream);
+    return;
+  }
   if (plan.block_shared_bytes > 0 && plan.block_image != nullptr &&
       rows <= kFusedMlpBlockMaxRows) {
     launch_fused_mlp_block(plan, x, y, rows, stream);
-    return;
-  }
-  // Batches small enough that clusters of 8 blocks per 8 rows fit on the SMs at once: the
-  // cluster form, which spreads the weights over 8 SMs.
-  if (plan.cluster_shared_bytes > 0 &&
-      (rows + kFusedMlpClusterRows - 1) / kFusedMlpClusterRows * kFusedMlpClusterBlocks <=
-          device.sm_count) {
-    launch_fused_mlp_cluster(plan, x, y, rows, stream);
     return;
   }
   // The largest tile that still gives every SM a block; small batches take the small tile.

@@ -25,10 +25,11 @@ namespace fusednn::cuda {
 constexpr int kFusedMlpMaxLayers = 8;
 constexpr int kFusedMlpMaxWidth = 256;  // widest output a block computes whole
 constexpr int kFusedMlpVariants = 3;
-// The small-batch form (fused_mlp_cluster.cu, compute capability 9.0 and newer): a cluster of
-// kFusedMlpClusterBlocks blocks per kFusedMlpClusterRows rows, the columns split across them.
-constexpr int kFusedMlpClusterBlocks = 8;
-constexpr int kFusedMlpClusterRows = 8;
+// The small-batch form on compute capability 9.0 and newer (fused_mlp_cluster.cu): a cluster of
+// kFusedMlpClusterBlocks blocks per 1, 2 or kFusedMlpClusterRows rows, every layer's output
+// groups split across them; used while the clusters fit on the SMs at once.
+constexpr int kFusedMlpClusterBlocks = 4;
+constexpr int kFusedMlpClusterRows = 4;
 // The single-block small-batch form (fused_mlp_block.cu, any GPU): up to kFusedMlpBlockRows rows
 // per block, used up to kFusedMlpBlockMaxRows rows.
 constexpr int kFusedMlpBlockRows = 4;
@@ -60,17 +61,16 @@ struct FusedMlpPlan {
   std::array<FusedMlpVariant, kFusedMlpVariants> variants;
   size_t cluster_shared_bytes = 0;  // 0: the cluster form is not used for this chain
   size_t block_shared_bytes = 0;    // 0: the single-block form is not used for this chain
-  // The single-block form's weights and biases (build_fused_mlp_block_image), on the device.
+  // The row image both small-batch forms stage (build_fused_mlp_row_image), on the device.
   const float* block_image = nullptr;
 };
 
 // Whether `layers` can run fused: 1 to kFusedMlpMaxLayers layers, each reading the previous
 // one's output, every output but a lone layer's at most kFusedMlpMaxWidth wide, and at least one
-// tile fitting in shared memory. Fills plan->variants. max_rows: the most rows a launch will
-// get; the cluster form is not planned when the single-block form takes them all (its occupancy
-// query would load its kernel).
-bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_rows,
-                    const DeviceInfo& device, FusedMlpPlan* plan);
+// tile fitting in shared memory. Fills plan->variants and the small-batch forms' sizes (the
+// cluster form's occupancy query loads its kernel).
+bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceInfo& device,
+                    FusedMlpPlan* plan);
 
 // Lets the kernels `plan` can launch for up to `max_rows` rows use the device's whole opt-in
 // shared memory (at load). Only those: setting an attribute loads the kernel, and a model's
@@ -81,19 +81,16 @@ void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
 // Shared memory one block of the cluster form needs for the chain in `plan`.
 size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan);
 // Whether a cluster with that much shared memory per block can be resident on the current device.
-bool fused_mlp_cluster_fits(size_t shared_bytes);
-void prepare_fused_mlp_cluster_kernel(const DeviceInfo& device);
+bool fused_mlp_cluster_fits(size_t shared_bytes, const DeviceInfo& device);
+// The most rows the cluster form takes: as many clusters as fit the SMs at once.
+int64_t fused_mlp_cluster_max_rows(const DeviceInfo& device);
+// The row counts up to max_rows (1, 2, then kFusedMlpClusterRows per cluster).
+void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& device);
 void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                               cudaStream_t stream);
 
 // Shared memory the single-block form needs for the chain in `plan` (at kFusedMlpBlockRows rows).
 size_t fused_mlp_block_shared_bytes(const FusedMlpPlan& plan);
-// The single-block form's image of the chain: per layer, W in PyTorch's [out][in] order with
-// rows and columns padded to multiples of 4 (zeros), then the bias padded the same (zeros where
-// biases[l] is null). weights[l]: [out][in] on the host.
-std::vector<float> build_fused_mlp_block_image(const std::vector<FusedMlpLayerDesc>& layers,
-                                               const std::vector<const float*>& weights,
-                                               const std::vector<const float*>& biases);
 // The row counts up to max_rows (1, 2, then kFusedMlpBlockRows per block).
 void prepare_fused_mlp_block_kernels(int64_t max_rows, const DeviceInfo& device);
 void launch_fused_mlp_block(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,

@@ -18,102 +18,33 @@
 
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/fused_mlp.hpp"
+#include "backends/cuda/fused_mlp_row_image.hpp"
+#include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
+#include "backends/cuda/warp_sum_many.cuh"
 
 namespace fusednn::cuda {
 namespace {
 
-// Phase stamps (%globaltimer, block 0, thread 0) for bench/cuda/block_mlp_timeline.cu, which
-// compiles this file with FUSEDNN_BLOCK_MLP_TIMELINE defined; empty in the library.
-#ifdef FUSEDNN_BLOCK_MLP_TIMELINE
-constexpr int kTimelineSlots = 256;  // launches kept, by launch count
-__device__ unsigned long long block_mlp_timeline[kTimelineSlots][4 + 2 * kFusedMlpMaxLayers];
-__device__ unsigned int block_mlp_launches;
-#define FDNN_TIMELINE(phase)                                                         \
-  do {                                                                               \
-    if (threadIdx.x == 0 && blockIdx.x == 0) {                                       \
-      unsigned long long now;                                                        \
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));                        \
-      block_mlp_timeline[block_mlp_launches % kTimelineSlots][phase] = now;          \
-      if ((phase) == 4 + 2 * (p.layer_count - 1)) ++block_mlp_launches;              \
-    }                                                                                \
-  } while (0)
-#else
-#define FDNN_TIMELINE(phase) \
-  do {                       \
-  } while (0)
-#endif
+// Phase stamps of block 0 for bench/cuda/small_batch_mlp_timeline.cu (kernel_timeline.cuh):
+// entry, staging issued, x stored, then each layer's start and end.
+#define FDNN_BLOCK_TIMELINE(phase) \
+  FDNN_TIMELINE(blockIdx.x == 0, phase, 4 + 2 * (p.layer_count - 1))
 
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kGroup = 4;  // outputs a warp computes together
 
-int round_up4(int value) { return (value + 3) / 4 * 4; }
-
-struct BlockLayer {
-  int32_t in, in4, out, out4;  // in4, out4: rounded up to a multiple of 4
-  int32_t weight_offset;       // floats into the image (and shared memory): [out4][in4]
-  int32_t bias_offset;         // [out4], zeros where the layer has no bias
-  DeviceEpilogue epilogue;
-};
-
 struct BlockParams {
   const float* x;
   float* y;
-  const float* image;  // build_fused_mlp_block_image's layout
+  const float* image;  // build_fused_mlp_row_image's layout
   int64_t rows;
   int32_t layer_count;
   int32_t width4;        // activation row stride: the widest in4
   int32_t image_floats;  // all layers' weights and biases
-  BlockLayer layers[kFusedMlpMaxLayers];
+  RowImageLayer layers[kFusedMlpMaxLayers];
 };
-
-// The image's layout, shared by the host's image and the kernel's parameters.
-int block_layout(const std::vector<FusedMlpLayerDesc>& layers, BlockLayer* out, int* width4) {
-  int offset = 0;
-  *width4 = 0;
-  for (size_t l = 0; l < layers.size(); ++l) {
-    BlockLayer& layer = out[l];
-    layer.in = layers[l].in;
-    layer.out = layers[l].out;
-    layer.in4 = round_up4(layer.in);
-    layer.out4 = round_up4(layer.out);
-    layer.weight_offset = offset;
-    layer.bias_offset = offset + layer.out4 * layer.in4;
-    layer.epilogue = layers[l].epilogue;
-    offset = layer.bias_offset + layer.out4;
-    *width4 = std::max(*width4, layer.in4);
-  }
-  return offset;
-}
-
-// Sums each of the V values over the warp's 32 lanes. At each step a lane keeps the half of its
-// values that its lane bit selects and adds the partner's copy of that half, so V values take
-// V - 1 + (5 - log2 V) shuffles instead of 5 V. Returns the total of value (lane >> (5 - log2 V))
-// (every 32 / V consecutive lanes hold the same one).
-template <int V>
-__device__ __forceinline__ float warp_sum_many(float (&v)[V], int lane) {
-  static_assert(V == 1 || V == 2 || V == 4 || V == 8 || V == 16, "V: a power of two up to 16");
-  int held = V;
-#pragma unroll
-  for (int distance = 16; distance >= 1; distance >>= 1) {
-    if (held > 1) {
-      const bool upper = (lane & distance) != 0;
-#pragma unroll
-      for (int i = 0; i < V / 2; ++i) {
-        if (i < held / 2) {
-          const float send = upper ? v[i] : v[i + held / 2];
-          const float keep = upper ? v[i + held / 2] : v[i];
-          v[i] = keep + __shfl_xor_sync(0xffffffffu, send, distance);
-        }
-      }
-      held /= 2;
-    } else {
-      v[0] += __shfl_xor_sync(0xffffffffu, v[0], distance);
-    }
-  }
-  return v[0];
-}
 
 template <int kRows>
 __global__ void __launch_bounds__(kThreads)
@@ -128,7 +59,7 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = tid % 32, warp = tid / 32;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int valid_rows = static_cast<int>(min(static_cast<int64_t>(kRows), p.rows - row0));
-  FDNN_TIMELINE(0);
+  FDNN_BLOCK_TIMELINE(0);
 
   for (int l = 0; l < p.layer_count; ++l) {
     const int begin = p.layers[l].weight_offset / 4;
@@ -138,7 +69,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __pipeline_commit();
   }
-  FDNN_TIMELINE(1);
+  FDNN_BLOCK_TIMELINE(1);
   {
     // The rows of x, zero past the batch and in the row's padding (the padded weight columns
     // are zero, so these need only be finite).
@@ -148,10 +79,10 @@ __global__ void __launch_bounds__(kThreads)
       act0[r * p.width4 + k] = r < valid_rows && k < in ? p.x[(row0 + r) * in + k] : 0.0f;
     }
   }
-  FDNN_TIMELINE(2);
+  FDNN_BLOCK_TIMELINE(2);
 
   for (int l = 0; l < p.layer_count; ++l) {
-    const BlockLayer& layer = p.layers[l];
+    const RowImageLayer& layer = p.layers[l];
     const bool last = l + 1 == p.layer_count;
     const float* in = (l & 1) ? act1 : act0;
     float* next = (l & 1) ? act0 : act1;
@@ -161,7 +92,7 @@ __global__ void __launch_bounds__(kThreads)
 
     __pipeline_wait_prior(p.layer_count - 1 - l);  // this layer's weights have landed
     __syncthreads();                               // ... for every thread, and so has `in`
-    FDNN_TIMELINE(3 + 2 * l);
+    FDNN_BLOCK_TIMELINE(3 + 2 * l);
 
     for (int o0 = warp * kGroup; o0 < layer.out4; o0 += kWarps * kGroup) {
       float sums[kValues];
@@ -198,7 +129,7 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    FDNN_TIMELINE(4 + 2 * l);
+    FDNN_BLOCK_TIMELINE(4 + 2 * l);
     // The next iteration's barrier orders these writes before their reads.
   }
 }
@@ -217,7 +148,7 @@ void launch_rows(const FusedMlpPlan& plan, const float* x, float* y, int64_t row
   p.image = plan.block_image;
   p.rows = rows;
   p.layer_count = static_cast<int32_t>(plan.layers.size());
-  p.image_floats = block_layout(plan.layers, p.layers, &p.width4);
+  p.image_floats = row_image_layout(plan.layers, p.layers, &p.width4);
   const size_t bytes = block_shared_bytes<kRows>(p.image_floats, p.width4);
   const auto blocks = static_cast<unsigned>((rows + kRows - 1) / kRows);
   launch_kernel(fused_mlp_block_kernel<kRows>, name, blocks, kThreads, bytes, stream, p);
@@ -229,30 +160,10 @@ size_t fused_mlp_block_shared_bytes(const FusedMlpPlan& plan) {
   if (plan.layers.empty() || plan.layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) {
     return 0;
   }
-  BlockLayer layers[kFusedMlpMaxLayers];
+  RowImageLayer layers[kFusedMlpMaxLayers];
   int width4 = 0;
-  const int image_floats = block_layout(plan.layers, layers, &width4);
+  const int image_floats = row_image_layout(plan.layers, layers, &width4);
   return block_shared_bytes<kFusedMlpBlockRows>(image_floats, width4);
-}
-
-std::vector<float> build_fused_mlp_block_image(const std::vector<FusedMlpLayerDesc>& layers,
-                                               const std::vector<const float*>& weights,
-                                               const std::vector<const float*>& biases) {
-  BlockLayer layout[kFusedMlpMaxLayers];
-  int width4 = 0;
-  std::vector<float> image(static_cast<size_t>(block_layout(layers, layout, &width4)), 0.0f);
-  for (size_t l = 0; l < layers.size(); ++l) {
-    const BlockLayer& layer = layout[l];
-    for (int o = 0; o < layer.out; ++o) {
-      std::copy(weights[l] + static_cast<size_t>(o) * layer.in,
-                weights[l] + static_cast<size_t>(o + 1) * layer.in,
-                image.begin() + layer.weight_offset + o * layer.in4);
-    }
-    if (biases[l] != nullptr) {
-      std::copy(biases[l], biases[l] + layer.out, image.begin() + layer.bias_offset);
-    }
-  }
-  return image;
 }
 
 void prepare_fused_mlp_block_kernels(int64_t max_rows, const DeviceInfo& device) {

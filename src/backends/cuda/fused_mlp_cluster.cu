@@ -1,169 +1,320 @@
-// The fused MLP for small batches on Hopper and newer: a cluster of 8 blocks per 8 rows, each
-// block owning one eighth of every layer's output columns. Each block prefetches only its
-// column slice of every layer's weights (all layers at once, so 8 SMs pull the weights in
-// parallel), computes its outputs with the dot products split across up to 32 threads (short
-// dependent chains), and writes them into every block's copy of the next layer's input through
-// distributed shared memory; one cluster barrier per layer.
+// The fused MLP for a handful of rows on Hopper and newer: a cluster of kFusedMlpClusterBlocks
+// blocks per tile of 1, 2 or 4 rows, each block owning a contiguous range of every layer's output
+// groups (4 outputs a group). A block stages only its rows of the row image
+// (fused_mlp_row_image.hpp), so the cluster's SMs pull the chain's weights from L2 in parallel,
+// and computes its groups as the single-block form does: lanes split k, one butterfly per group.
+// Its results go to its own copy of the next layer's input and, by st.async, to every other
+// block's copy, each remote store counted on that block's mbarrier for the exchange. A block
+// starts layer l + 1 once its mbarrier for layer l's outputs has seen all their bytes: no cluster
+// barrier per layer, only one at the start (mbarriers initialised, every block running), which
+// each warp waits for just before its first remote store, after layer 0's products. No block
+// leaves while stores may still come: each waits for every exchange before its last layer.
 //
-// Why: version 1 ran batch 1 of the seed MLP on one block of one SM, ~9 us of GPU time: 86 KB of
-// weights through one SM and ~300 dependent shared-load + FMA steps per thread. Here each SM
-// loads ~11 KB and each thread's chain is ~K/16 steps plus a shuffle tree.
-#include <cooperative_groups.h>
+// Why: at batch 1 the single-block form spends ~4.4 us on one SM for the seed MLP: 86 KB of
+// weights through one SM's load path and ~15 K warp instructions on its four schedulers
+// (bench/cuda/NOTES.md, version 11). Over 4 SMs each gets a quarter of both. The earlier cluster
+// form (8 blocks, transposed weights, a cluster barrier after every layer, one dot product per
+// 1-32 threads) took 8.5 us for the same model (version 3).
 #include <cuda_pipeline.h>
 
-#include <algorithm>
+#include <cstdint>
 
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/fused_mlp.hpp"
+#include "backends/cuda/fused_mlp_row_image.hpp"
+#include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
+#include "backends/cuda/warp_sum_many.cuh"
 
 namespace fusednn::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kGroup = 4;  // outputs a warp computes together
 constexpr int kBlocks = kFusedMlpClusterBlocks;
-constexpr int kRows = kFusedMlpClusterRows;
-constexpr int kLd = kRows + 1;  // activation row stride: odd, so strided reads spread over banks
+constexpr int kActivationBuffers = 3;
 
 // Cluster dimensions are a property of the sm_90+ kernel; older targets compile an empty body
-// (the launcher never runs it there).
+// (the planner never picks it there).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #define FDNN_CLUSTER_DIMS
 #else
 #define FDNN_CLUSTER_DIMS __cluster_dims__(kFusedMlpClusterBlocks, 1, 1)
 #endif
 
-struct ClusterLayer {
-  const float* weight_t;  // [in][padded_out]
-  const float* bias;
-  int32_t in, out, padded_out;
-  int32_t slice;          // columns per block, a multiple of 4
-  int32_t weight_offset;  // where this layer's slice starts in the block's weight area (floats)
-  DeviceEpilogue epilogue;
-};
+// Phase stamps of the first cluster's last block (it owns groups of every layer of the seed MLP)
+// for bench/cuda/small_batch_mlp_timeline.cu (kernel_timeline.cuh): entry, slices issued, cluster
+// barrier arrived at, then per layer: its slice landed, its input complete, its outputs sent.
+#define FDNN_CLUSTER_TIMELINE(phase) \
+  FDNN_TIMELINE(blockIdx.x == kBlocks - 1, phase, 5 + 3 * (p.layer_count - 1))
 
 struct ClusterParams {
   const float* x;
   float* y;
+  const float* image;  // the row image (build_fused_mlp_row_image)
   int64_t rows;
   int32_t layer_count;
-  int32_t even_width;
-  int32_t odd_width;
-  int32_t activation_floats;  // act0 + act1, rounded up to a multiple of 4
-  ClusterLayer layers[kFusedMlpMaxLayers];
+  int32_t width4;  // activation row stride: the widest in4
+  RowImageLayer layers[kFusedMlpMaxLayers];
 };
 
-__global__ void FDNN_CLUSTER_DIMS __launch_bounds__(kThreads)
+// Block `rank`'s groups of a layer with `groups` of them: [first, end), contiguous, sizes
+// differing by at most one between blocks.
+__host__ __device__ inline int first_group(int groups, int rank) {
+  return groups * rank / kBlocks;
+}
+
+// Floats of a block's slice of a layer: its rows of W, then their biases.
+__host__ __device__ inline int slice_floats(int group_count, int in4) {
+  return kGroup * group_count * (in4 + 1);
+}
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+// The same shared-memory location in block `rank` of the cluster.
+__device__ __forceinline__ uint32_t in_block(uint32_t address, int rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+  return remote;
+}
+
+// 4 bytes into another block's shared memory, counted on that block's mbarrier.
+__device__ __forceinline__ void store_remote(uint32_t address, float value, uint32_t barrier) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(address),
+      "r"(__float_as_uint(value)), "r"(barrier)
+      : "memory");
+}
+
+__device__ __forceinline__ void wait_for_phase_zero(uint32_t barrier) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(barrier)
+        : "memory");
+  } while (done == 0);
+}
+#endif
+
+template <int kRows>
+__global__ void FDNN_CLUSTER_DIMS __launch_bounds__(kThreads, 1)
 fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank());
+  constexpr int kValues = kRows * kGroup;  // partial sums a lane holds per group
+  constexpr int kLanesPerValue = 32 / kValues;
   extern __shared__ float4 shared_memory[];
-  float* const act0 = reinterpret_cast<float*>(shared_memory);
-  float* const act1 = act0 + p.even_width * kLd;
-  float* const weights = act0 + p.activation_floats;
+  uint64_t* const exchanged = reinterpret_cast<uint64_t*>(shared_memory);  // one per layer
+  // Three activation buffers, layer l reading buffer l % 3: a block may receive layer l's outputs
+  // while its slowest warp still reads layer l - 1's input, never layer l - 2's.
+  float* const act0 = reinterpret_cast<float*>(exchanged + kFusedMlpMaxLayers);
+  float* const slices = act0 + kActivationBuffers * kRows * p.width4;
   const int tid = threadIdx.x;
+  const int lane = tid % 32, warp = tid / 32;
+  const int rank = static_cast<int>(blockIdx.x % kBlocks);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x / kBlocks) * kRows;
   const int valid_rows = static_cast<int>(min(static_cast<int64_t>(kRows), p.rows - row0));
+  const bool exchanges = p.layer_count > 1;
+  FDNN_CLUSTER_TIMELINE(0);
 
-  // This block's column slice of every layer, all in flight at once.
-  for (int l = 0; l < p.layer_count; ++l) {
-    const ClusterLayer& layer = p.layers[l];
-    const int c0 = rank * layer.slice;
-    const int cols = min(layer.slice, layer.padded_out - c0);
-    if (cols <= 0) continue;
-    const int quads = cols / 4;
-    for (int q = tid; q < layer.in * quads; q += kThreads) {
-      const int r = q / quads;
-      const int c = q - r * quads;
-      __pipeline_memcpy_async(weights + layer.weight_offset + r * layer.slice + c * 4,
-                              layer.weight_t + static_cast<int64_t>(r) * layer.padded_out + c0 + c * 4,
-                              16);
-    }
-  }
-  __pipeline_commit();
+  // The rows of x first (one cp.async group), so that they do not queue behind the weights;
+  // zero past the batch and in the row's padding (the padded weight columns are zero, so these
+  // need only be finite).
   {
-    const int in0 = p.layers[0].in;
-    const float* x = p.x + row0 * in0;
-    for (int index = tid; index < kRows * in0; index += kThreads) {
-      const int r = index / in0;
-      const int k = index - r * in0;
-      act0[k * kLd + r] = r < valid_rows ? x[static_cast<int64_t>(r) * in0 + k] : 0.0f;
+    const int in = p.layers[0].in, in4 = p.layers[0].in4;
+    for (int i = tid; i < kRows * in4; i += kThreads) {
+      const int r = i / in4, k = i - r * in4;
+      float* destination = act0 + r * p.width4 + k;
+      if (r < valid_rows && k < in) {
+        __pipeline_memcpy_async(destination, p.x + (row0 + r) * in + k, sizeof(float));
+      } else {
+        *destination = 0.0f;
+      }
+    }
+    __pipeline_commit();
+  }
+  // This block's slice of every layer, one cp.async group per layer: its W rows and biases are
+  // each one contiguous run of 16-byte words in the image.
+  {
+    float* slice = slices;
+    for (int l = 0; l < p.layer_count; ++l) {
+      const RowImageLayer& layer = p.layers[l];
+      const int groups = layer.out4 / kGroup;
+      const int g0 = first_group(groups, rank), g1 = first_group(groups, rank + 1);
+      const int weight_words = (g1 - g0) * layer.in4;  // kGroup rows of in4 floats a group
+      const float* weight = p.image + layer.weight_offset + kGroup * g0 * layer.in4;
+      const float* bias = p.image + layer.bias_offset + kGroup * g0;
+      for (int q = tid; q < weight_words + (g1 - g0); q += kThreads) {
+        const float* source = q < weight_words ? weight + 4 * q : bias + 4 * (q - weight_words);
+        __pipeline_memcpy_async(slice + 4 * q, source, 16);
+      }
+      __pipeline_commit();
+      slice += slice_floats(g1 - g0, layer.in4);
     }
   }
-  __pipeline_wait_prior(0);
-  // Every block of the cluster is running (its shared memory may be written) and has its
-  // weights and input.
-  cluster.sync();
+  FDNN_CLUSTER_TIMELINE(1);
+  // Each exchange's mbarrier expects the bytes of the other blocks' groups; remote stores may
+  // land only once it is initialised: the cluster barrier, arrived at here and waited for before
+  // this block's first remote store. The init fence publishes the mbarriers, so the arrival
+  // itself is relaxed (a release would wait for this thread's loads, the slices included).
+  if (exchanges) {
+    if (tid == 0) {
+      for (int l = 0; l + 1 < p.layer_count; ++l) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(exchanged + l))
+                     : "memory");
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      for (int l = 0; l + 1 < p.layer_count; ++l) {
+        const int groups = p.layers[l].out4 / kGroup;
+        const int own = first_group(groups, rank + 1) - first_group(groups, rank);
+        const auto bytes = static_cast<uint32_t>(sizeof(float) * kRows * kGroup * (groups - own));
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                         shared_address(exchanged + l)),
+                     "r"(bytes)
+                     : "memory");
+      }
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  }
+  FDNN_CLUSTER_TIMELINE(2);
 
-  const int lane = tid & 31;
+  const float* slice = slices;
+  float* in = act0;
+  float* next = act0 + kRows * p.width4;
+  float* spare = next + kRows * p.width4;
+  bool cluster_ready = !exchanges;  // warp-uniform: this warp has waited for the cluster barrier
   for (int l = 0; l < p.layer_count; ++l) {
-    const ClusterLayer& layer = p.layers[l];
+    const RowImageLayer& layer = p.layers[l];
     const bool last = l + 1 == p.layer_count;
-    const float* in = (l & 1) ? act1 : act0;
-    float* next = (l & 1) ? act0 : act1;
-    const int c0 = rank * layer.slice;
-    const int cols = min(layer.slice, layer.padded_out - c0);
-    const int units = cols > 0 ? valid_rows * cols : 0;
-    if (units > 0) {
-      // Threads per dot product: a power of two, at most a warp, as many as the block allows.
-      int split = 1;
-      while (split < 32 && units * split * 2 <= kThreads) split *= 2;
-      const unsigned group_mask =
-          split == 32 ? 0xffffffffu : ((1u << split) - 1u) << (lane & ~(split - 1));
-      const int part = tid & (split - 1);
-      const float* w_slice = weights + layer.weight_offset;
-      for (int unit = tid / split; unit < units; unit += kThreads / split) {
-        const int r = unit / cols;
-        const int c = unit - r * cols;
-        float sum = 0.0f;
-        for (int k = part; k < layer.in; k += split) {
-          sum = fmaf(in[k * kLd + r], w_slice[k * layer.slice + c], sum);
-        }
-        for (int offset = split / 2; offset > 0; offset /= 2) {
-          sum += __shfl_xor_sync(group_mask, sum, offset);
-        }
-        const int col = c0 + c;
-        if (part == 0 && col < layer.out) {
-          const float value =
-              apply_epilogue(layer.epilogue, sum + (layer.bias ? layer.bias[col] : 0.0f));
-          if (last) {
-            p.y[(row0 + r) * layer.out + col] = value;
-          } else {
+    const int groups = layer.out4 / kGroup;
+    const int g0 = first_group(groups, rank), g1 = first_group(groups, rank + 1);
+    const float* weight = slice;
+    const float* bias = slice + kGroup * (g1 - g0) * layer.in4;
+    const int quads = layer.in4 / 4;
+
+    __pipeline_wait_prior(p.layer_count - 1 - l);  // x and this layer's slice have landed
+    FDNN_CLUSTER_TIMELINE(3 + 3 * l);
+    if (l > 0) wait_for_phase_zero(shared_address(exchanged + l - 1));  // the other blocks' part
+    __syncthreads();                                                    // ... and this block's
+    FDNN_CLUSTER_TIMELINE(4 + 3 * l);
+
+    for (int g = g0 + warp; g < g1; g += kWarps) {
+      const int local = kGroup * (g - g0);  // the group's first row in the slice
+      float sums[kValues];
 #pragma unroll
-            for (int b = 0; b < kBlocks; ++b) {
-              cluster.map_shared_rank(next, b)[col * kLd + r] = value;
-            }
+      for (int i = 0; i < kValues; ++i) sums[i] = 0.0f;
+      for (int q = lane; q < quads; q += 32) {
+        float4 w[kGroup];
+#pragma unroll
+        for (int j = 0; j < kGroup; ++j) {
+          w[j] = *reinterpret_cast<const float4*>(weight + (local + j) * layer.in4 + 4 * q);
+        }
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const float4 a = *reinterpret_cast<const float4*>(in + r * p.width4 + 4 * q);
+#pragma unroll
+          for (int j = 0; j < kGroup; ++j) {
+            float& s = sums[r * kGroup + j];
+            s = fmaf(a.x, w[j].x, s);
+            s = fmaf(a.y, w[j].y, s);
+            s = fmaf(a.z, w[j].z, s);
+            s = fmaf(a.w, w[j].w, s);
+          }
+        }
+      }
+      const float total = warp_sum_many(sums, lane);
+      if (!cluster_ready) {  // before this warp's first remote store
+        asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+        cluster_ready = true;
+      }
+      const int value = lane / kLanesPerValue;
+      if (lane % kLanesPerValue == 0) {
+        const int r = value / kGroup, j = value % kGroup, o = kGroup * g + j;
+        const float result =
+            o < layer.out ? apply_epilogue(layer.epilogue, total + bias[local + j]) : 0.0f;
+        if (last) {
+          if (r < valid_rows && o < layer.out) p.y[(row0 + r) * layer.out + o] = result;
+        } else {
+          const float kept = r < valid_rows ? result : 0.0f;  // rows past the batch: zero
+          float* destination = next + r * p.width4 + o;
+          *destination = kept;
+          const uint32_t address = shared_address(destination);
+          const uint32_t barrier = shared_address(exchanged + l);
+#pragma unroll
+          for (int offset = 1; offset < kBlocks; ++offset) {
+            const int other = (rank + offset) % kBlocks;
+            store_remote(in_block(address, other), kept, in_block(barrier, other));
           }
         }
       }
     }
-    // The next layer's input is complete in every block, and nobody still reads this one.
-    if (!last) cluster.sync();
+    if (!cluster_ready) {  // a warp without groups in layer 0 still waits once
+      asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+      cluster_ready = true;
+    }
+    FDNN_CLUSTER_TIMELINE(5 + 3 * l);
+    slice += slice_floats(g1 - g0, layer.in4);
+    float* const read = in;
+    in = next;
+    next = spare;
+    spare = read;
   }
 #endif
+}
+
+template <int kRows>
+void launch_rows(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
+                 cudaStream_t stream, const char* name) {
+  ClusterParams p{};
+  p.x = x;
+  p.y = y;
+  p.image = plan.block_image;
+  p.rows = rows;
+  p.layer_count = static_cast<int32_t>(plan.layers.size());
+  row_image_layout(plan.layers, p.layers, &p.width4);
+  const auto clusters = static_cast<unsigned>((rows + kRows - 1) / kRows);
+  launch_kernel(fused_mlp_cluster_kernel<kRows>, name, clusters * kBlocks, kThreads,
+                plan.cluster_shared_bytes, stream, p);
 }
 
 }  // namespace
 
 size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan) {
-  size_t floats = (static_cast<size_t>(plan.even_width + plan.odd_width) * kLd + 3) / 4 * 4;
-  for (const FusedMlpLayerDesc& layer : plan.layers) {
-    const int slice = ((layer.padded_out + kBlocks - 1) / kBlocks + 3) / 4 * 4;
-    floats += static_cast<size_t>(layer.in) * slice;
+  if (plan.layers.empty() || plan.layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) {
+    return 0;
   }
-  return floats * sizeof(float);
+  RowImageLayer layers[kFusedMlpMaxLayers];
+  int width4 = 0;
+  row_image_layout(plan.layers, layers, &width4);
+  size_t floats = kActivationBuffers * static_cast<size_t>(kFusedMlpClusterRows) * width4;
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    const int groups = layers[l].out4 / kGroup;
+    int most = 0;  // the largest block's share
+    for (int rank = 0; rank < kBlocks; ++rank) {
+      most = std::max(most, first_group(groups, rank + 1) - first_group(groups, rank));
+    }
+    floats += static_cast<size_t>(slice_floats(most, layers[l].in4));
+  }
+  return sizeof(uint64_t) * kFusedMlpMaxLayers + sizeof(float) * floats;
 }
 
-bool fused_mlp_cluster_fits(size_t shared_bytes) {
-  // Whether a cluster of 8 blocks with this much shared memory each can be resident at all. The
-  // query answers for the kernel's current limit, 48 KB until it is raised: without raising it
-  // first, chains past 48 KB per block (LeNet-5's 400-120-84-10 head) never took this form once
-  // kernels were readied per plan, and LeNet-5 at batch 1 ran its head on one block of the
-  // tiled kernel (20 us of 30 per call, H100, 2026-11-23).
-  if (cudaFuncSetAttribute(fused_mlp_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(shared_bytes)) != cudaSuccess) {
+bool fused_mlp_cluster_fits(size_t shared_bytes, const DeviceInfo& device) {
+  // Whether a cluster with this much shared memory per block can be resident at all. The query
+  // answers for the kernel's current limit, 48 KB until it is raised, so the limit is raised
+  // first (without that, LeNet-5's head once never took the cluster form: 2026-11-23). Always to
+  // the device's most: a model's own size would lower it under another model's launches.
+  const auto kernel = fused_mlp_cluster_kernel<kFusedMlpClusterRows>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(device.shared_per_block_optin)) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
@@ -172,47 +323,41 @@ bool fused_mlp_cluster_fits(size_t shared_bytes) {
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = shared_bytes;
   int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, fused_mlp_cluster_kernel, &config) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
   return clusters > 0;
 }
 
-void prepare_fused_mlp_cluster_kernel(const DeviceInfo& device) {
-  if (device.major < 9) return;
-  FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_cluster_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(device.shared_per_block_optin)));
+void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& device) {
+  const int bytes = static_cast<int>(device.shared_per_block_optin);  // as in _fits
+  FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_cluster_kernel<1>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  if (max_rows >= 2) {
+    FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_cluster_kernel<2>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  }
+  if (max_rows >= 3) {
+    FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_cluster_kernel<kFusedMlpClusterRows>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  }
+}
+
+int64_t fused_mlp_cluster_max_rows(const DeviceInfo& device) {
+  return static_cast<int64_t>(device.sm_count / kBlocks) * kFusedMlpClusterRows;
 }
 
 void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                               cudaStream_t stream) {
-  ClusterParams p{};
-  p.x = x;
-  p.y = y;
-  p.rows = rows;
-  p.layer_count = static_cast<int32_t>(plan.layers.size());
-  p.even_width = plan.even_width;
-  p.odd_width = plan.odd_width;
-  p.activation_floats = ((plan.even_width + plan.odd_width) * kLd + 3) / 4 * 4;
-  int offset = 0;
-  for (int l = 0; l < p.layer_count; ++l) {
-    const FusedMlpLayerDesc& desc = plan.layers[l];
-    ClusterLayer& layer = p.layers[l];
-    layer.weight_t = desc.weight_t;
-    layer.bias = desc.bias;
-    layer.in = desc.in;
-    layer.out = desc.out;
-    layer.padded_out = desc.padded_out;
-    layer.slice = ((desc.padded_out + kBlocks - 1) / kBlocks + 3) / 4 * 4;
-    layer.weight_offset = offset;
-    layer.epilogue = desc.epilogue;
-    offset += desc.in * layer.slice;
+  if (rows <= 1) {
+    launch_rows<1>(plan, x, y, rows, stream, "fused_mlp_cluster_kernel<1 row>");
+  } else if (rows == 2) {
+    launch_rows<2>(plan, x, y, rows, stream, "fused_mlp_cluster_kernel<2 rows>");
+  } else {
+    launch_rows<kFusedMlpClusterRows>(plan, x, y, rows, stream,
+                                      "fused_mlp_cluster_kernel<4 rows>");
   }
-  const auto clusters = static_cast<unsigned>((rows + kRows - 1) / kRows);
-  launch_kernel(fused_mlp_cluster_kernel, "fused_mlp_cluster_kernel", clusters * kBlocks, kThreads,
-                plan.cluster_shared_bytes, stream, p);
 }
 
 }  // namespace fusednn::cuda

@@ -181,7 +181,7 @@ TEST(CudaBackend, Fp32ChainsOnFmaPipesOnly) {
   expect_matches_cpu(seed_mlp(), {1, 33, 4097, 20000}, 41, "seed MLP, FMA kernels");
 }
 
-// The single-block small-batch form (the default; pinned here in case that changes): every
+// The single-block small-batch form (the default below compute capability 9.0; pinned here): every
 // batch size it takes (1 to 16 rows) and one past it, every activation.
 TEST(CudaBackend, SmallBatchSingleBlockForm) {
   REQUIRE_CUDA();
@@ -202,6 +202,37 @@ TEST(CudaBackend, SmallBatchSingleBlockForm) {
   Net unbiased({5});
   unbiased.linear("fc1", 5, 3, false).act(R"({"type": "Sigmoid"})").linear("fc2", 3, 7, false);
   expect_matches_cpu(unbiased, {1, 2, 3, 16}, seed++, "5-3-7 without biases, one block");
+}
+
+// The cluster form (compute capability 9.0 and newer; the default there, pinned here): one to
+// four rows per cluster of four blocks, every batch size up to as many clusters as fit the SMs
+// at once and past it, layers split unevenly over the blocks (a block may own no group of the
+// last layer), every activation. Below 9.0 the knob leaves the tiled kernel, which the same
+// checks then cover.
+TEST(CudaBackend, SmallBatchClusterForm) {
+  REQUIRE_CUDA();
+  ScopedEnvironment form("FUSEDNN_CUDA_SMALL_BATCH_MLP", "cluster");
+  expect_matches_cpu(seed_mlp(), {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 128, 131, 132, 133, 200},
+                     54, "seed MLP, cluster");
+  const Net net = off_grid_chain();
+  expect_matches_cpu(net, {1, 2, 3, 16, 129}, 55, "37-200-13-256-255-5, cluster");
+  Net head({400});  // LeNet-5's head, wider than one block holds
+  head.linear("f5", 400, 120).act(R"({"type": "ReLU"})");
+  head.linear("f6", 120, 84).act(R"({"type": "ReLU"})");
+  head.linear("f7", 84, 10);
+  expect_matches_cpu(head, {1, 2, 3, 4, 9, 64}, 56, "400-120-84-10, cluster");
+  uint32_t seed = 57;
+  for (const auto& [name, layer] : activations()) {
+    Net fused({33});
+    fused.linear("fc1", 33, 70).act(layer).linear("fc2", 70, 9).act(layer);
+    expect_matches_cpu(fused, {1, 3}, seed++, name + ", cluster");
+  }
+  Net unbiased({5});
+  unbiased.linear("fc1", 5, 3, false).act(R"({"type": "Sigmoid"})").linear("fc2", 3, 7, false);
+  expect_matches_cpu(unbiased, {1, 2, 3, 16}, seed++, "5-3-7 without biases, cluster");
+  Net lone({50});  // one layer: no exchange between the blocks
+  lone.linear("fc", 50, 20).act(R"({"type": "Tanh"})");
+  expect_matches_cpu(lone, {1, 4, 5}, seed++, "50-20, cluster");
 }
 
 TEST(CudaBackend, EpilogueLongerThanOneKernelHolds) {
