@@ -902,7 +902,7 @@ def run_cases(bench: Bench) -> None:
     bench.run_case("LeNet-5", lenet, 1, (1, 28, 28), knobs=separate_conv, use_compile=False)
     bench.run_case("LeNet-5", lenet, 16384, (1, 28, 28), use_compile=False)
     bench.run_case("LeNet-5", lenet, 16384, (1, 28, 28), knobs=separate_conv, use_compile=False)
-    bench.run_case(seed_name, seed, 1, (100,), knobs={"FUSEDNN_CUDA_SMALL_BATCH_MLP": "cluster"},
+    bench.run_case(seed_name, seed, 1, (100,), knobs={"FUSEDNN_CUDA_SMALL_BATCH_MLP": "block"},
                    use_compile=False)
     fp32_tensor_cores = {"FUSEDNN_CUDA_FP32_TENSOR_CORES": "1"}
     bench.run_case(seed_name, seed, 1024, (100,), knobs=fp32_tensor_cores, use_compile=False)

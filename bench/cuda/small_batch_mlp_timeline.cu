@@ -103,7 +103,12 @@ int run() {
     weight_pointers.push_back(weights[l].data());
     bias_pointers.push_back(biases[l].data());
   }
+#ifdef CLUSTER_FORM
+  const std::vector<float> image =
+      build_fused_mlp_cluster_image(layers, weight_pointers, bias_pointers);
+#else
   const std::vector<float> image = build_fused_mlp_row_image(layers, weight_pointers, bias_pointers);
+#endif
   float *device_image, *x, *y;
   cudaMalloc(&device_image, image.size() * sizeof(float));
   cudaMemcpy(device_image, image.data(), image.size() * sizeof(float), cudaMemcpyHostToDevice);
@@ -112,7 +117,11 @@ int run() {
   cudaMalloc(&y, 10 * sizeof(float));
   FusedMlpPlan plan;
   plan.layers = layers;
+#ifdef CLUSTER_FORM
+  plan.cluster_image = device_image;
+#else
   plan.block_image = device_image;
+#endif
   DeviceInfo device;
   int value = 0;
   cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);

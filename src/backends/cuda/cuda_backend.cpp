@@ -77,7 +77,8 @@ struct OpRefs {
   std::vector<size_t> layer_bias;
   CublasLtActivation lt_activation = CublasLtActivation::None;  // CublasLtLinear only
   size_t half_weight = kNone;  // into the 16-bit blob
-  size_t block_image = kNone;  // FusedMlp: the single-block form's image
+  size_t block_image = kNone;    // FusedMlp: the single-block form's image
+  size_t cluster_image = kNone;  // FusedMlp: the cluster form's image
 };
 
 static_assert(kOpReLU == static_cast<int>(ElementwiseKind::ReLU) &&
@@ -472,8 +473,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             weights.push_back(constant(layer_step.weight).data());
             biases.push_back(layer_step.bias >= 0 ? constant(layer_step.bias).data() : nullptr);
           }
-          if (op.mlp.block_shared_bytes > 0 || op.mlp.cluster_shared_bytes > 0) {
+          if (op.mlp.block_shared_bytes > 0) {
             ref.block_image = blob.add(build_fused_mlp_row_image(op.mlp.layers, weights, biases));
+          }
+          if (op.mlp.cluster_shared_bytes > 0) {
+            ref.cluster_image =
+                blob.add(build_fused_mlp_cluster_image(op.mlp.layers, weights, biases));
           }
           // The same chain on tensor cores, where the device and the widths allow: in the
           // precision asked for, or for fp32 as 3xTF32 where the knob allows.
@@ -652,6 +657,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     op.weight = pointer(refs[i].weight);
     op.bias = pointer(refs[i].bias);
     op.mlp.block_image = pointer(refs[i].block_image);
+    op.mlp.cluster_image = pointer(refs[i].cluster_image);
     for (size_t l = 0; l < op.mlp.layers.size() && l < refs[i].layer_weight.size(); ++l) {
       op.mlp.layers[l].weight_t = pointer(refs[i].layer_weight[l]);
       op.mlp.layers[l].bias = pointer(refs[i].layer_bias[l]);
@@ -695,6 +701,18 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     }
   }
   assign_workspace();
+  // Whether a run touches memory of the context's: a workspace value an op reads or writes, or
+  // cuBLASLt (its workspace, the 16-bit staging).
+  for (const Op& op : ops_) {
+    bool workspace = op.kind == OpKind::CublasLtLinear;
+    std::vector<int> values = p.steps[op.first_step].inputs;
+    values.push_back(p.steps[op.last_step].output);
+    values.push_back(op.row_tail_input);
+    for (const int id : values) {
+      workspace = workspace || (id >= 0 && p.values[id].storage == Storage::Workspace);
+    }
+    runs_touch_context_memory_ = runs_touch_context_memory_ || workspace;
+  }
 }
 
 // LeNet-class plans, a stack of fused conv (+ pool) ops and an optional fp32 MLP head with

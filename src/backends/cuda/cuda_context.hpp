@@ -32,7 +32,8 @@
 // both ways is run_host / run_device.
 //
 // Consecutive runs of one context on different streams are ordered (the new stream waits for
-// the old one), since they share the workspace.
+// the old one), since they share the workspace; device-path runs of plans that touch no memory
+// of the context's (CudaBackend::runs_touch_context_memory) are not, and record no event.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -122,8 +123,9 @@ class CudaContext final : public ExecutionContext {
   const CudaBackend& backend_;
   int device_;
   std::unique_ptr<Resources> resources_;
-  cudaStream_t last_stream_ = nullptr;
+  cudaStream_t last_stream_ = nullptr;  // of the last run ordered against the others
   bool has_run_ = false;
+  bool unordered_caller_runs_ = false;  // a run on a caller's stream recorded no event
   // The pinned staging as the device sees it; null where the device cannot map host memory.
   float* mapped_input_ = nullptr;
   float* mapped_output_ = nullptr;

@@ -118,6 +118,10 @@ class CudaBackend final : public Backend {
   // host path's zero-copy runs, cuda_context.hpp): not when cuBLASLt (or the small-batch
   // Linear's bulk copies) reads or writes them, which are not relied on to reach host memory.
   bool host_mapped_io() const { return host_mapped_io_; }
+  // Whether a run reads or writes memory of the context's (workspace values, cuBLASLt's workspace
+  // or staging) rather than only the caller's buffers and the weights. Runs that do not need no
+  // order against the context's other runs.
+  bool runs_touch_context_memory() const { return runs_touch_context_memory_; }
   // Kernel launches one run of `batch` samples makes (graphs pay off from two).
   int launches_per_run(int64_t batch) const {
     return single_launch_.takes(batch) ? 1 : launches_per_run_;
@@ -148,6 +152,7 @@ class CudaBackend final : public Backend {
   std::string cublaslt_unavailable_reason_;  // set when cuBLASLt could not be loaded
   bool device_graphs_repointable_ = true;
   bool host_mapped_io_ = true;
+  bool runs_touch_context_memory_ = false;
   std::vector<int64_t> value_offset_;  // device workspace offset (floats) of each workspace value
   int64_t workspace_floats_ = 0;
   int64_t half_staging_offset_ = 0;

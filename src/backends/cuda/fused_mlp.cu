@@ -358,8 +358,8 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceIn
   bool any = false;
   for (const FusedMlpVariant& variant : result.variants) any = any || variant.usable;
   if (!any) return false;
-  // The small-batch forms stage the row image, which is the backend's to build and upload
-  // (build_fused_mlp_row_image). On compute capability 9.0 and newer the cluster form takes
+  // The small-batch forms stage images of their own, which are the backend's to build and upload
+  // (build_fused_mlp_row_image, build_fused_mlp_cluster_image). On compute capability 9.0 and newer the cluster form takes
   // batches while its clusters fit the SMs at once; the single-block form takes up to
   // kFusedMlpBlockMaxRows rows elsewhere (bench/cuda/NOTES.md, version 12, has the seed MLP's
   // times). FUSEDNN_CUDA_SMALL_BATCH_MLP=block or =cluster leaves the other form out, for
@@ -413,7 +413,7 @@ void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
 void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                       const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
-  if (plan.cluster_shared_bytes > 0 && plan.block_image != nullptr &&
+  if (plan.cluster_shared_bytes > 0 && plan.cluster_image != nullptr &&
       rows <= fused_mlp_cluster_max_rows(device)) {
     launch_fused_mlp_cluster(plan, x, y, rows, stream);
     return;

@@ -61,8 +61,10 @@ struct FusedMlpPlan {
   std::array<FusedMlpVariant, kFusedMlpVariants> variants;
   size_t cluster_shared_bytes = 0;  // 0: the cluster form is not used for this chain
   size_t block_shared_bytes = 0;    // 0: the single-block form is not used for this chain
-  // The row image both small-batch forms stage (build_fused_mlp_row_image), on the device.
+  // The single-block form's row image (build_fused_mlp_row_image), on the device.
   const float* block_image = nullptr;
+  // The cluster form's image (build_fused_mlp_cluster_image), on the device.
+  const float* cluster_image = nullptr;
 };
 
 // Whether `layers` can run fused: 1 to kFusedMlpMaxLayers layers, each reading the previous
@@ -80,6 +82,12 @@ void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
 
 // Shared memory one block of the cluster form needs for the chain in `plan`.
 size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan);
+// The cluster form's image: the row image's rows (fused_mlp_row_image.hpp) regrouped so that each
+// block's rows of every layer, each layer's followed by their biases, are one contiguous run.
+// weights[l]: [out][in] on the host, biases[l]: [out] or null (zeros).
+std::vector<float> build_fused_mlp_cluster_image(const std::vector<FusedMlpLayerDesc>& layers,
+                                                 const std::vector<const float*>& weights,
+                                                 const std::vector<const float*>& biases);
 // Whether a cluster with that much shared memory per block can be resident on the current device.
 bool fused_mlp_cluster_fits(size_t shared_bytes, const DeviceInfo& device);
 // The most rows the cluster form takes: as many clusters as fit the SMs at once.

@@ -1,8 +1,9 @@
 // The fused MLP for a handful of rows on Hopper and newer: a cluster of kFusedMlpClusterBlocks
 // blocks per tile of 1, 2 or 4 rows, each block owning a contiguous range of every layer's output
-// groups (4 outputs a group). A block stages only its rows of the row image
-// (fused_mlp_row_image.hpp), so the cluster's SMs pull the chain's weights from L2 in parallel,
-// and computes its groups as the single-block form does: lanes split k, one butterfly per group.
+// groups (4 outputs a group). A block stages only its rows of W and their biases, one contiguous
+// run of the cluster image (build_fused_mlp_cluster_image: the row image's rows regrouped by
+// block), so the cluster's SMs pull the chain's weights from L2 in parallel, and computes its
+// groups as the single-block form does: lanes split k, one butterfly per group.
 // Its results go to its own copy of the next layer's input and, by st.async, to every other
 // block's copy, each remote store counted on that block's mbarrier for the exchange. A block
 // starts layer l + 1 once its mbarrier for layer l's outputs has seen all their bytes: no cluster
@@ -17,7 +18,9 @@
 // 1-32 threads) took 8.5 us for the same model (version 3).
 #include <cuda_pipeline.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/fused_mlp.hpp"
@@ -52,11 +55,12 @@ constexpr int kActivationBuffers = 3;
 struct ClusterParams {
   const float* x;
   float* y;
-  const float* image;  // the row image (build_fused_mlp_row_image)
+  const float* image;  // the cluster image (build_fused_mlp_cluster_image)
   int64_t rows;
   int32_t layer_count;
-  int32_t width4;  // activation row stride: the widest in4
-  RowImageLayer layers[kFusedMlpMaxLayers];
+  int32_t width4;                    // activation row stride: the widest in4
+  int32_t rank_offset[kBlocks + 1];  // block r's run of the image: [rank_offset[r], ...[r + 1])
+  RowImageLayer layers[kFusedMlpMaxLayers];  // their offsets are the row image's, unused here
 };
 
 // Block `rank`'s groups of a layer with `groups` of them: [first, end), contiguous, sizes
@@ -68,6 +72,19 @@ __host__ __device__ inline int first_group(int groups, int rank) {
 // Floats of a block's slice of a layer: its rows of W, then their biases.
 __host__ __device__ inline int slice_floats(int group_count, int in4) {
   return kGroup * group_count * (in4 + 1);
+}
+
+// Where each block's run of the cluster image starts (floats), and its end: rank_offset[0..kBlocks].
+void cluster_image_offsets(const RowImageLayer* layers, int layer_count, int32_t* rank_offset) {
+  int32_t offset = 0;
+  for (int rank = 0; rank < kBlocks; ++rank) {
+    rank_offset[rank] = offset;
+    for (int l = 0; l < layer_count; ++l) {
+      const int groups = layers[l].out4 / kGroup;
+      offset += slice_floats(first_group(groups, rank + 1) - first_group(groups, rank), layers[l].in4);
+    }
+  }
+  rank_offset[kBlocks] = offset;
 }
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -106,6 +123,15 @@ __device__ __forceinline__ void wait_for_phase_zero(uint32_t barrier) {
 }
 #endif
 
+// The epilogue with the common cases first: none, or a lone ReLU (a uniform branch on values the
+// block reads once per layer), then the general loop.
+__device__ __forceinline__ float cluster_epilogue(const DeviceEpilogue& epilogue, bool relu_only,
+                                                  float x) {
+  if (epilogue.count == 0) return x;
+  if (relu_only) return x > 0.0f ? x : 0.0f;  // apply_op's formula
+  return apply_epilogue(epilogue, x);
+}
+
 template <int kRows>
 __global__ void FDNN_CLUSTER_DIMS __launch_bounds__(kThreads, 1)
 fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
@@ -123,57 +149,52 @@ fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
   const int rank = static_cast<int>(blockIdx.x % kBlocks);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x / kBlocks) * kRows;
   const int valid_rows = static_cast<int>(min(static_cast<int64_t>(kRows), p.rows - row0));
-  const bool exchanges = p.layer_count > 1;
+  const int layer_count = p.layer_count;
   FDNN_CLUSTER_TIMELINE(0);
 
-  // The rows of x first (one cp.async group), so that they do not queue behind the weights;
-  // zero past the batch and in the row's padding (the padded weight columns are zero, so these
-  // need only be finite).
+  // The rows of x first, so that they do not queue behind the weights; zero past the batch and
+  // in the row's padding (the padded weight columns are zero, so these need only be finite).
+  // Then this block's run of the image: its slices of every layer, one after another. One
+  // cp.async group: the run is a quarter of the chain.
   {
     const int in = p.layers[0].in, in4 = p.layers[0].in4;
-    for (int i = tid; i < kRows * in4; i += kThreads) {
-      const int r = i / in4, k = i - r * in4;
-      float* destination = act0 + r * p.width4 + k;
-      if (r < valid_rows && k < in) {
-        __pipeline_memcpy_async(destination, p.x + (row0 + r) * in + k, sizeof(float));
-      } else {
-        *destination = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float* x_row = p.x + (row0 + r) * in;
+      for (int k = tid; k < in4; k += kThreads) {
+        float* destination = act0 + r * p.width4 + k;
+        if (r < valid_rows && k < in) {
+          __pipeline_memcpy_async(destination, x_row + k, sizeof(float));
+        } else {
+          *destination = 0.0f;
+        }
       }
+    }
+    const int begin = p.rank_offset[rank], words = (p.rank_offset[rank + 1] - begin) / 4;
+    const float4* source = reinterpret_cast<const float4*>(p.image + begin);
+    float4* destination = reinterpret_cast<float4*>(slices);
+    for (int q = tid; q < words; q += kThreads) {
+      __pipeline_memcpy_async(destination + q, source + q, sizeof(float4));
     }
     __pipeline_commit();
-  }
-  // This block's slice of every layer, one cp.async group per layer: its W rows and biases are
-  // each one contiguous run of 16-byte words in the image.
-  {
-    float* slice = slices;
-    for (int l = 0; l < p.layer_count; ++l) {
-      const RowImageLayer& layer = p.layers[l];
-      const int groups = layer.out4 / kGroup;
-      const int g0 = first_group(groups, rank), g1 = first_group(groups, rank + 1);
-      const int weight_words = (g1 - g0) * layer.in4;  // kGroup rows of in4 floats a group
-      const float* weight = p.image + layer.weight_offset + kGroup * g0 * layer.in4;
-      const float* bias = p.image + layer.bias_offset + kGroup * g0;
-      for (int q = tid; q < weight_words + (g1 - g0); q += kThreads) {
-        const float* source = q < weight_words ? weight + 4 * q : bias + 4 * (q - weight_words);
-        __pipeline_memcpy_async(slice + 4 * q, source, 16);
-      }
-      __pipeline_commit();
-      slice += slice_floats(g1 - g0, layer.in4);
-    }
   }
   FDNN_CLUSTER_TIMELINE(1);
   // Each exchange's mbarrier expects the bytes of the other blocks' groups; remote stores may
   // land only once it is initialised: the cluster barrier, arrived at here and waited for before
   // this block's first remote store. The init fence publishes the mbarriers, so the arrival
   // itself is relaxed (a release would wait for this thread's loads, the slices included).
-  if (exchanges) {
+  if (layer_count > 1) {
     if (tid == 0) {
-      for (int l = 0; l + 1 < p.layer_count; ++l) {
+#pragma unroll
+      for (int l = 0; l + 1 < kFusedMlpMaxLayers; ++l) {
+        if (l + 1 >= layer_count) break;
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(exchanged + l))
                      : "memory");
       }
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      for (int l = 0; l + 1 < p.layer_count; ++l) {
+#pragma unroll
+      for (int l = 0; l + 1 < kFusedMlpMaxLayers; ++l) {
+        if (l + 1 >= layer_count) break;
         const int groups = p.layers[l].out4 / kGroup;
         const int own = first_group(groups, rank + 1) - first_group(groups, rank);
         const auto bytes = static_cast<uint32_t>(sizeof(float) * kRows * kGroup * (groups - own));
@@ -186,22 +207,35 @@ fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   }
   FDNN_CLUSTER_TIMELINE(2);
+  // The other blocks' copies of the activations and mbarriers, mapped once.
+  uint32_t remote_act[kBlocks - 1], remote_exchanged[kBlocks - 1];
+#pragma unroll
+  for (int offset = 1; offset < kBlocks; ++offset) {
+    const int other = (rank + offset) % kBlocks;
+    remote_act[offset - 1] = in_block(shared_address(act0), other);
+    remote_exchanged[offset - 1] = in_block(shared_address(exchanged), other);
+  }
 
   const float* slice = slices;
-  float* in = act0;
-  float* next = act0 + kRows * p.width4;
-  float* spare = next + kRows * p.width4;
-  bool cluster_ready = !exchanges;  // warp-uniform: this warp has waited for the cluster barrier
-  for (int l = 0; l < p.layer_count; ++l) {
+  int in_buffer = 0;  // layer l reads activation buffer l % 3
+  bool cluster_ready = layer_count == 1;  // warp-uniform: this warp waited for the cluster barrier
+  // Unrolled over the most layers a chain has, so that every layer's fields are constants at
+  // fixed offsets (uniform loads the compiler can issue early) rather than indexed loads.
+#pragma unroll
+  for (int l = 0; l < kFusedMlpMaxLayers; ++l) {
+    if (l >= layer_count) break;
     const RowImageLayer& layer = p.layers[l];
-    const bool last = l + 1 == p.layer_count;
+    const bool last = l + 1 == layer_count;
+    const int in4 = layer.in4, out = layer.out;
     const int groups = layer.out4 / kGroup;
     const int g0 = first_group(groups, rank), g1 = first_group(groups, rank + 1);
-    const float* weight = slice;
-    const float* bias = slice + kGroup * (g1 - g0) * layer.in4;
-    const int quads = layer.in4 / 4;
+    const bool relu_only = layer.epilogue.count == 1 && layer.epilogue.kind[0] == kOpReLU;
+    const float* in = act0 + in_buffer * kRows * p.width4;
+    const int out_buffer = in_buffer == kActivationBuffers - 1 ? 0 : in_buffer + 1;
+    const int out_offset = out_buffer * kRows * p.width4;  // floats into the activations
+    const float* bias = slice + kGroup * (g1 - g0) * in4;
 
-    __pipeline_wait_prior(p.layer_count - 1 - l);  // x and this layer's slice have landed
+    if (l == 0) __pipeline_wait_prior(0);  // x and the slices have landed (for this thread)
     FDNN_CLUSTER_TIMELINE(3 + 3 * l);
     if (l > 0) wait_for_phase_zero(shared_address(exchanged + l - 1));  // the other blocks' part
     __syncthreads();                                                    // ... and this block's
@@ -212,11 +246,11 @@ fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
       float sums[kValues];
 #pragma unroll
       for (int i = 0; i < kValues; ++i) sums[i] = 0.0f;
-      for (int q = lane; q < quads; q += 32) {
+      for (int q = lane; q < in4 / 4; q += 32) {
         float4 w[kGroup];
 #pragma unroll
         for (int j = 0; j < kGroup; ++j) {
-          w[j] = *reinterpret_cast<const float4*>(weight + (local + j) * layer.in4 + 4 * q);
+          w[j] = *reinterpret_cast<const float4*>(slice + (local + j) * in4 + 4 * q);
         }
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
@@ -240,19 +274,18 @@ fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
       if (lane % kLanesPerValue == 0) {
         const int r = value / kGroup, j = value % kGroup, o = kGroup * g + j;
         const float result =
-            o < layer.out ? apply_epilogue(layer.epilogue, total + bias[local + j]) : 0.0f;
+            o < out ? cluster_epilogue(layer.epilogue, relu_only, total + bias[local + j]) : 0.0f;
         if (last) {
-          if (r < valid_rows && o < layer.out) p.y[(row0 + r) * layer.out + o] = result;
+          if (r < valid_rows && o < out) p.y[(row0 + r) * out + o] = result;
         } else {
           const float kept = r < valid_rows ? result : 0.0f;  // rows past the batch: zero
-          float* destination = next + r * p.width4 + o;
-          *destination = kept;
-          const uint32_t address = shared_address(destination);
-          const uint32_t barrier = shared_address(exchanged + l);
+          const int at = out_offset + r * p.width4 + o;
+          act0[at] = kept;
+          const auto bytes = static_cast<uint32_t>(sizeof(float) * at);
+          const auto barrier = static_cast<uint32_t>(sizeof(uint64_t) * l);
 #pragma unroll
-          for (int offset = 1; offset < kBlocks; ++offset) {
-            const int other = (rank + offset) % kBlocks;
-            store_remote(in_block(address, other), kept, in_block(barrier, other));
+          for (int b = 0; b < kBlocks - 1; ++b) {
+            store_remote(remote_act[b] + bytes, kept, remote_exchanged[b] + barrier);
           }
         }
       }
@@ -262,11 +295,8 @@ fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
       cluster_ready = true;
     }
     FDNN_CLUSTER_TIMELINE(5 + 3 * l);
-    slice += slice_floats(g1 - g0, layer.in4);
-    float* const read = in;
-    in = next;
-    next = spare;
-    spare = read;
+    slice += slice_floats(g1 - g0, in4);
+    in_buffer = out_buffer;
   }
 #endif
 }
@@ -277,16 +307,49 @@ void launch_rows(const FusedMlpPlan& plan, const float* x, float* y, int64_t row
   ClusterParams p{};
   p.x = x;
   p.y = y;
-  p.image = plan.block_image;
+  p.image = plan.cluster_image;
   p.rows = rows;
   p.layer_count = static_cast<int32_t>(plan.layers.size());
   row_image_layout(plan.layers, p.layers, &p.width4);
+  cluster_image_offsets(p.layers, p.layer_count, p.rank_offset);
   const auto clusters = static_cast<unsigned>((rows + kRows - 1) / kRows);
   launch_kernel(fused_mlp_cluster_kernel<kRows>, name, clusters * kBlocks, kThreads,
                 plan.cluster_shared_bytes, stream, p);
 }
 
 }  // namespace
+
+std::vector<float> build_fused_mlp_cluster_image(const std::vector<FusedMlpLayerDesc>& layers,
+                                                 const std::vector<const float*>& weights,
+                                                 const std::vector<const float*>& biases) {
+  RowImageLayer layout[kFusedMlpMaxLayers];
+  int width4 = 0;
+  row_image_layout(layers, layout, &width4);
+  const int layer_count = static_cast<int>(layers.size());
+  int32_t rank_offset[kBlocks + 1];
+  cluster_image_offsets(layout, layer_count, rank_offset);
+  std::vector<float> image(static_cast<size_t>(rank_offset[kBlocks]), 0.0f);
+  for (int rank = 0; rank < kBlocks; ++rank) {
+    size_t at = static_cast<size_t>(rank_offset[rank]);
+    for (int l = 0; l < layer_count; ++l) {
+      const RowImageLayer& layer = layout[l];
+      const int groups = layer.out4 / kGroup;
+      const int first = kGroup * first_group(groups, rank);
+      const int end = kGroup * first_group(groups, rank + 1);
+      for (int o = first; o < end && o < layer.out; ++o) {  // rows past out stay zero
+        std::copy(weights[l] + static_cast<size_t>(o) * layer.in,
+                  weights[l] + static_cast<size_t>(o + 1) * layer.in,
+                  image.begin() + at + static_cast<size_t>(o - first) * layer.in4);
+      }
+      at += static_cast<size_t>(end - first) * layer.in4;
+      for (int o = first; biases[l] != nullptr && o < end && o < layer.out; ++o) {
+        image[at + (o - first)] = biases[l][o];
+      }
+      at += static_cast<size_t>(end - first);
+    }
+  }
+  return image;
+}
 
 size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan) {
   if (plan.layers.empty() || plan.layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) {

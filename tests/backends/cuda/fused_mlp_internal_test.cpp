@@ -5,10 +5,12 @@
 // Without a GPU, or below the compute capability a form needs, its test skips.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "api/handles.hpp"
 #include "backends/cuda/cuda_executor.hpp"
@@ -26,11 +28,16 @@ using fusednn::cuda::TensorCoreForm;
 using fusednn::cuda::TensorCoreMath;
 using fusednn::cuda::TensorCoreMlpPlan;
 
+// The model's CUDA backend, or null for a CPU model.
+const CudaBackend* backend_of(fdnn_model* model) {
+  const std::shared_ptr<const fusednn::PreparedModel> prepared = model->model.prepare();
+  return dynamic_cast<const CudaBackend*>(prepared->backend.get());
+}
+
 // The tensor-core plan of the model's one fused chain, or null when there is none (a CPU model,
 // no chain, or a chain with no tensor-core form on this device).
 const TensorCoreMlpPlan* chain_plan(fdnn_model* model) {
-  const std::shared_ptr<const fusednn::PreparedModel> prepared = model->model.prepare();
-  const auto* backend = dynamic_cast<const CudaBackend*>(prepared->backend.get());
+  const CudaBackend* backend = backend_of(model);
   if (backend == nullptr) return nullptr;
   for (const Op& op : backend->ops()) {
     if (op.kind == OpKind::FusedMlp && op.tensor_core.tile_rows > 0) return &op.tensor_core;
@@ -40,8 +47,7 @@ const TensorCoreMlpPlan* chain_plan(fdnn_model* model) {
 
 // The fused chain's plan, or null when the model has none.
 const FusedMlpPlan* fused_plan(fdnn_model* model) {
-  const std::shared_ptr<const fusednn::PreparedModel> prepared = model->model.prepare();
-  const auto* backend = dynamic_cast<const CudaBackend*>(prepared->backend.get());
+  const CudaBackend* backend = backend_of(model);
   if (backend == nullptr) return nullptr;
   for (const Op& op : backend->ops()) {
     if (op.kind == OpKind::FusedMlp) return &op.mlp;
@@ -50,8 +56,8 @@ const FusedMlpPlan* fused_plan(fdnn_model* model) {
 }
 
 // On compute capability 9.0 and newer, small batches of a chain whose layers are at most 256
-// wide run on the cluster form (fused_mlp_cluster.cu), with the row image uploaded for it; the
-// knob FUSEDNN_CUDA_SMALL_BATCH_MLP=block gives the single-block form instead.
+// wide run on the cluster form (fused_mlp_cluster.cu), with its image uploaded; the knob
+// FUSEDNN_CUDA_SMALL_BATCH_MLP=block gives the single-block form (and its image) instead.
 TEST(FusedMlpInternal, SmallBatchesTakeTheClusterFormOnHopper) {
   REQUIRE_CUDA();
   int major = 0;
@@ -78,9 +84,80 @@ TEST(FusedMlpInternal, SmallBatchesTakeTheClusterFormOnHopper) {
       const bool cluster = std::string(knob).empty();
       EXPECT_EQ(plan->cluster_shared_bytes > 0, cluster) << knob << " " << net->spec();
       EXPECT_EQ(plan->block_shared_bytes > 0, !cluster && net == &seed) << knob;
-      EXPECT_EQ(plan->block_image != nullptr, cluster || net == &seed) << knob;
+      EXPECT_EQ(plan->cluster_image != nullptr, cluster) << knob;
+      EXPECT_EQ(plan->block_image != nullptr, !cluster && net == &seed) << knob;
     }
   }
+}
+
+// A plan of one fused chain reads and writes only the caller's buffers and the weights, so its
+// device-path runs are not ordered against the context's other runs and record no event; a
+// plan with an intermediate in the workspace, or a cuBLASLt layer, touches the context's memory.
+// A context destroyed after such a run, its model and the run's stream gone before it, waits
+// for the run (it may hold the last reference to the weights), and the results are whole.
+TEST(FusedMlpInternal, RunsOfOneFusedChainShareNothingWithTheContext) {
+  REQUIRE_CUDA();
+  Net seed({100});
+  seed.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
+  seed.linear("fc2", 128, 64).act(R"({"type": "ReLU"})");
+  seed.linear("fc3", 64, 10);
+  Net wide({768});  // cuBLASLt with its workspace
+  wide.linear("fc", 768, 3072).act(R"({"type": "GELU", "approximate": "tanh"})");
+  Net two({100});  // a Softmax after the chain reads the chain's output from the workspace
+  two.linear("fc1", 100, 64).act(R"({"type": "ReLU"})").linear("fc2", 64, 10);
+  two.layer(R"({"type": "Softmax", "dim": -1})");
+  std::mt19937 random(9);
+  for (const auto& [net, touches] :
+       {std::pair<const Net*, bool>{&seed, false}, {&wide, true}, {&two, true}}) {
+    fdnn_model* model = create_model(net->spec(), FDNN_DEVICE_CUDA, 8, 1);
+    ASSERT_NE(model, nullptr) << net->spec();
+    set_weights(model, *net, draw_weights(*net, random));
+    const CudaBackend* backend = backend_of(model);
+    ASSERT_NE(backend, nullptr);
+    EXPECT_EQ(backend->runs_touch_context_memory(), touches) << net->spec();
+    fdnn_model_destroy(model);
+  }
+
+  const auto weights = draw_weights(seed, random);
+  fdnn_model* cpu = create_model(seed.spec(), FDNN_DEVICE_CPU, 8, 1);
+  fdnn_model* gpu = create_model(seed.spec(), FDNN_DEVICE_CUDA, 8, 1);
+  ASSERT_TRUE(cpu && gpu);
+  set_weights(cpu, seed, weights);
+  set_weights(gpu, seed, weights);
+  const std::vector<float> input = normal(8 * 100, random, 0.0f, 1.0f);
+  std::vector<float> expected(8 * 10, NAN), got(8 * 10, NAN);
+  ASSERT_EQ(fdnn_model_run(cpu, 8, input.data(), input.size(), expected.data(), expected.size()),
+            FDNN_STATUS_OK);
+  fdnn_context* context = nullptr;
+  ASSERT_EQ(fdnn_context_create(gpu, &context), FDNN_STATUS_OK);
+  float* device_in = nullptr;
+  float* device_out = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&device_in), input.size() * sizeof(float)),
+            cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&device_out), got.size() * sizeof(float)),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(device_in, input.data(), input.size() * sizeof(float),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for (int64_t batch = 1; batch <= 8; ++batch) {
+    ASSERT_EQ(fdnn_context_run_device(context, batch, device_in, batch * 100, device_out,
+                                      got.size(), stream),
+              FDNN_STATUS_OK)
+        << fdnn_last_error_message();
+  }
+  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  fdnn_model_destroy(gpu);
+  fdnn_context_destroy(context);  // holds the last reference to the weights
+  ASSERT_EQ(cudaMemcpy(got.data(), device_out, got.size() * sizeof(float),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_LE(relative_error(got, expected), kTolerance);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaFree(device_in);
+  cudaFree(device_out);
+  fdnn_model_destroy(cpu);
 }
 
 // An fp32 chain forced onto tensor cores (3xTF32) takes its weights split into tf32 parts at
