@@ -3,7 +3,8 @@
 // the host's submit time and the stream's time per launch (CUDA events). Two more rows tell the
 // device side apart from the host's: an event recorded after each launch (what a run on a
 // caller's stream adds), and a kernel that spins for a fixed 2 us, whose time per call less 2 us
-// is the gap the stream leaves between kernels. Prints JSON lines.
+// is the gap the stream leaves between kernels. Last, the same empty kernel as a cluster of 4
+// blocks (what the small-batch MLP's cluster form launches). Prints JSON lines.
 //   nvcc -O2 -arch=sm_90 launch_floor.cu -o launch_floor
 #include <cuda_runtime.h>
 
@@ -28,6 +29,9 @@ __global__ void spin(long long nanoseconds) {
   } while (now - start < nanoseconds);
 }
 __global__ void empty_large(const __grid_constant__ Large p) {
+  if (p.bytes[0] == 1 && threadIdx.x == 1000) printf("x");
+}
+__global__ void __cluster_dims__(4, 1, 1) empty_cluster(const __grid_constant__ Large p) {
   if (p.bytes[0] == 1 && threadIdx.x == 1000) printf("x");
 }
 
@@ -77,6 +81,8 @@ int main() {
     spin<<<1, 32, 0, stream>>>(2000);
     cudaEventRecord(order, stream);
   }, stream);
+  measure("empty kernel, 1144-byte parameter, cluster of 4 blocks",
+          [&] { empty_cluster<<<4, 256, 0, stream>>>(large); }, stream);
   cudaStreamCaptureStatus status;
   measure("cudaStreamIsCapturing",
           [&] { cudaStreamIsCapturing(stream, &status); }, stream);

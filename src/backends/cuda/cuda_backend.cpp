@@ -447,7 +447,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             layer.epilogue = split_epilogue(layer_step.epilogue).front();
             layers.push_back(layer);
           }
-          if (plan_fused_mlp(layers, device_, &op.mlp)) {
+          if (plan_fused_mlp(layers, max_batch_ * step.rows_per_sample, device_, &op.mlp)) {
             fused = true;
             break;
           }

@@ -334,8 +334,8 @@ void launch_tile(const FusedMlpPlan& plan, const FusedMlpVariant& variant, const
 
 }  // namespace
 
-bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceInfo& device,
-                    FusedMlpPlan* plan) {
+bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_rows,
+                    const DeviceInfo& device, FusedMlpPlan* plan) {
   if (layers.empty() || layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) return false;
   int even = 0, odd = 0, widest_tile = 0, largest_layer = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -373,7 +373,7 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceIn
 #ifndef FUSEDNN_CUDA_NO_CLUSTER_MLP  // a build switch to rule the cluster form out when debugging
   if (device.major >= 9 && narrow && small_batch != "block") {
     const size_t bytes = fused_mlp_cluster_shared_bytes(result);
-    if (bytes <= device.shared_per_block_optin && fused_mlp_cluster_fits(bytes, device)) {
+    if (bytes <= device.shared_per_block_optin && fused_mlp_cluster_fits(bytes, max_rows, device)) {
       result.cluster_shared_bytes = bytes;
     }
   }

@@ -69,10 +69,11 @@ struct FusedMlpPlan {
 
 // Whether `layers` can run fused: 1 to kFusedMlpMaxLayers layers, each reading the previous
 // one's output, every output but a lone layer's at most kFusedMlpMaxWidth wide, and at least one
-// tile fitting in shared memory. Fills plan->variants and the small-batch forms' sizes (the
-// cluster form's occupancy query loads its kernel).
-bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, const DeviceInfo& device,
-                    FusedMlpPlan* plan);
+// tile fitting in shared memory. Fills plan->variants and the small-batch forms' sizes. max_rows:
+// the most rows a launch will get (the cluster form's occupancy query loads the kernel for
+// them).
+bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_rows,
+                    const DeviceInfo& device, FusedMlpPlan* plan);
 
 // Lets the kernels `plan` can launch for up to `max_rows` rows use the device's whole opt-in
 // shared memory (at load). Only those: setting an attribute loads the kernel, and a model's
@@ -89,7 +90,8 @@ std::vector<float> build_fused_mlp_cluster_image(const std::vector<FusedMlpLayer
                                                  const std::vector<const float*>& weights,
                                                  const std::vector<const float*>& biases);
 // Whether a cluster with that much shared memory per block can be resident on the current device.
-bool fused_mlp_cluster_fits(size_t shared_bytes, const DeviceInfo& device);
+// max_rows: the most rows a launch will get (the query loads the kernel those take first).
+bool fused_mlp_cluster_fits(size_t shared_bytes, int64_t max_rows, const DeviceInfo& device);
 // The most rows the cluster form takes: as many clusters as fit the SMs at once.
 int64_t fused_mlp_cluster_max_rows(const DeviceInfo& device);
 // The row counts up to max_rows (1, 2, then kFusedMlpClusterRows per cluster).

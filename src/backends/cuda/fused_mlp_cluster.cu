@@ -123,13 +123,19 @@ __device__ __forceinline__ void wait_for_phase_zero(uint32_t barrier) {
 }
 #endif
 
+// The general epilogue as one out-of-line function: inlined into every unrolled layer, its
+// transcendental functions tripled the kernel's code, and a model's first load waits for it.
+__device__ __noinline__ float general_epilogue(const DeviceEpilogue& epilogue, float x) {
+  return apply_epilogue(epilogue, x);
+}
+
 // The epilogue with the common cases first: none, or a lone ReLU (a uniform branch on values the
 // block reads once per layer), then the general loop.
 __device__ __forceinline__ float cluster_epilogue(const DeviceEpilogue& epilogue, bool relu_only,
                                                   float x) {
   if (epilogue.count == 0) return x;
   if (relu_only) return x > 0.0f ? x : 0.0f;  // apply_op's formula
-  return apply_epilogue(epilogue, x);
+  return general_epilogue(epilogue, x);
 }
 
 template <int kRows>
@@ -301,21 +307,22 @@ fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
 #endif
 }
 
-template <int kRows>
-void launch_rows(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
-                 cudaStream_t stream, const char* name) {
-  ClusterParams p{};
-  p.x = x;
-  p.y = y;
-  p.image = plan.cluster_image;
-  p.rows = rows;
-  p.layer_count = static_cast<int32_t>(plan.layers.size());
-  row_image_layout(plan.layers, p.layers, &p.width4);
-  cluster_image_offsets(p.layers, p.layer_count, p.rank_offset);
-  const auto clusters = static_cast<unsigned>((rows + kRows - 1) / kRows);
-  launch_kernel(fused_mlp_cluster_kernel<kRows>, name, clusters * kBlocks, kThreads,
-                plan.cluster_shared_bytes, stream, p);
+// Rows per cluster for a batch: 1 and 2 rows take kernels of their own, more take tiles of
+// kFusedMlpClusterRows.
+int rows_per_cluster(int64_t rows) {
+  return rows <= 1 ? 1 : rows == 2 ? 2 : kFusedMlpClusterRows;
 }
+
+void (*kernel_for_rows(int64_t rows))(ClusterParams) {
+  const int tile = rows_per_cluster(rows);
+  return tile == 1 ? fused_mlp_cluster_kernel<1>
+         : tile == 2 ? fused_mlp_cluster_kernel<2>
+                     : fused_mlp_cluster_kernel<kFusedMlpClusterRows>;
+}
+
+const char* const kKernelNames[] = {"fused_mlp_cluster_kernel<1 row>",
+                                    "fused_mlp_cluster_kernel<2 rows>",
+                                    "fused_mlp_cluster_kernel<4 rows>"};
 
 }  // namespace
 
@@ -370,12 +377,14 @@ size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan) {
   return sizeof(uint64_t) * kFusedMlpMaxLayers + sizeof(float) * floats;
 }
 
-bool fused_mlp_cluster_fits(size_t shared_bytes, const DeviceInfo& device) {
-  // Whether a cluster with this much shared memory per block can be resident at all. The query
-  // answers for the kernel's current limit, 48 KB until it is raised, so the limit is raised
-  // first (without that, LeNet-5's head once never took the cluster form: 2026-11-23). Always to
-  // the device's most: a model's own size would lower it under another model's launches.
-  const auto kernel = fused_mlp_cluster_kernel<kFusedMlpClusterRows>;
+bool fused_mlp_cluster_fits(size_t shared_bytes, int64_t max_rows, const DeviceInfo& device) {
+  // Whether a cluster with this much shared memory per block can be resident at all, asked of
+  // the kernel the smallest batches launch: each kernel the query or an attribute touches is
+  // loaded, and a model's first load waits for every one (two of them took the seed MLP's cold
+  // start from 2.8-3.6 to 4.5-4.9 ms on an H100, 2026-11-25). The query answers for the
+  // kernel's current limit, 48 KB until it is raised, so the limit is raised first; always to
+  // the device's most, since a model's own size would lower it under another model's launches.
+  const auto kernel = kernel_for_rows(max_rows);
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(device.shared_per_block_optin)) != cudaSuccess) {
     cudaGetLastError();
@@ -395,14 +404,9 @@ bool fused_mlp_cluster_fits(size_t shared_bytes, const DeviceInfo& device) {
 
 void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& device) {
   const int bytes = static_cast<int>(device.shared_per_block_optin);  // as in _fits
-  FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_cluster_kernel<1>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  if (max_rows >= 2) {
-    FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_cluster_kernel<2>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  }
-  if (max_rows >= 3) {
-    FDNN_CUDA_CHECK(cudaFuncSetAttribute(fused_mlp_cluster_kernel<kFusedMlpClusterRows>,
+  // The kernels of 1, 2 and 3 or more rows, those a batch up to max_rows reaches.
+  for (int64_t rows = 1; rows <= 3 && (rows == 1 || rows <= max_rows); ++rows) {
+    FDNN_CUDA_CHECK(cudaFuncSetAttribute(kernel_for_rows(rows),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   }
 }
@@ -413,14 +417,18 @@ int64_t fused_mlp_cluster_max_rows(const DeviceInfo& device) {
 
 void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                               cudaStream_t stream) {
-  if (rows <= 1) {
-    launch_rows<1>(plan, x, y, rows, stream, "fused_mlp_cluster_kernel<1 row>");
-  } else if (rows == 2) {
-    launch_rows<2>(plan, x, y, rows, stream, "fused_mlp_cluster_kernel<2 rows>");
-  } else {
-    launch_rows<kFusedMlpClusterRows>(plan, x, y, rows, stream,
-                                      "fused_mlp_cluster_kernel<4 rows>");
-  }
+  ClusterParams p{};
+  p.x = x;
+  p.y = y;
+  p.image = plan.cluster_image;
+  p.rows = rows;
+  p.layer_count = static_cast<int32_t>(plan.layers.size());
+  row_image_layout(plan.layers, p.layers, &p.width4);
+  cluster_image_offsets(p.layers, p.layer_count, p.rank_offset);
+  const int tile = rows_per_cluster(rows);
+  const auto clusters = static_cast<unsigned>((rows + tile - 1) / tile);
+  launch_kernel(kernel_for_rows(rows), kKernelNames[tile == 1 ? 0 : tile == 2 ? 1 : 2],
+                clusters * kBlocks, kThreads, plan.cluster_shared_bytes, stream, p);
 }
 
 }  // namespace fusednn::cuda
