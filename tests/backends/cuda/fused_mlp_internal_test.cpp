@@ -21,6 +21,7 @@ namespace {
 
 using namespace fusednn_cuda_test;
 using fusednn::cuda::CudaBackend;
+using fusednn::cuda::FusedMlpLayerDesc;
 using fusednn::cuda::FusedMlpPlan;
 using fusednn::cuda::Op;
 using fusednn::cuda::OpKind;
@@ -53,6 +54,57 @@ const FusedMlpPlan* fused_plan(fdnn_model* model) {
     if (op.kind == OpKind::FusedMlp) return &op.mlp;
   }
   return nullptr;
+}
+
+// The cluster form's image, as fused_mlp.hpp describes it, built here independently: block r of
+// 4 owns output groups [G r / 4, G (r + 1) / 4) of a layer with G groups of 4 outputs; its run
+// holds, layer after layer, those rows of W (in floats each, padded to a multiple of 4 with
+// zeros; rows past out all zero), then their biases (zero past out or without a bias). Host code
+// only: it runs without a GPU too.
+TEST(FusedMlpInternal, ClusterImageGivesEachBlockItsRowsAndBiases) {
+  const int blocks = fusednn::cuda::kFusedMlpClusterBlocks;
+  const std::vector<std::vector<int>> chains = {{5, 3, 7}, {37, 200, 13, 10}, {100, 128, 64, 10}};
+  std::mt19937 random(10);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const std::vector<int>& widths : chains) {
+    const size_t count = widths.size() - 1;
+    std::vector<FusedMlpLayerDesc> layers(count);
+    std::vector<std::vector<float>> weights(count), biases(count);
+    std::vector<const float*> weight_pointers, bias_pointers;
+    for (size_t l = 0; l < count; ++l) {
+      layers[l].in = widths[l];
+      layers[l].out = widths[l + 1];
+      layers[l].padded_out = (widths[l + 1] + 3) / 4 * 4;
+      weights[l].resize(static_cast<size_t>(widths[l]) * widths[l + 1]);
+      for (float& v : weights[l]) v = normal(random);
+      weight_pointers.push_back(weights[l].data());
+      if (l != 1) {  // the second layer has no bias
+        biases[l].resize(static_cast<size_t>(widths[l + 1]));
+        for (float& v : biases[l]) v = normal(random);
+      }
+      bias_pointers.push_back(l != 1 ? biases[l].data() : nullptr);
+    }
+    std::vector<float> expected;
+    for (int rank = 0; rank < blocks; ++rank) {
+      for (size_t l = 0; l < count; ++l) {
+        const int in = widths[l], out = widths[l + 1];
+        const int in4 = (in + 3) / 4 * 4, groups = (out + 3) / 4;
+        const int first = 4 * (groups * rank / blocks), end = 4 * (groups * (rank + 1) / blocks);
+        for (int o = first; o < end; ++o) {
+          for (int k = 0; k < in4; ++k) {
+            expected.push_back(o < out && k < in ? weights[l][static_cast<size_t>(o) * in + k]
+                                                 : 0.0f);
+          }
+        }
+        for (int o = first; o < end; ++o) {
+          expected.push_back(o < out && l != 1 ? biases[l][static_cast<size_t>(o)] : 0.0f);
+        }
+      }
+    }
+    const std::vector<float> image =
+        fusednn::cuda::build_fused_mlp_cluster_image(layers, weight_pointers, bias_pointers);
+    EXPECT_EQ(image, expected) << "chain of " << count << " layers from " << widths[0];
+  }
 }
 
 // On compute capability 9.0 and newer, small batches of a chain whose layers are at most 256
