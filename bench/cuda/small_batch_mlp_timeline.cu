@@ -127,7 +127,8 @@ int run() {
   cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
   device.shared_per_block_optin = size_t(value);
 #ifdef CLUSTER_FORM
-  plan.cluster_shared_bytes = fused_mlp_cluster_shared_bytes(plan);
+  plan.cluster_shared_bytes = fused_mlp_cluster_shared_bytes(plan, 1);
+  plan.cluster_max_rows = 1;
   prepare_fused_mlp_cluster_kernels(1, device);
 #else
   plan.block_shared_bytes = fused_mlp_block_shared_bytes(plan);

@@ -526,10 +526,11 @@ FDNN_API fdnn_status fdnn_context_create(fdnn_model* model, fdnn_context** conte
 /**
  * @brief Destroy a context.
  *
- * Waits for the work its runs queued, on its own stream and on a caller's: that work may still
- * use the context's memory and the model's weights. A caller's stream may already be destroyed:
- * the wait is on an event the run recorded on it, or, for device-path runs that use only the
- * caller's buffers and the weights (which record none), on the whole device.
+ * Waits for the work its runs queued, on its own stream and on a caller's: that work still uses
+ * the context's memory. A caller's stream may already be destroyed: the wait is on an event
+ * the run recorded on it. (Device-path runs that use only the caller's buffers and the weights
+ * record none; the weights are freed, with the last model or context that holds them, only once
+ * the device is idle.)
  * @param[in] context The context, or NULL (ignored). Must not be running.
  */
 FDNN_API void fdnn_context_destroy(fdnn_context* context);

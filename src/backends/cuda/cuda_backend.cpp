@@ -758,6 +758,9 @@ CudaBackend::~CudaBackend() {
   int previous = 0;
   const bool restore = cudaGetDevice(&previous) == cudaSuccess && previous != device_.ordinal &&
                        cudaSetDevice(device_.ordinal) == cudaSuccess;
+  // Device-path runs that record no event (CudaContext::run_device_in_dtypes) may still read the
+  // weights on a caller's stream, which may be gone: wait for the device before freeing them.
+  if (unordered_runs_.load(std::memory_order_acquire)) cudaDeviceSynchronize();
   ops_.clear();
   cublaslt_.reset();
   weights_ = DeviceArray<float>();

@@ -77,9 +77,6 @@ CudaContext::~CudaContext() {
     }
     cudaStreamSynchronize(resources_->stream.get());
   }
-  // Runs that recorded no event (run_device_in_dtypes) may still read the weights, which this
-  // context may hold the last reference to.
-  if (unordered_caller_runs_) cudaDeviceSynchronize();
   host_graphs_.clear();
   device_graphs_.clear();
   resources_.reset();
@@ -284,9 +281,8 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
                               backend_.launches_per_run(batch) < 2;
   const bool ordered = !caller_capturing && !shares_nothing;
   if (ordered) order_after_previous(stream);
-  // Until it is destroyed, the context holds the weights such a run reads (it may own the last
-  // reference to the model): its destructor waits for the device then.
-  if (shares_nothing && !caller_capturing && stream != own) unordered_caller_runs_ = true;
+  // Such a run still reads the weights: the backend waits for the device before freeing them.
+  if (shares_nothing && !caller_capturing && stream != own) backend_.note_unordered_run();
 
   const Plan& plan = backend_.plan();
   const int64_t input_count = batch * plan.values[0].elements;

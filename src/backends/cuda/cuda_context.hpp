@@ -125,7 +125,6 @@ class CudaContext final : public ExecutionContext {
   std::unique_ptr<Resources> resources_;
   cudaStream_t last_stream_ = nullptr;  // of the last run ordered against the others
   bool has_run_ = false;
-  bool unordered_caller_runs_ = false;  // a run on a caller's stream recorded no event
   // The pinned staging as the device sees it; null where the device cannot map host memory.
   float* mapped_input_ = nullptr;
   float* mapped_output_ = nullptr;

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -119,9 +120,12 @@ class CudaBackend final : public Backend {
   // Linear's bulk copies) reads or writes them, which are not relied on to reach host memory.
   bool host_mapped_io() const { return host_mapped_io_; }
   // Whether a run reads or writes memory of the context's (workspace values, cuBLASLt's workspace
-  // or staging) rather than only the caller's buffers and the weights. Runs that do not need no
-  // order against the context's other runs.
+  // or staging) rather than only the caller's buffers and the weights. Runs that touch none need
+  // no order against the context's other runs.
   bool runs_touch_context_memory() const { return runs_touch_context_memory_; }
+  // Called by a context that queued a run on a caller's stream with no event to wait on: the
+  // destructor then waits for the device before it frees the weights.
+  void note_unordered_run() const { unordered_runs_.store(true, std::memory_order_release); }
   // Kernel launches one run of `batch` samples makes (graphs pay off from two).
   int launches_per_run(int64_t batch) const {
     return single_launch_.takes(batch) ? 1 : launches_per_run_;
@@ -153,6 +157,7 @@ class CudaBackend final : public Backend {
   bool device_graphs_repointable_ = true;
   bool host_mapped_io_ = true;
   bool runs_touch_context_memory_ = false;
+  mutable std::atomic<bool> unordered_runs_{false};
   std::vector<int64_t> value_offset_;  // device workspace offset (floats) of each workspace value
   int64_t workspace_floats_ = 0;
   int64_t half_staging_offset_ = 0;

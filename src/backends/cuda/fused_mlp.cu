@@ -359,11 +359,11 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_ro
   for (const FusedMlpVariant& variant : result.variants) any = any || variant.usable;
   if (!any) return false;
   // The small-batch forms stage images of their own, which are the backend's to build and upload
-  // (build_fused_mlp_row_image, build_fused_mlp_cluster_image). On compute capability 9.0 and newer the cluster form takes
-  // batches while its clusters fit the SMs at once; the single-block form takes up to
-  // kFusedMlpBlockMaxRows rows elsewhere (bench/cuda/NOTES.md, version 12, has the seed MLP's
-  // times). FUSEDNN_CUDA_SMALL_BATCH_MLP=block or =cluster leaves the other form out, for
-  // comparing; a knob, not an API.
+  // (build_fused_mlp_row_image, build_fused_mlp_cluster_image). On compute capability 9.0 and
+  // newer the cluster form takes batches while its clusters fit the SMs at once; the
+  // single-block form takes up to kFusedMlpBlockMaxRows rows elsewhere (bench/cuda/NOTES.md,
+  // version 12, has the seed MLP's times). FUSEDNN_CUDA_SMALL_BATCH_MLP=block or =cluster leaves
+  // the other form out, for comparing; a knob, not an API.
   const char* small_batch_knob = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_MLP");
   const std::string small_batch = small_batch_knob != nullptr ? small_batch_knob : "";
   bool narrow = true;  // the small-batch forms take layers of at most kFusedMlpMaxWidth columns
@@ -372,9 +372,13 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_ro
   }
 #ifndef FUSEDNN_CUDA_NO_CLUSTER_MLP  // a build switch to rule the cluster form out when debugging
   if (device.major >= 9 && narrow && small_batch != "block") {
-    const size_t bytes = fused_mlp_cluster_shared_bytes(result);
-    if (bytes <= device.shared_per_block_optin && fused_mlp_cluster_fits(bytes, max_rows, device)) {
+    const size_t bytes = fused_mlp_cluster_shared_bytes(result, max_rows);
+    const int clusters = bytes <= device.shared_per_block_optin
+                             ? fused_mlp_cluster_capacity(bytes, max_rows, device)
+                             : 0;
+    if (clusters > 0) {
       result.cluster_shared_bytes = bytes;
+      result.cluster_max_rows = int64_t{clusters} * kFusedMlpClusterRows;
     }
   }
 #endif
@@ -394,7 +398,7 @@ void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
   int64_t covered = 0;  // rows up to which a small-batch form takes every batch
   if (plan.cluster_shared_bytes > 0) {
     prepare_fused_mlp_cluster_kernels(max_rows, device);
-    covered = fused_mlp_cluster_max_rows(device);
+    covered = plan.cluster_max_rows;
   }
   if (plan.block_shared_bytes > 0 && max_rows > covered) {
     prepare_fused_mlp_block_kernels(max_rows, device);
@@ -414,7 +418,7 @@ void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_
                       const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
   if (plan.cluster_shared_bytes > 0 && plan.cluster_image != nullptr &&
-      rows <= fused_mlp_cluster_max_rows(device)) {
+      rows <= plan.cluster_max_rows) {
     launch_fused_mlp_cluster(plan, x, y, rows, stream);
     return;
   }

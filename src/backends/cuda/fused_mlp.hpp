@@ -60,6 +60,7 @@ struct FusedMlpPlan {
   int32_t odd_width = 0;   // most features an odd layer reads (activation buffer 1)
   std::array<FusedMlpVariant, kFusedMlpVariants> variants;
   size_t cluster_shared_bytes = 0;  // 0: the cluster form is not used for this chain
+  int64_t cluster_max_rows = 0;     // the most rows it takes: one wave of resident clusters
   size_t block_shared_bytes = 0;    // 0: the single-block form is not used for this chain
   // The single-block form's row image (build_fused_mlp_row_image), on the device.
   const float* block_image = nullptr;
@@ -81,19 +82,18 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_ro
 void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
                                const DeviceInfo& device);
 
-// Shared memory one block of the cluster form needs for the chain in `plan`.
-size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan);
+// Shared memory one block of the cluster form needs for the chain in `plan`, for batches of up
+// to max_rows rows.
+size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan, int64_t max_rows);
 // The cluster form's image: the row image's rows (fused_mlp_row_image.hpp) regrouped so that each
 // block's rows of every layer, each layer's followed by their biases, are one contiguous run.
 // weights[l]: [out][in] on the host, biases[l]: [out] or null (zeros).
 std::vector<float> build_fused_mlp_cluster_image(const std::vector<FusedMlpLayerDesc>& layers,
                                                  const std::vector<const float*>& weights,
                                                  const std::vector<const float*>& biases);
-// Whether a cluster with that much shared memory per block can be resident on the current device.
-// max_rows: the most rows a launch will get (the query loads the kernel those take first).
-bool fused_mlp_cluster_fits(size_t shared_bytes, int64_t max_rows, const DeviceInfo& device);
-// The most rows the cluster form takes: as many clusters as fit the SMs at once.
-int64_t fused_mlp_cluster_max_rows(const DeviceInfo& device);
+// How many clusters with that much shared memory per block the current device holds at once (0:
+// none), asked of the kernel batches of max_rows rows launch (the query loads it).
+int fused_mlp_cluster_capacity(size_t shared_bytes, int64_t max_rows, const DeviceInfo& device);
 // The row counts up to max_rows (1, 2, then kFusedMlpClusterRows per cluster).
 void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& device);
 void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,

@@ -33,7 +33,6 @@ namespace fusednn::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
 constexpr int kGroup = 4;  // outputs a warp computes together
 constexpr int kBlocks = kFusedMlpClusterBlocks;
 constexpr int kActivationBuffers = 3;
@@ -121,7 +120,6 @@ __device__ __forceinline__ void wait_for_phase_zero(uint32_t barrier) {
         : "memory");
   } while (done == 0);
 }
-#endif
 
 // The general epilogue as one out-of-line function: inlined into every unrolled layer, its
 // transcendental functions tripled the kernel's code, and a model's first load waits for it.
@@ -137,17 +135,22 @@ __device__ __forceinline__ float cluster_epilogue(const DeviceEpilogue& epilogue
   if (relu_only) return x > 0.0f ? x : 0.0f;  // apply_op's formula
   return general_epilogue(epilogue, x);
 }
+#endif
 
 template <int kRows>
 __global__ void FDNN_CLUSTER_DIMS __launch_bounds__(kThreads, 1)
 fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kWarps = kThreads / 32;
   constexpr int kValues = kRows * kGroup;  // partial sums a lane holds per group
   constexpr int kLanesPerValue = 32 / kValues;
   extern __shared__ float4 shared_memory[];
   uint64_t* const exchanged = reinterpret_cast<uint64_t*>(shared_memory);  // one per layer
-  // Three activation buffers, layer l reading buffer l % 3: a block may receive layer l's outputs
-  // while its slowest warp still reads layer l - 1's input, never layer l - 2's.
+  // Three activation buffers, layer l reading buffer l % 3. Layer l's outputs from another block
+  // land in buffer (l + 1) % 3, which held layer l - 2's input: that block got this block's
+  // layer l - 1 outputs first, which this block sends only after its barrier at the start of
+  // layer l - 1, so after all its reads of layer l - 2's input. Two buffers would rest on the
+  // data dependencies through the butterfly instead.
   float* const act0 = reinterpret_cast<float*>(exchanged + kFusedMlpMaxLayers);
   float* const slices = act0 + kActivationBuffers * kRows * p.width4;
   const int tid = threadIdx.x;
@@ -358,14 +361,16 @@ std::vector<float> build_fused_mlp_cluster_image(const std::vector<FusedMlpLayer
   return image;
 }
 
-size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan) {
+size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan, int64_t max_rows) {
   if (plan.layers.empty() || plan.layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) {
     return 0;
   }
   RowImageLayer layers[kFusedMlpMaxLayers];
   int width4 = 0;
   row_image_layout(plan.layers, layers, &width4);
-  size_t floats = kActivationBuffers * static_cast<size_t>(kFusedMlpClusterRows) * width4;
+  // The activations of the largest tile a launch of up to max_rows rows takes.
+  const auto tile = static_cast<size_t>(rows_per_cluster(max_rows));
+  size_t floats = kActivationBuffers * tile * width4;
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     const int groups = layers[l].out4 / kGroup;
     int most = 0;  // the largest block's share
@@ -377,18 +382,18 @@ size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan) {
   return sizeof(uint64_t) * kFusedMlpMaxLayers + sizeof(float) * floats;
 }
 
-bool fused_mlp_cluster_fits(size_t shared_bytes, int64_t max_rows, const DeviceInfo& device) {
-  // Whether a cluster with this much shared memory per block can be resident at all, asked of
-  // the kernel the smallest batches launch: each kernel the query or an attribute touches is
-  // loaded, and a model's first load waits for every one (two of them took the seed MLP's cold
-  // start from 2.8-3.6 to 4.5-4.9 ms on an H100, 2026-11-25). The query answers for the
-  // kernel's current limit, 48 KB until it is raised, so the limit is raised first; always to
-  // the device's most, since a model's own size would lower it under another model's launches.
+int fused_mlp_cluster_capacity(size_t shared_bytes, int64_t max_rows, const DeviceInfo& device) {
+  // Asked of the kernel that batches of max_rows launch: each kernel the query or an attribute
+  // touches is loaded, and a model's first load waits for every one (two of them took the seed
+  // MLP's cold start from 2.8-3.6 to 4.5-4.9 ms on an H100, 2026-11-25). The query answers for
+  // the kernel's current limit, 48 KB until it is raised, so the limit is raised first; always
+  // to the device's most, since a model's own size would lower it under another model's
+  // launches.
   const auto kernel = kernel_for_rows(max_rows);
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(device.shared_per_block_optin)) != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return 0;
   }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(kBlocks);
@@ -397,9 +402,9 @@ bool fused_mlp_cluster_fits(size_t shared_bytes, int64_t max_rows, const DeviceI
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return 0;
   }
-  return clusters > 0;
+  return clusters;
 }
 
 void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& device) {
@@ -409,10 +414,6 @@ void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& devic
     FDNN_CUDA_CHECK(cudaFuncSetAttribute(kernel_for_rows(rows),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   }
-}
-
-int64_t fused_mlp_cluster_max_rows(const DeviceInfo& device) {
-  return static_cast<int64_t>(device.sm_count / kBlocks) * kFusedMlpClusterRows;
 }
 
 void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,

@@ -145,8 +145,9 @@ TEST(FusedMlpInternal, SmallBatchesTakeTheClusterFormOnHopper) {
 // A plan of one fused chain reads and writes only the caller's buffers and the weights, so its
 // device-path runs are not ordered against the context's other runs and record no event; a
 // plan with an intermediate in the workspace, or a cuBLASLt layer, touches the context's memory.
-// A context destroyed after such a run, its model and the run's stream gone before it, waits
-// for the run (it may hold the last reference to the weights), and the results are whole.
+// A context destroyed after such a run, its model and the run's stream gone before it, frees the
+// weights only once the run is done (the backend waits for the device), and the results are
+// whole.
 TEST(FusedMlpInternal, RunsOfOneFusedChainShareNothingWithTheContext) {
   REQUIRE_CUDA();
   Net seed({100});
