@@ -19,9 +19,9 @@
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/fused_mlp_row_image.hpp"
+#include "backends/cuda/group_products.cuh"
 #include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
-#include "backends/cuda/warp_sum_many.cuh"
 
 namespace fusednn::cuda {
 namespace {
@@ -88,36 +88,14 @@ __global__ void __launch_bounds__(kThreads)
     float* next = (l & 1) ? act0 : act1;
     const float* weight = image + layer.weight_offset;
     const float* bias = image + layer.bias_offset;
-    const int quads = layer.in4 / 4;
 
     __pipeline_wait_prior(p.layer_count - 1 - l);  // this layer's weights have landed
     __syncthreads();                               // ... for every thread, and so has `in`
     FDNN_BLOCK_TIMELINE(3 + 2 * l);
 
     for (int o0 = warp * kGroup; o0 < layer.out4; o0 += kWarps * kGroup) {
-      float sums[kValues];
-#pragma unroll
-      for (int i = 0; i < kValues; ++i) sums[i] = 0.0f;
-      for (int q = lane; q < quads; q += 32) {
-        float4 w[kGroup];
-#pragma unroll
-        for (int j = 0; j < kGroup; ++j) {
-          w[j] = *reinterpret_cast<const float4*>(weight + (o0 + j) * layer.in4 + 4 * q);
-        }
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const float4 a = *reinterpret_cast<const float4*>(in + r * p.width4 + 4 * q);
-#pragma unroll
-          for (int j = 0; j < kGroup; ++j) {
-            float& s = sums[r * kGroup + j];
-            s = fmaf(a.x, w[j].x, s);
-            s = fmaf(a.y, w[j].y, s);
-            s = fmaf(a.z, w[j].z, s);
-            s = fmaf(a.w, w[j].w, s);
-          }
-        }
-      }
-      const float total = warp_sum_many(sums, lane);
+      const float total =
+          group_products<kRows, kGroup>(weight + o0 * layer.in4, layer.in4, in, p.width4, lane);
       const int value = lane / kLanesPerValue;
       if (lane % kLanesPerValue == 0) {
         const int r = value / kGroup, o = o0 + value % kGroup;

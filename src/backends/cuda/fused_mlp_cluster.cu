@@ -25,9 +25,10 @@
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/fused_mlp_row_image.hpp"
+#include "backends/cuda/group_products.cuh"
 #include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
-#include "backends/cuda/warp_sum_many.cuh"
+#include "backends/cuda/mbarrier.cuh"
 
 namespace fusednn::cuda {
 namespace {
@@ -87,10 +88,6 @@ void cluster_image_offsets(const RowImageLayer* layers, int layer_count, int32_t
 }
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
 // The same shared-memory location in block `rank` of the cluster.
 __device__ __forceinline__ uint32_t in_block(uint32_t address, int rank) {
   uint32_t remote;
@@ -104,21 +101,6 @@ __device__ __forceinline__ void store_remote(uint32_t address, float value, uint
       "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(address),
       "r"(__float_as_uint(value)), "r"(barrier)
       : "memory");
-}
-
-__device__ __forceinline__ void wait_for_phase_zero(uint32_t barrier) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(barrier)
-        : "memory");
-  } while (done == 0);
 }
 
 // The general epilogue as one out-of-line function: inlined into every unrolled layer, its
@@ -246,35 +228,16 @@ fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
 
     if (l == 0) __pipeline_wait_prior(0);  // x and the slices have landed (for this thread)
     FDNN_CLUSTER_TIMELINE(3 + 3 * l);
-    if (l > 0) wait_for_phase_zero(shared_address(exchanged + l - 1));  // the other blocks' part
-    __syncthreads();                                                    // ... and this block's
+    if (l > 0) {  // the other blocks' part of this layer's input
+      wait_for_phase_zero<AcquireScope::Cluster>(shared_address(exchanged + l - 1));
+    }
+    __syncthreads();  // ... and this block's
     FDNN_CLUSTER_TIMELINE(4 + 3 * l);
 
     for (int g = g0 + warp; g < g1; g += kWarps) {
       const int local = kGroup * (g - g0);  // the group's first row in the slice
-      float sums[kValues];
-#pragma unroll
-      for (int i = 0; i < kValues; ++i) sums[i] = 0.0f;
-      for (int q = lane; q < in4 / 4; q += 32) {
-        float4 w[kGroup];
-#pragma unroll
-        for (int j = 0; j < kGroup; ++j) {
-          w[j] = *reinterpret_cast<const float4*>(slice + (local + j) * in4 + 4 * q);
-        }
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const float4 a = *reinterpret_cast<const float4*>(in + r * p.width4 + 4 * q);
-#pragma unroll
-          for (int j = 0; j < kGroup; ++j) {
-            float& s = sums[r * kGroup + j];
-            s = fmaf(a.x, w[j].x, s);
-            s = fmaf(a.y, w[j].y, s);
-            s = fmaf(a.z, w[j].z, s);
-            s = fmaf(a.w, w[j].w, s);
-          }
-        }
-      }
-      const float total = warp_sum_many(sums, lane);
+      const float total =
+          group_products<kRows, kGroup>(slice + local * in4, in4, in, p.width4, lane);
       if (!cluster_ready) {  // before this warp's first remote store
         asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
         cluster_ready = true;

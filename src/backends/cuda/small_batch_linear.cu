@@ -28,6 +28,7 @@
 
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/launch.hpp"
+#include "backends/cuda/mbarrier.cuh"
 #include "backends/cuda/small_batch_linear.hpp"
 #include "backends/cuda/tensor_core_mma.cuh"
 
@@ -230,10 +231,6 @@ small_batch_linear_kernel(const __grid_constant__ SmallBatchParams p) {
 #endif
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
 // `bytes` from global memory into this block's shared memory, counted on its mbarrier.
 __device__ __forceinline__ void bulk_copy(uint32_t destination, const float* source,
                                           uint32_t bytes, uint32_t barrier) {
@@ -253,21 +250,6 @@ __device__ __forceinline__ void bulk_copy_to_both(uint32_t destination, const fl
       "[%0], [%1], %2, [%3], %4;" ::"r"(destination),
       "l"(source), "r"(bytes), "r"(barrier), "h"(both)
       : "memory");
-}
-
-__device__ __forceinline__ void wait_for_phase_zero(uint32_t barrier) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(barrier)
-        : "memory");
-  } while (done == 0);
 }
 #endif
 
@@ -341,7 +323,7 @@ small_batch_linear_cluster_kernel(const __grid_constant__ SmallBatchParams p) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   float acc[2][kTiles][4] = {};
   for (int c = 0; c < chunks; ++c) {
-    wait_for_phase_zero(shared_address(full + c));
+    wait_for_phase_zero<AcquireScope::Block>(shared_address(full + c));
     accumulate_chunk<kTiles>(shared + c * kStageFloats, warp, lane, a.rows > 16, acc);
   }
   __syncthreads();  // every warp is past its last chunk: the stages are free

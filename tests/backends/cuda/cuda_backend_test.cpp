@@ -181,6 +181,21 @@ TEST(CudaBackend, Fp32ChainsOnFmaPipesOnly) {
   expect_matches_cpu(seed_mlp(), {1, 33, 4097, 20000}, 41, "seed MLP, FMA kernels");
 }
 
+// For the small-batch forms' tests: a two-layer chain with every activation at 1 and 3 rows, and
+// a chain without biases whose widths are not multiples of 4 (rows and columns padded in the
+// images). Seeds from `seed` on; returns the next one.
+uint32_t expect_every_activation_and_no_bias(uint32_t seed, const std::string& form) {
+  for (const auto& [name, layer] : activations()) {
+    Net fused({33});
+    fused.linear("fc1", 33, 70).act(layer).linear("fc2", 70, 9).act(layer);
+    expect_matches_cpu(fused, {1, 3}, seed++, name + ", " + form);
+  }
+  Net unbiased({5});
+  unbiased.linear("fc1", 5, 3, false).act(R"({"type": "Sigmoid"})").linear("fc2", 3, 7, false);
+  expect_matches_cpu(unbiased, {1, 2, 3, 16}, seed++, "5-3-7 without biases, " + form);
+  return seed;
+}
+
 // The single-block small-batch form (the default below compute capability 9.0; pinned here): every
 // batch size it takes (1 to 16 rows) and one past it, every activation.
 TEST(CudaBackend, SmallBatchSingleBlockForm) {
@@ -192,16 +207,7 @@ TEST(CudaBackend, SmallBatchSingleBlockForm) {
   expect_matches_cpu(net, {1, 2, 3, 16}, 51, "37-200-13-256-255-5, one block");
   const Net fits = narrow_off_grid_chain();
   expect_matches_cpu(fits, {1, 2, 3, 16}, 53, "37-200-13-255-5, one block");
-  uint32_t seed = 52;
-  for (const auto& [name, layer] : activations()) {
-    Net fused({33});
-    fused.linear("fc1", 33, 70).act(layer).linear("fc2", 70, 9).act(layer);
-    expect_matches_cpu(fused, {1, 3}, seed++, name + ", one block");
-  }
-  // No biases, widths that are not multiples of 4 (rows and columns padded in the image).
-  Net unbiased({5});
-  unbiased.linear("fc1", 5, 3, false).act(R"({"type": "Sigmoid"})").linear("fc2", 3, 7, false);
-  expect_matches_cpu(unbiased, {1, 2, 3, 16}, seed++, "5-3-7 without biases, one block");
+  expect_every_activation_and_no_bias(52, "one block");
 }
 
 // The cluster form (compute capability 9.0 and newer; the default there, pinned here): one to
@@ -221,18 +227,10 @@ TEST(CudaBackend, SmallBatchClusterForm) {
   head.linear("f6", 120, 84).act(R"({"type": "ReLU"})");
   head.linear("f7", 84, 10);
   expect_matches_cpu(head, {1, 2, 3, 4, 9, 64}, 56, "400-120-84-10, cluster");
-  uint32_t seed = 57;
-  for (const auto& [name, layer] : activations()) {
-    Net fused({33});
-    fused.linear("fc1", 33, 70).act(layer).linear("fc2", 70, 9).act(layer);
-    expect_matches_cpu(fused, {1, 3}, seed++, name + ", cluster");
-  }
-  Net unbiased({5});
-  unbiased.linear("fc1", 5, 3, false).act(R"({"type": "Sigmoid"})").linear("fc2", 3, 7, false);
-  expect_matches_cpu(unbiased, {1, 2, 3, 16}, seed++, "5-3-7 without biases, cluster");
+  const uint32_t seed = expect_every_activation_and_no_bias(57, "cluster");
   Net lone({50});  // one layer: no exchange between the blocks
   lone.linear("fc", 50, 20).act(R"({"type": "Tanh"})");
-  expect_matches_cpu(lone, {1, 4, 5}, seed++, "50-20, cluster");
+  expect_matches_cpu(lone, {1, 4, 5}, seed, "50-20, cluster");
 }
 
 TEST(CudaBackend, EpilogueLongerThanOneKernelHolds) {
@@ -949,12 +947,10 @@ TEST(CudaBackend, ThreadsShareOneModel) {
   REQUIRE_CUDA();
   const Net net = seed_mlp();
   std::mt19937 random(400);
-  const auto weights = draw_weights(net, random);
-  fdnn_model* cpu = create_model(net.spec(), FDNN_DEVICE_CPU, 64, 1);
-  fdnn_model* gpu = create_model(net.spec(), FDNN_DEVICE_CUDA, 64, 1);
+  const CpuAndGpu models = cpu_and_gpu_models(net, 64, random);
+  fdnn_model* const cpu = models.cpu;  // named pointers: lambdas below capture them
+  fdnn_model* const gpu = models.gpu;
   ASSERT_TRUE(cpu && gpu);
-  set_weights(cpu, net, weights);
-  set_weights(gpu, net, weights);
   std::vector<float> input = normal(64 * 100, random, 0.0f, 1.0f);
   std::vector<float> expected(64 * 10, NAN);
   ASSERT_EQ(fdnn_model_run(cpu, 64, input.data(), input.size(), expected.data(), expected.size()),

@@ -171,12 +171,10 @@ TEST(FusedMlpInternal, RunsOfOneFusedChainShareNothingWithTheContext) {
     fdnn_model_destroy(model);
   }
 
-  const auto weights = draw_weights(seed, random);
-  fdnn_model* cpu = create_model(seed.spec(), FDNN_DEVICE_CPU, 8, 1);
-  fdnn_model* gpu = create_model(seed.spec(), FDNN_DEVICE_CUDA, 8, 1);
+  const CpuAndGpu models = cpu_and_gpu_models(seed, 8, random);
+  fdnn_model* const cpu = models.cpu;
+  fdnn_model* const gpu = models.gpu;
   ASSERT_TRUE(cpu && gpu);
-  set_weights(cpu, seed, weights);
-  set_weights(gpu, seed, weights);
   const std::vector<float> input = normal(8 * 100, random, 0.0f, 1.0f);
   std::vector<float> expected(8 * 10, NAN), got(8 * 10, NAN);
   ASSERT_EQ(fdnn_model_run(cpu, 8, input.data(), input.size(), expected.data(), expected.size()),
