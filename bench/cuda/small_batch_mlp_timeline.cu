@@ -107,7 +107,8 @@ int run() {
   const std::vector<float> image =
       build_fused_mlp_cluster_image(layers, weight_pointers, bias_pointers);
 #else
-  const std::vector<float> image = build_fused_mlp_row_image(layers, weight_pointers, bias_pointers);
+  const std::vector<float> image =
+      build_fused_mlp_row_image(layers, weight_pointers, bias_pointers);
 #endif
   float *device_image, *x, *y;
   cudaMalloc(&device_image, image.size() * sizeof(float));
