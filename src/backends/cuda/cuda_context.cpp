@@ -272,9 +272,8 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   const bool caller_capturing = capturing != cudaStreamCaptureStatusNone;
   // A float32 run of a plan that reads and writes only the caller's buffers and the weights, in
   // one launch (no graph of the context's), shares nothing with the context's other runs: it
-  // neither waits for the previous one nor records the order event, which costs ~0.4 us of host
-  // time a call (bench/cuda/launch_floor.cu) and makes the GPU wait for the kernel before the
-  // next launch (bench/cuda/NOTES.md, version 12).
+  // neither waits for the previous one nor records the order event, which cost 0.1-0.4 us a call
+  // (bench/cuda/launch_floor.cu, docs/performance.md's ninth session).
   const bool shares_nothing = input_dtype == FDNN_DTYPE_FLOAT32 &&
                               output_dtype == FDNN_DTYPE_FLOAT32 &&
                               !backend_.runs_touch_context_memory() &&

@@ -283,16 +283,19 @@ int rows_per_cluster(int64_t rows) {
   return rows <= 1 ? 1 : rows == 2 ? 2 : kFusedMlpClusterRows;
 }
 
-void (*kernel_for_rows(int64_t rows))(ClusterParams) {
-  const int tile = rows_per_cluster(rows);
-  return tile == 1 ? fused_mlp_cluster_kernel<1>
-         : tile == 2 ? fused_mlp_cluster_kernel<2>
-                     : fused_mlp_cluster_kernel<kFusedMlpClusterRows>;
+// The kernel a batch of `rows` launches, with its name for launch errors.
+struct ClusterKernel {
+  void (*function)(ClusterParams);
+  const char* name;
+};
+ClusterKernel kernel_for_rows(int64_t rows) {
+  switch (rows_per_cluster(rows)) {
+    case 1: return {fused_mlp_cluster_kernel<1>, "fused_mlp_cluster_kernel<1 row>"};
+    case 2: return {fused_mlp_cluster_kernel<2>, "fused_mlp_cluster_kernel<2 rows>"};
+    default:
+      return {fused_mlp_cluster_kernel<kFusedMlpClusterRows>, "fused_mlp_cluster_kernel<4 rows>"};
+  }
 }
-
-const char* const kKernelNames[] = {"fused_mlp_cluster_kernel<1 row>",
-                                    "fused_mlp_cluster_kernel<2 rows>",
-                                    "fused_mlp_cluster_kernel<4 rows>"};
 
 }  // namespace
 
@@ -356,7 +359,7 @@ int fused_mlp_cluster_capacity(size_t shared_bytes, int64_t max_rows, const Devi
   // the kernel's current limit, 48 KB until it is raised, so the limit is raised first; always
   // to the device's most, since a model's own size would lower it under another model's
   // launches.
-  const auto kernel = kernel_for_rows(max_rows);
+  const auto kernel = kernel_for_rows(max_rows).function;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(device.shared_per_block_optin)) != cudaSuccess) {
     cudaGetLastError();
@@ -378,7 +381,7 @@ void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& devic
   const int bytes = static_cast<int>(device.shared_per_block_optin);  // as in _fits
   // The kernels of 1, 2 and 3 or more rows, those a batch up to max_rows reaches.
   for (int64_t rows = 1; rows <= 3 && (rows == 1 || rows <= max_rows); ++rows) {
-    FDNN_CUDA_CHECK(cudaFuncSetAttribute(kernel_for_rows(rows),
+    FDNN_CUDA_CHECK(cudaFuncSetAttribute(kernel_for_rows(rows).function,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   }
 }
@@ -395,8 +398,9 @@ void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y
   cluster_image_offsets(p.layers, p.layer_count, p.rank_offset);
   const int tile = rows_per_cluster(rows);
   const auto clusters = static_cast<unsigned>((rows + tile - 1) / tile);
-  launch_kernel(kernel_for_rows(rows), kKernelNames[tile == 1 ? 0 : tile == 2 ? 1 : 2],
-                clusters * kBlocks, kThreads, plan.cluster_shared_bytes, stream, p);
+  const ClusterKernel kernel = kernel_for_rows(rows);
+  launch_kernel(kernel.function, kernel.name, clusters * kBlocks, kThreads,
+                plan.cluster_shared_bytes, stream, p);
 }
 
 }  // namespace fusednn::cuda
