@@ -3,28 +3,25 @@
 // One sample per cluster of kBlocks blocks (compute capability 9.0 and newer), each block on its
 // own SM with a kBlocks-th of every layer's work:
 // - a conv stage's patches (one output channel x 2 x 2 conv positions each) are split into
-//   kBlocks ranges; a block computes its range into its own copy of the stage's output, zeros
-//   elsewhere;
-// - a head layer's columns are split the same way; each block holds only its columns' weights;
-// - after each layer a cluster barrier, then every block gathers the full output by adding the
-//   kBlocks copies through distributed shared memory (exactly one copy holds each value, the
-//   others zero, so the sum is that value).
+//   kBlocks ranges; a head layer's columns the same way, each block holding only its columns'
+//   weights (one bulk copy of its run of the head image) and the stages' filters (bulk copies);
+// - a block sends each output it computes to every block's copy of the next layer's input
+//   (st.async, counted on that block's mbarrier for the layer), already in the next stage's
+//   zero-padded staged layout; a block starts a layer once its mbarrier has all the other
+//   blocks' bytes. One cluster barrier a launch (every mbarrier initialised), none per layer.
 //
 // Napkin math, LeNet-5 at batch 1:
 //   conv1 117.6 K and conv2 240 K multiply-adds over 8 SMs: ~350 clocks each of 128 fp32 lanes.
-//   The time is each thread's dependent chain. A patch is one output channel x 2 x 2 conv
-//   positions; its reduction rows (input channel x kernel row: 5 for conv1, 30 for conv2) are
-//   shared by as many threads as the block has to spare (conv1: 147 patches per block, 3
-//   threads each; conv2: 50 patches, 10 threads each), so a chain is ~10 taps of ~10
-//   instructions, then the sum of the shares, bias, tanh and the pooling window (~200).
-//   ~1000 instructions on the longest chain over both stages and the head, plus 5 cluster
-//   barriers and gathers. Head: 236 KB of weights, 30 KB per SM, copied with cp.async while the
-//   convolutions run.
-//   Two earlier versions ran everything on one SM (one block of 512 or 1024 threads) and took
-//   29 us and 37 us per call: ncu showed shared-memory issue throttling (mio) and barrier waits
-//   as the main stalls, and one SM pulling the head's 236 KB from L2. The first cluster version
-//   (256 threads, a thread per patch over whole input channels, a thread per staged element)
-//   took 22.3 us: 4.1 K instructions per warp at ~11 clocks each (H100, 2026-11-23).
+//   The time is each thread's dependent chain. A patch's reduction rows (input channel x kernel
+//   row: 5 for conv1, 30 for conv2) are shared by as many threads as the block has to spare
+//   (conv1: 147 patches per block, 3 threads each; conv2: 50 patches, 10 threads each), so a
+//   chain is ~10 taps of ~10 instructions, then the sum of the shares, bias, tanh and the
+//   pooling window (~200).
+// Measured (H100, block 0's timeline, bench/cuda/conv_net_timeline.cu): 17.5 us to the last
+// output, against 22.0 for the version before (zeroed output copies gathered by adding all 8
+// through distributed shared memory, a cluster barrier per layer). Still ~3 us from entry to
+// conv1's input and 1-1.5 us per phase of each stage; bench/cuda/NOTES.md, version 13. Earlier:
+// one SM for everything took 29 and 37 us (shared-memory issue and barrier stalls).
 #include "backends/cuda/conv_net.hpp"
 
 #include <cooperative_groups.h>
@@ -35,8 +32,12 @@
 #include <string>
 
 #include "backends/cuda/conv_pool_tile.cuh"
+#include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/device_memory.hpp"
 #include "backends/cuda/epilogue.cuh"
+#include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
+#include "backends/cuda/mbarrier.cuh"
 #include "common/error.hpp"
 
 namespace fusednn::cuda {
@@ -58,6 +59,19 @@ constexpr int kThreads = 512;
 #define FDNN_CONV_NET_CLUSTER __cluster_dims__(kBlocks, 1, 1)
 #endif
 
+// Where a layer's outputs go: the next layer's input in every block of the cluster (shared
+// memory, counted on that layer's mbarrier), or the sample's output in global memory.
+struct Destination {
+  int32_t global;  // 1: y, 0: the next layer's input
+  uint32_t base;   // float offset of the next layer's input in shared memory
+  // Output (channel, row, column) of a conv stage lands at base + channel * channel_stride +
+  // (row - row_origin) * row_stride + column - col_origin when that is inside the next stage's
+  // staged rows x cols (a stage may not read its input's last rows or columns); a head layer's
+  // column c at base + c.
+  int32_t channel_stride, row_stride, row_origin, col_origin, rows, cols;
+  uint32_t barrier;  // byte offset of the next layer's mbarrier in shared memory
+};
+
 struct Stage {
   ConvPoolParams conv;    // geometry of the small tile over a whole sample, filters, bias
   int32_t staged_height;  // rows of one staged input plane
@@ -69,54 +83,136 @@ struct Stage {
   int32_t rows_per_split;
   int32_t output_floats;  // per sample
   uint32_t filters;       // float offset of this stage's SmallTile image in shared memory
+  uint32_t bias;          // float offset of its bias in shared memory (conv.bias not null)
+  uint32_t input;         // float offset of its staged input planes in shared memory
+  Destination to;
 };
 
 struct HeadLayer {
-  const float* weight_t;  // [in][padded_out]
-  const float* bias;      // [out] or null
-  int32_t in, out, padded_out;
-  int32_t slice;     // columns per block, a multiple of 4
+  bool has_bias;
+  int32_t in, out;
+  int32_t slice;       // columns per block, a power of two from 4
   int32_t per_column;  // threads per column (kThreads / slice), each over a piece of the inputs
-  uint32_t weights;  // float offset of this block's [in][slice] columns in shared memory
+  uint32_t weights;    // float offset of this block's [in][slice] columns in shared memory
+  uint32_t bias_at;    // float offset of their slice of the bias in shared memory
+  uint32_t input;      // float offset of the layer's input vector in shared memory
+  Destination to;
   DeviceEpilogue epilogue;
 };
 
-struct ConvNetParams {
+constexpr int kMaxLayers = kConvNetMaxStages + kFusedMlpMaxLayers;
+
+struct alignas(16) ConvNetParams {
   const float* x;
   float* y;
   int32_t input_floats;   // per sample
   int32_t output_floats;  // per sample
   int32_t stage_count;
   int32_t head_count;
-  // Float offsets into shared memory (every stage's filter image first, from 0).
-  uint32_t staged;   // the current stage's zero-padded input planes
-  uint32_t vector;   // a head layer's whole input
-  uint32_t out[2];   // this block's copy of each layer's output, alternating
-  uint32_t scratch;  // partial sums (split stages, head layers)
+  uint32_t scratch;  // float offset of partial sums (split stages, head layers)
+  // Every head layer's weights and bias, [rank][layer][in x slice, then slice of bias], so that a
+  // block takes its part in one bulk copy (rank_floats from head_image + rank * rank_floats) into
+  // shared memory at head_base.
+  const float* head_image;
+  uint32_t head_rank_floats;
+  uint32_t head_base;
+  // Bytes the other blocks send into block b's input of layer l (l >= 1): what its mbarrier for
+  // that layer waits for.
+  uint32_t expected_bytes[kMaxLayers][kBlocks];
   Stage stages[kConvNetMaxStages];
   HeadLayer head[kFusedMlpMaxLayers];
 };
+
+// Shared memory, in floats: the mbarriers (slot 0: the filters' bulk copies; slot l: layer l's
+// input; slot kHeadSlot: the head's bulk copy), a copy of the parameters (each thread reads many
+// fields, and a field is a constant-cache miss on every launch's new parameters), then the
+// plan's regions from kParamsFloats on.
+constexpr int kHeadSlot = kMaxLayers;
+constexpr uint32_t kBarrierFloats = (2 * (kHeadSlot + 1) + 3) / 4 * 4;
+constexpr uint32_t kParamsFloats =
+    kBarrierFloats + (sizeof(ConvNetParams) + 15) / 16 * 4;  // a multiple of 4 floats
+static_assert(kBarrierFloats % 4 == 0, "the parameters' copy starts on 16 bytes");
+
+// Patch `item` of a stage: output channel o of patch (ty, tx). The channel varies fastest, so
+// that a warp's lanes read the same staged inputs (a broadcast) and neighbouring filters;
+// position-major lanes read inputs 2 floats apart on rows of one pitch, up to 7 to a bank
+// (2026-11-25: the conv stages took 1.5 and 2.4 us to sum their taps).
+struct Patch {
+  int o, ty, tx;
+};
+__host__ __device__ __forceinline__ Patch patch_of(const ConvPoolParams& p, int item) {
+  const int position = item / p.out_channels;
+  const int ty = position / p.patch_cols;
+  return {item - position * p.out_channels, ty, position - ty * p.patch_cols};
+}
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // the kernel's pieces, sm_90+ only
 
 constexpr int kWarps = kThreads / 32;
 
-// Element e of a layer's output: the sum of the cluster's copies of `buffer` (this block's
-// offset); exactly one of them is not zero there.
-__device__ __forceinline__ float gathered(const float* buffer, int e) {
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  float sum = 0.0f;
-#pragma unroll
-  for (int b = 0; b < kBlocks; ++b) sum += cluster.map_shared_rank(buffer, b)[e];
-  return sum;
-}
+// Timeline stamps (kernel_timeline.cuh) from block 0: entry, parameters copied, mbarriers ready,
+// weights issued, then per layer: input arrived, block synchronised, partial sums done, first
+// output computed, outputs sent.
+constexpr int kLeadPhases = 4;
+constexpr int kPhasesPerLayer = 5;
+struct Stamps {
+  bool on;
+  int last;
+};
+#define FDNN_CONV_NET_STAMP(stamps, phase) FDNN_TIMELINE((stamps).on, phase, (stamps).last)
 
-// A stage's input planes ([channels][height][width], from global memory for the first stage or
-// gathered from the cluster's copies of the previous output) into the staged layout:
-// staged (c, i, j) = input (origin_row + i, origin_col + j), zero outside. A warp per staged row.
+// Sends one output value to every block's copy of the next layer's input (this block's by a
+// plain store, the others' by st.async counted on their mbarrier), or to y. Before this thread's
+// first remote store it waits for the cluster barrier that says every mbarrier is initialised.
+struct Publisher {
+  float* smem;
+  float* y_sample;
+  uint32_t remote[kBlocks - 1];  // the other blocks' shared memory, from this block's rank + 1
+  int rank;
+  bool cluster_ready;
+
+  __device__ __forceinline__ void wait_for_cluster() {
+    if (!cluster_ready) {
+      asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+      cluster_ready = true;
+    }
+  }
+  // send() split over lanes: this one's part, block rank + offset's copy (offset < kBlocks).
+  __device__ __forceinline__ void send_to_one(const Destination& to, uint32_t at, float value,
+                                              int offset) {
+    if (to.global) {
+      if (offset == 0) y_sample[at] = value;
+      return;
+    }
+    if (offset == 0) {
+      smem[to.base + at] = value;
+      return;
+    }
+    wait_for_cluster();
+    const uint32_t bytes = sizeof(float) * (to.base + at);
+    const uint32_t block = in_block(shared_address(smem), (rank + offset) % kBlocks);
+    store_remote(block + bytes, value, block + to.barrier);
+  }
+  __device__ __forceinline__ void send(const Destination& to, uint32_t at, float value) {
+    if (to.global) {
+      y_sample[at] = value;
+      return;
+    }
+    smem[to.base + at] = value;
+    wait_for_cluster();
+    const uint32_t bytes = sizeof(float) * (to.base + at);
+#pragma unroll
+    for (int b = 0; b < kBlocks - 1; ++b) {
+      store_remote(remote[b] + bytes, value, remote[b] + to.barrier);
+    }
+  }
+};
+
+// Stage 0's input planes from x into the staged layout: staged (c, i, j) = x (origin_row + i,
+// origin_col + j), zero outside. A later stage's planes get only their zeros here; the previous
+// stage's blocks write the rest. A warp per staged row.
 __device__ void stage_input(const ConvPoolParams& p, int staged_height, const float* global,
-                            const float* copies, float* staged) {
+                            float* staged) {
   const int rows = p.in_channels * staged_height;
   const int lane = threadIdx.x % 32;
   for (int row_index = threadIdx.x / 32; row_index < rows; row_index += kWarps) {
@@ -128,11 +224,12 @@ __device__ void stage_input(const ConvPoolParams& p, int staged_height, const fl
     float* destination = staged + c * p.plane_floats + i * p.row_pitch;
     for (int j = lane; j < p.row_pitch; j += 32) {
       const int col = p.origin_col + j;
-      float value = 0.0f;
-      if (row_inside && j < p.staged_width && col >= 0 && col < p.in_width) {
-        value = global != nullptr ? global[base + col] : gathered(copies, base + col);
+      const bool inside = row_inside && j < p.staged_width && col >= 0 && col < p.in_width;
+      if (!inside) {
+        destination[j] = 0.0f;
+      } else if (global != nullptr) {  // asynchronous: no thread waits on a load here
+        __pipeline_memcpy_async(destination + j, global + base + col, sizeof(float));
       }
-      destination[j] = value;
     }
   }
 }
@@ -141,11 +238,14 @@ __device__ void stage_input(const ConvPoolParams& p, int staged_height, const fl
 // [r_begin, r_end) (row r: input channel r / kernel_height, kernel row r % kernel_height), the
 // filters read from the SmallTile image (channel o at lane o % 4 of group o / 4). Loops rather
 // than conv_pool.cu's unrolled register tiles: a thread here has a piece of one patch, and a
-// short chain matters more than fewer loads.
+// short chain matters more than fewer loads. kWidth: the kernel width when the caller knows it
+// (the row's taps unrolled, their loads issued together), 0 for any.
+template <int kWidth>
 __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p, const float* staged,
                                                    const float* filters, int o, int ty, int tx,
                                                    int r_begin, int r_end, float (&acc)[4]) {
-  const int kernel_height = p.kernel_height, kernel_width = p.kernel_width;
+  const int kernel_height = p.kernel_height;
+  const int kernel_width = kWidth > 0 ? kWidth : p.kernel_width;
   const int across = p.stride_width;               // the patch's second column
   const int down = p.stride_height * p.row_pitch;  // its second row
   const int taps = kernel_height * kernel_width;
@@ -160,7 +260,9 @@ __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p, cons
     const float* row = patch + c * p.plane_floats + kh * p.row_pitch;
     const float* tap =
         lane_filters + c * channel_floats + kh * kernel_width * SmallTile::kTapStride;
-    for (int kw = 0; kw < kernel_width; ++kw) {
+#pragma unroll
+    for (int kw = 0; kw < (kWidth > 0 ? kWidth : kConvPoolMaxKernel); ++kw) {
+      if (kWidth == 0 && kw >= kernel_width) break;
       const float f = tap[kw * SmallTile::kTapStride];
       acc[0] = fmaf(row[kw], f, acc[0]);
       acc[1] = fmaf(row[kw + across], f, acc[1]);
@@ -174,36 +276,69 @@ __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p, cons
   }
 }
 
-// This block's patches of the stage, from its staged input into `output` (the sample's output
-// planes, zero where other blocks' patches land): thread (split, patch) sums its share of the
-// reduction rows; the shares are added in order.
-__device__ void run_stage(const Stage& stage, int rank, const float* staged, const float* filters,
-                          float* scratch, float* output) {
+// Bias, epilogue and pooling of this block's patch `item`, sent on.
+__device__ __forceinline__ void finish_item(const Stage& stage, const float* smem, int item,
+                                            const float (&acc)[ChannelTile::kValues],
+                                            Publisher& publisher,
+                                            [[maybe_unused]] const Stamps& stamps,
+                                            [[maybe_unused]] int finished_phase) {
   const ConvPoolParams& p = stage.conv;
-  const int per_channel = p.patch_rows * p.patch_cols;
+  const Patch patch = patch_of(p, item);
+  const Destination& to = stage.to;
+  const float* bias = p.bias != nullptr ? smem + stage.bias : nullptr;
+  conv_tile::finish_patch_to<ChannelTile>(
+      p, bias, acc, patch.o, patch.ty, patch.tx, [&](int channel, int row, int col, float v) {
+        FDNN_CONV_NET_STAMP(stamps, finished_phase);
+        if (to.global) {
+          const int plane = p.pooled_height * p.pooled_width;
+          publisher.send(to, channel * plane + row * p.pooled_width + col, v);
+          return;
+        }
+        const int i = row - to.row_origin, j = col - to.col_origin;
+        if (i < 0 || i >= to.rows || j < 0 || j >= to.cols) return;  // not read
+        publisher.send(to, channel * to.channel_stride + i * to.row_stride + j, v);
+      });
+}
+
+// This block's patches of the stage, from its staged input: thread (split, patch) sums its share
+// of the reduction rows; the shares are added in order.
+__device__ __forceinline__ void run_stage(const Stage& stage, int rank, const float* smem,
+                                          float* scratch, Publisher& publisher,
+                                          [[maybe_unused]] const Stamps& stamps,
+                                          [[maybe_unused]] int partial_phase) {
+  const ConvPoolParams& p = stage.conv;
+  const float* staged = smem + stage.input;
+  const float* filters = smem + stage.filters;
   const int first = rank * stage.items_per_block;
   const int count = max(0, min(stage.items, first + stage.items_per_block) - first);
   const int units = count * stage.splits;
   for (int u = threadIdx.x; u < units; u += kThreads) {
     const int split = u / count;
     const int item = first + u - split * count;
-    const int o = item / per_channel;
-    const int rest = item - o * per_channel;
-    const int ty = rest / p.patch_cols;
-    const int tx = rest - ty * p.patch_cols;
+    const auto [o, ty, tx] = patch_of(p, item);
     const int r_begin = split * stage.rows_per_split;
     const int r_end = min(p.in_channels * p.kernel_height, r_begin + stage.rows_per_split);
     float acc[ChannelTile::kValues] = {0.0f, 0.0f, 0.0f, 0.0f};
-    accumulate_channel(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
+    if (p.kernel_width == 5) {
+      accumulate_channel<5>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
+    } else if (p.kernel_width == 3) {
+      accumulate_channel<3>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
+    } else {
+      accumulate_channel<0>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
+    }
     if (stage.splits == 1) {
-      conv_tile::finish_patch<ChannelTile>(p, acc, output, o, ty, tx);
+      finish_item(stage, smem, item, acc, publisher, stamps, partial_phase + 1);
     } else {
 #pragma unroll
       for (int v = 0; v < ChannelTile::kValues; ++v) scratch[v * units + u] = acc[v];
     }
   }
-  if (stage.splits == 1) return;
+  if (stage.splits == 1) {
+    FDNN_CONV_NET_STAMP(stamps, partial_phase);
+    return;
+  }
   __syncthreads();
+  FDNN_CONV_NET_STAMP(stamps, partial_phase);
   for (int local = threadIdx.x; local < count; local += kThreads) {
     float acc[ChannelTile::kValues];
 #pragma unroll
@@ -214,129 +349,257 @@ __device__ void run_stage(const Stage& stage, int rank, const float* staged, con
       }
       acc[v] = sum;
     }
-    const int item = first + local;
-    const int o = item / per_channel;
-    const int rest = item - o * per_channel;
-    const int ty = rest / p.patch_cols;
-    conv_tile::finish_patch<ChannelTile>(p, acc, output, o, ty, rest - ty * p.patch_cols);
+    finish_item(stage, smem, first + local, acc, publisher, stamps, partial_phase + 1);
   }
 }
 
 // This block's columns of a head layer: output[c] = epilogue(bias[c] + sum_i input[i] W_t[i][c])
 // for c in [rank * slice, rank * slice + slice) below out. Thread (piece, column) sums a piece of
-// the inputs; the pieces are added in order.
-__device__ void run_head_layer(const HeadLayer& layer, int rank, const float* input,
-                               const float* weights, float* scratch, float* output) {
+// the inputs into scratch (rows of slice + 1 floats, so that a warp reading one column's pieces
+// hits distinct banks); then a warp per column adds the pieces and sends the result.
+__device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank, const float* smem,
+                                               float* scratch, Publisher& publisher,
+                                               [[maybe_unused]] const Stamps& stamps,
+                                               [[maybe_unused]] int partial_phase) {
+  const float* input = smem + layer.input;
+  const float* weights = smem + layer.weights;
+  const int pitch = layer.slice + 1;
   const int local = threadIdx.x % layer.slice;
-  const int piece = threadIdx.x / layer.slice;
-  const int column = rank * layer.slice + local;
-  if (piece < layer.per_column) {
+  const int piece = threadIdx.x / layer.slice;  // < per_column: slice divides kThreads
+  {
     const int per_piece = (layer.in + layer.per_column - 1) / layer.per_column;
     const int begin = piece * per_piece;
     const int end = min(layer.in, begin + per_piece);
     float sum = 0.0f;
     for (int i = begin; i < end; ++i) sum = fmaf(input[i], weights[i * layer.slice + local], sum);
-    scratch[piece * layer.slice + local] = sum;
+    scratch[piece * pitch + local] = sum;
   }
   __syncthreads();
-  if (threadIdx.x < layer.slice && column < layer.out) {
-    float sum = scratch[threadIdx.x];
-    for (int piece_index = 1; piece_index < layer.per_column; ++piece_index) {
-      sum += scratch[piece_index * layer.slice + threadIdx.x];
+  FDNN_CONV_NET_STAMP(stamps, partial_phase);
+  const int lane = threadIdx.x % 32;
+  for (int c = threadIdx.x / 32; c < layer.slice; c += kWarps) {
+    const int column = rank * layer.slice + c;
+    if (column >= layer.out) break;
+    float sum = 0.0f;
+    for (int q = lane; q < layer.per_column; q += 32) sum += scratch[q * pitch + c];
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
     }
-    if (layer.bias != nullptr) sum += layer.bias[column];
-    output[column] = apply_epilogue(layer.epilogue, sum);
+    if (layer.has_bias) sum += smem[layer.bias_at + c];
+    FDNN_CONV_NET_STAMP(stamps, partial_phase + 1);
+    // Every lane holds the column's result; lane b sends it to block rank + b.
+    if (lane < kBlocks) {
+      publisher.send_to_one(layer.to, static_cast<uint32_t>(column),
+                            apply_epilogue(layer.epilogue, sum), lane);
+    }
   }
 }
 
 #endif
 
-__global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads)
+__global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
     conv_net_kernel(const __grid_constant__ ConvNetParams p) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ float4 shared_memory[];
   float* const smem = reinterpret_cast<float*>(shared_memory);
-  const int rank = static_cast<int>(cluster.block_rank());
+  const int rank = static_cast<int>(cg::this_cluster().block_rank());
   const int64_t n = blockIdx.x / kBlocks;
+  const int tid = threadIdx.x;
+  const int layer_count = p.stage_count + p.head_count;
+  [[maybe_unused]] const Stamps stamps{blockIdx.x == 0,
+                                       kLeadPhases + kPhasesPerLayer * layer_count - 1};
+  FDNN_CONV_NET_STAMP(stamps, 0);
 
-  // Every stage's filters (group 1), then this block's columns of every head layer (group 2):
-  // the stages wait for the first only.
+  // The parameters into shared memory first (one round trip, then every field at shared-memory
+  // latency), then every stage's filters and biases (group 1), then this block's columns of
+  // every head layer and the head's biases (group 2): the stages wait for the first only.
   {
-    float4* destination = shared_memory;
-    for (int s = 0; s < p.stage_count; ++s) {
-      const float4* source = reinterpret_cast<const float4*>(p.stages[s].conv.weight);
-      for (int i = threadIdx.x; i < p.stages[s].conv.weight_floats / 4; i += kThreads) {
-        __pipeline_memcpy_async(destination + i, source + i, 16);
-      }
-      destination += p.stages[s].conv.weight_floats / 4;
+    const float4* source = reinterpret_cast<const float4*>(&p);
+    float4* destination = shared_memory + kBarrierFloats / 4;
+    for (int i = tid; i < static_cast<int>(sizeof(ConvNetParams) / 16); i += kThreads) {
+      destination[i] = source[i];
     }
-    __pipeline_commit();
-    for (int l = 0; l < p.head_count; ++l) {
-      const HeadLayer& layer = p.head[l];
-      const int chunks_per_row = layer.slice / 4;
-      float* held = smem + layer.weights;
-      for (int q = threadIdx.x; q < layer.in * chunks_per_row; q += kThreads) {
-        const int i = q / chunks_per_row;
-        const int column = rank * layer.slice + (q - i * chunks_per_row) * 4;
-        float* target = held + i * layer.slice + (column - rank * layer.slice);
-        if (column < layer.padded_out) {  // padded_out and slice are multiples of 4
-          __pipeline_memcpy_async(target, layer.weight_t + int64_t{i} * layer.padded_out + column,
-                                  16);
-        } else {
-          *reinterpret_cast<float4*>(target) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-      }
-    }
-    __pipeline_commit();
   }
+  __syncthreads();
+  FDNN_CONV_NET_STAMP(stamps, 1);
+  const ConvNetParams& q = *reinterpret_cast<const ConvNetParams*>(smem + kBarrierFloats);
+  if (tid == 0) {
+    // The bulk copies (filters, the head's weights) complete on this block's slot 0 and
+    // kHeadSlot. Each layer input's mbarrier expects the other blocks' bytes; remote stores may
+    // land only once it is initialised: the cluster barrier, arrived at below and waited for
+    // before this block's first remote store. The init fence publishes the mbarriers, so the
+    // arrival itself is relaxed.
+    for (int slot = 0; slot <= kHeadSlot; ++slot) {
+      if (slot >= layer_count && (slot < kHeadSlot || q.head_count == 0)) continue;
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(smem + 2 * slot))
+                   : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int l = 1; l < layer_count; ++l) {
+      expect_bytes(shared_address(smem + 2 * l), q.expected_bytes[l][rank]);
+    }
+    uint32_t filter_bytes = 0;
+    for (int s = 0; s < q.stage_count; ++s) {
+      filter_bytes += sizeof(float) * q.stages[s].conv.weight_floats;
+    }
+    expect_bytes(shared_address(smem), filter_bytes);
+    for (int s = 0; s < q.stage_count; ++s) {
+      const Stage& stage = q.stages[s];
+      bulk_copy(shared_address(smem + stage.filters), stage.conv.weight,
+                sizeof(float) * stage.conv.weight_floats, shared_address(smem));
+    }
+    if (q.head_count > 0) {
+      const uint32_t bytes = sizeof(float) * q.head_rank_floats;
+      expect_bytes(shared_address(smem + 2 * kHeadSlot), bytes);
+      bulk_copy(shared_address(smem + q.head_base), q.head_image + rank * q.head_rank_floats,
+                bytes, shared_address(smem + 2 * kHeadSlot));
+    }
+  }
+  FDNN_CONV_NET_STAMP(stamps, 2);
+  for (int s = 0; s < q.stage_count; ++s) {  // the conv biases, 4 bytes each
+    const Stage& stage = q.stages[s];
+    if (stage.conv.bias != nullptr && tid < stage.conv.out_channels) {
+      __pipeline_memcpy_async(smem + stage.bias + tid, stage.conv.bias + tid, 4);
+    }
+  }
+  __pipeline_commit();
+  FDNN_CONV_NET_STAMP(stamps, 3);
+  // Every stage's staged planes: stage 0's from x, the zeros around the others'.
+  for (int s = 0; s < q.stage_count; ++s) {
+    const Stage& stage = q.stages[s];
+    stage_input(stage.conv, stage.staged_height, s == 0 ? q.x + n * q.input_floats : nullptr,
+                smem + stage.input);
+  }
+  __pipeline_commit();
+  if (layer_count > 1) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
 
-  int current = 0;  // the out[] buffer this layer writes
-  for (int s = 0; s < p.stage_count; ++s) {
-    const Stage& stage = p.stages[s];
-    stage_input(stage.conv, stage.staged_height, s == 0 ? p.x + n * p.input_floats : nullptr,
-                smem + p.out[current ^ 1], smem + p.staged);
-    const bool last = s + 1 == p.stage_count && p.head_count == 0;
-    float* output = last ? p.y + n * p.output_floats : smem + p.out[current];
-    if (!last) {
-      for (int e = threadIdx.x; e < stage.output_floats; e += kThreads) output[e] = 0.0f;
-    }
-    if (s == 0) __pipeline_wait_prior(1);
-    __syncthreads();
-    run_stage(stage, rank, smem + p.staged, smem + stage.filters, smem + p.scratch, output);
-    cluster.sync();  // every copy of this output is complete before anyone gathers it
-    current ^= 1;
+  Publisher publisher;
+  publisher.smem = smem;
+  publisher.rank = rank;
+  publisher.y_sample = q.y + n * q.output_floats;
+  publisher.cluster_ready = layer_count == 1;
+  for (int b = 0; b < kBlocks - 1; ++b) {
+    publisher.remote[b] = in_block(shared_address(smem), (rank + 1 + b) % kBlocks);
   }
-  __pipeline_wait_prior(0);
-  for (int l = 0; l < p.head_count; ++l) {
-    const HeadLayer& layer = p.head[l];
-    float* vector = smem + p.vector;
-    for (int i = threadIdx.x; i < layer.in; i += kThreads) {
-      vector[i] = gathered(smem + p.out[current ^ 1], i);
+  for (int l = 0; l < layer_count; ++l) {
+    [[maybe_unused]] const int phase = kLeadPhases + kPhasesPerLayer * l;
+    if (l == 0) {
+      __pipeline_wait_prior(0);  // this thread's conv biases
+      wait_for_phase_zero<AcquireScope::Block>(shared_address(smem));  // the filters
+    } else {
+      if (l == q.stage_count) {  // the head's weights
+        wait_for_phase_zero<AcquireScope::Block>(shared_address(smem + 2 * kHeadSlot));
+      }
+      wait_for_phase_zero<AcquireScope::Cluster>(shared_address(smem + 2 * l));
     }
-    const bool last = l + 1 == p.head_count;
-    float* output = last ? p.y + n * p.output_floats : smem + p.out[current];
-    if (!last) {
-      for (int e = threadIdx.x; e < layer.out; e += kThreads) output[e] = 0.0f;
+    FDNN_CONV_NET_STAMP(stamps, phase);
+    __syncthreads();  // this block's part of the input, the other threads' copies
+    FDNN_CONV_NET_STAMP(stamps, phase + 1);
+    if (l < q.stage_count) {
+      run_stage(q.stages[l], rank, smem, smem + q.scratch, publisher, stamps, phase + 2);
+    } else {
+      run_head_layer(q.head[l - q.stage_count], rank, smem, smem + q.scratch, publisher, stamps,
+                     phase + 2);
     }
-    __syncthreads();
-    run_head_layer(layer, rank, vector, smem + layer.weights, smem + p.scratch, output);
-    cluster.sync();  // as after a stage; after the last layer, no block leaves while its shared
-                     // memory may still be read
-    current ^= 1;
+    if (l == 0) publisher.wait_for_cluster();  // every thread waits for the barrier once
+    FDNN_CONV_NET_STAMP(stamps, phase + 4);
   }
 #endif
 }
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
+// The values block `rank` sends on for a stage (as finish_patch_to() and finish_item() produce
+// them): each of its patches' windows (or positions) inside the output and, unless they go to y,
+// inside the next stage's staged window.
+int64_t values_sent(const Stage& stage, int rank) {
+  const ConvPoolParams& p = stage.conv;
+  const Destination& to = stage.to;
+  const int64_t first = int64_t{rank} * stage.items_per_block;
+  const int64_t last = std::min<int64_t>(stage.items, first + stage.items_per_block);
+  auto kept = [&](int64_t row, int64_t col) {
+    if (to.global) return true;
+    const int64_t i = row - to.row_origin, j = col - to.col_origin;
+    return i >= 0 && i < to.rows && j >= 0 && j < to.cols;
+  };
+  int64_t sent = 0;
+  for (int64_t item = first; item < last; ++item) {
+    const Patch patch = patch_of(p, static_cast<int>(item));
+    const int64_t ty = patch.ty, tx = patch.tx;
+    if (p.pool_window == 2) {
+      sent += ty < p.pooled_height && tx < p.pooled_width && kept(ty, tx);
+      continue;
+    }
+    for (int64_t dy = 0; dy < ChannelTile::kR; ++dy) {
+      for (int64_t dx = 0; dx < ChannelTile::kC; ++dx) {
+        const int64_t row = ty * ChannelTile::kR - p.pool_padding_height + dy;
+        const int64_t col = tx * ChannelTile::kC - p.pool_padding_width + dx;
+        sent += row >= 0 && row < p.conv_height && col >= 0 && col < p.conv_width &&
+                kept(row, col);
+      }
+    }
+  }
+  return sent;
+}
+
+// The smallest power of two from 4 that is at least `columns`.
+int32_t slice_for(int64_t columns) {
+  int32_t slice = 4;
+  while (slice < columns) slice *= 2;
+  return slice;
+}
+
 }  // namespace
 
 struct ConvNetLaunch {
   ConvNetParams params;
   size_t shared_bytes = 0;
+  DeviceArray<float> head_image;
 };
+
+namespace {
+
+// The head image (ConvNetParams::head_image) from the layers' device weights, regrouped on the
+// host at load.
+DeviceArray<float> build_head_image(const std::vector<FusedMlpLayerDesc>& head,
+                                    const ConvNetParams& p) {
+  const size_t rank_floats = p.head_rank_floats;
+  std::vector<float> image(rank_floats * kBlocks, 0.0f);
+  size_t layer_offset = 0;  // within a block's run
+  for (size_t l = 0; l < head.size(); ++l) {
+    const FusedMlpLayerDesc& layer = head[l];
+    const HeadLayer& h = p.head[l];
+    std::vector<float> weight_t(static_cast<size_t>(layer.in) * layer.padded_out);
+    std::vector<float> bias(static_cast<size_t>(layer.out), 0.0f);
+    FDNN_CUDA_CHECK(cudaMemcpy(weight_t.data(), layer.weight_t, weight_t.size() * sizeof(float),
+                               cudaMemcpyDeviceToHost));
+    if (layer.bias != nullptr) {
+      FDNN_CUDA_CHECK(cudaMemcpy(bias.data(), layer.bias, bias.size() * sizeof(float),
+                                 cudaMemcpyDeviceToHost));
+    }
+    for (int rank = 0; rank < kBlocks; ++rank) {
+      float* run = image.data() + rank * rank_floats + layer_offset;
+      for (int c = 0; c < h.slice; ++c) {
+        const int column = rank * h.slice + c;
+        if (column >= layer.out) break;
+        for (int i = 0; i < layer.in; ++i) {
+          run[static_cast<size_t>(i) * h.slice + c] =
+              weight_t[static_cast<size_t>(i) * layer.padded_out + column];
+        }
+        run[static_cast<size_t>(layer.in) * h.slice + c] = bias[column];
+      }
+    }
+    layer_offset += static_cast<size_t>(layer.in) * h.slice + h.slice;
+  }
+  DeviceArray<float> device_image(image.size());
+  FDNN_CUDA_CHECK(cudaMemcpy(device_image.data(), image.data(), image.size() * sizeof(float),
+                             cudaMemcpyHostToDevice));
+  return device_image;
+}
+
+}  // namespace
 
 ConvNetMode conv_net_mode() {
   const char* knob = std::getenv("FUSEDNN_CUDA_SINGLE_LAUNCH");
@@ -360,7 +623,16 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
   auto launch = std::make_shared<ConvNetLaunch>();
   ConvNetParams& p = launch->params;
   p = ConvNetParams{};
-  int64_t filter_floats = 0, staged_floats = 0, out_floats = 0, vector_floats = 0;
+  p.stage_count = static_cast<int32_t>(stages.size());
+  p.head_count = static_cast<int32_t>(head.size());
+  // Shared memory in floats, regions in the order they are placed; every region starts on 16
+  // bytes.
+  int64_t offset = kParamsFloats;
+  auto place = [&offset](int64_t floats) {
+    const int64_t at = offset;
+    offset += round_up(floats, 4);
+    return static_cast<uint32_t>(at);
+  };
   int64_t scratch_floats = kThreads;
   int64_t previous_output = -1;  // floats per sample of the previous layer's output
   for (size_t s = 0; s < stages.size(); ++s) {
@@ -393,18 +665,18 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     const int64_t per_split = (reduction_rows + wanted - 1) / wanted;
     stage.rows_per_split = static_cast<int32_t>(per_split);
     stage.splits = static_cast<int32_t>((reduction_rows + per_split - 1) / per_split);
-    stage.filters = static_cast<uint32_t>(filter_floats);
-    filter_floats += shape.weight_floats;  // a multiple of 4
-    staged_floats =
-        std::max<int64_t>(staged_floats, int64_t{d.in_channels} * stage.conv.plane_floats);
+    stage.filters = place(shape.weight_floats);
+    stage.bias = place(d.out_channels);
+    stage.input = place(int64_t{d.in_channels} * stage.conv.plane_floats);
     if (stage.splits > 1) {
       scratch_floats =
           std::max<int64_t>(scratch_floats, per_block * stage.splits * ChannelTile::kValues);
     }
-    if (s + 1 < stages.size() || !head.empty()) out_floats = std::max(out_floats, previous_output);
   }
-  p.stage_count = static_cast<int32_t>(stages.size());
-  int64_t offset = filter_floats;
+  // The head: each block's part of every layer (its columns' weights, then their bias) as one
+  // contiguous run of the head image, placed in shared memory as it is in the image.
+  int64_t rank_floats = 0;
+  p.head_base = static_cast<uint32_t>(offset);
   for (size_t l = 0; l < head.size(); ++l) {
     const FusedMlpLayerDesc& layer = head[l];
     if (layer.weight_t == nullptr || layer.in != previous_output || layer.out < 1 ||
@@ -412,38 +684,78 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
       return false;
     }
     HeadLayer& h = p.head[l];
-    h.weight_t = layer.weight_t;
-    h.bias = layer.bias;
+    h.has_bias = layer.bias != nullptr;
     h.in = layer.in;
     h.out = layer.out;
-    h.padded_out = layer.padded_out;
-    h.slice = static_cast<int32_t>(round_up((layer.out + kBlocks - 1) / kBlocks, 4));
+    h.slice = slice_for((layer.out + kBlocks - 1) / kBlocks);
     if (h.slice > kThreads) return false;
     h.per_column = kThreads / h.slice;
-    h.weights = static_cast<uint32_t>(offset);
-    offset += int64_t{layer.in} * h.slice;
+    h.weights = static_cast<uint32_t>(p.head_base + rank_floats);
+    h.bias_at = static_cast<uint32_t>(h.weights + int64_t{layer.in} * h.slice);
+    rank_floats += int64_t{layer.in} * h.slice + h.slice;  // slice: a multiple of 4
     h.epilogue = layer.epilogue;
-    vector_floats = std::max<int64_t>(vector_floats, layer.in);
+    scratch_floats = std::max<int64_t>(scratch_floats, int64_t{h.per_column} * (h.slice + 1));
     previous_output = layer.out;
-    if (l + 1 < head.size()) out_floats = std::max<int64_t>(out_floats, layer.out);
   }
-  p.head_count = static_cast<int32_t>(head.size());
+  place(rank_floats);
+  p.head_rank_floats = static_cast<uint32_t>(rank_floats);
+  for (size_t l = 0; l < head.size(); ++l) p.head[l].input = place(head[l].in);
   p.output_floats = static_cast<int32_t>(previous_output);
+  p.scratch = place(scratch_floats);
 
-  // Shared memory: filters, head columns, staged input, the head's input vector, two output
-  // copies, scratch.
-  p.staged = static_cast<uint32_t>(offset);
-  offset += round_up(staged_floats, 4);
-  p.vector = static_cast<uint32_t>(offset);
-  offset += round_up(vector_floats, 4);
-  for (uint32_t& out : p.out) {
-    out = static_cast<uint32_t>(offset);
-    offset += round_up(out_floats, 4);
+  // Where each layer's outputs go, and what each block's mbarrier for them waits for.
+  const int layer_count = p.stage_count + p.head_count;
+  for (int l = 0; l < layer_count; ++l) {
+    Destination& to = l < p.stage_count ? p.stages[l].to : p.head[l - p.stage_count].to;
+    to.global = l + 1 == layer_count;
+    to.barrier = static_cast<uint32_t>(sizeof(uint64_t) * (l + 1));
+    if (to.global) continue;
+    if (l + 1 < p.stage_count) {
+      const Stage& next = p.stages[l + 1];
+      to.base = next.input;
+      to.channel_stride = next.conv.plane_floats;
+      to.row_stride = next.conv.row_pitch;
+      to.row_origin = next.conv.origin_row;
+      to.col_origin = next.conv.origin_col;
+      to.rows = next.staged_height;
+      to.cols = next.conv.staged_width;
+    } else if (l + 1 == p.stage_count) {  // flattened into the head's input
+      const ConvPoolParams& last = p.stages[l].conv;
+      to.base = p.head[0].input;
+      to.channel_stride = last.pooled_height * last.pooled_width;
+      to.row_stride = last.pooled_width;
+      to.rows = last.pooled_height;
+      to.cols = last.pooled_width;
+    } else {
+      to.base = p.head[l + 1 - p.stage_count].input;
+    }
+    int64_t sent[kBlocks], total = 0;
+    for (int rank = 0; rank < kBlocks; ++rank) {
+      if (l < p.stage_count) {
+        sent[rank] = values_sent(p.stages[l], rank);
+      } else {
+        const HeadLayer& h = p.head[l - p.stage_count];
+        sent[rank] = std::max<int64_t>(0, std::min<int64_t>(h.out, (rank + 1) * h.slice) -
+                                              int64_t{rank} * h.slice);
+      }
+      total += sent[rank];
+    }
+    for (int rank = 0; rank < kBlocks; ++rank) {
+      p.expected_bytes[l + 1][rank] = static_cast<uint32_t>(sizeof(float) * (total - sent[rank]));
+    }
   }
-  p.scratch = static_cast<uint32_t>(offset);
-  offset += round_up(scratch_floats, 4);
+
   launch->shared_bytes = static_cast<size_t>(offset) * sizeof(float);
   if (launch->shared_bytes > device.shared_per_block_optin) return false;
+  if (!head.empty()) {
+    try {
+      launch->head_image = build_head_image(head, p);
+    } catch (const std::exception&) {
+      cudaGetLastError();
+      return false;
+    }
+    p.head_image = launch->head_image.data();
+  }
   if (cudaFuncSetAttribute(conv_net_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(launch->shared_bytes)) != cudaSuccess) {
     cudaGetLastError();

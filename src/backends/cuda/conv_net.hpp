@@ -45,12 +45,12 @@ struct ConvNetPlan {
 };
 
 // The batches the single launch takes unless FUSEDNN_CUDA_SINGLE_LAUNCH says otherwise: where it
-// measured faster than the per-layer kernels. LeNet-5 on an H100 (2026-11-23), us per call, one
-// launch against one per layer: batch 1 22.4 / 21.0, 2 22.4 / 22.0, 3 22.2 / 23.2,
-// 4 22.4 / 23.8, 5 22.1 / 26.4, 6 22.1 / 27.0, 8 22.3 / 28.0, 12 22.7 / 27.7, 16 28.4 / 28.0,
-// 32 47.2 / 28.0. Each layer costs the cluster about what its own kernel costs; what the single
-// launch saves is the gaps between launches (bench/cuda/NOTES.md, version 7).
-constexpr int64_t kConvNetDefaultMinBatch = 3;
+// measured faster than the per-layer kernels. LeNet-5 on an H100 (2026-11-25, outputs pushed by
+// st.async, weights by bulk copies), us per call, one launch against one per layer: batch 1
+// 16.80 / 16.85, 2 17.05 / 17.48, 4 17.00 / 18.08, 8 16.93 / 18.19, 16 31.8 / 18.5 (clusters of
+// 8 no longer fit at once). Batch 12 was faster on the version before this one (20.0 / 18.4 then,
+// 2.6 us slower than this one at batches 1 to 8; bench/cuda/NOTES.md, version 13).
+constexpr int64_t kConvNetDefaultMinBatch = 2;
 constexpr int64_t kConvNetDefaultMaxBatch = 12;
 
 enum class ConvNetMode {

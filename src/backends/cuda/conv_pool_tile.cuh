@@ -168,19 +168,18 @@ __device__ __forceinline__ void apply_epilogue_to_all(const DeviceEpilogue& epil
   }
 }
 
-// Bias, epilogue, pooling and the stores of one patch: channel group g, patch (ty, tx) of a whole
-// sample whose output planes start at `y_sample` (global or shared memory). One channel at a
-// time, so that the epilogue's temporaries sit next to one channel's kR x kC values (the whole
-// tile at once spilled) and channels past out_channels (the group's padding) skip it.
-template <class T>
-__device__ __forceinline__ void finish_patch(const ConvPoolParams& p,
-                                             const float (&acc)[T::kValues], float* y_sample,
-                                             int g, int ty, int tx) {
+// Bias, epilogue and pooling of one patch, channel group g, patch (ty, tx) of a whole sample:
+// store(channel, row, column, value) for each of its outputs inside the (pooled) output planes.
+// `bias` is [out_channels] (global or shared memory) or null. One channel at a time, so that the
+// epilogue's temporaries sit next to one channel's kR x kC values (the whole tile at once
+// spilled) and channels past out_channels (the group's padding) skip it.
+template <class T, class Store>
+__device__ __forceinline__ void finish_patch_to(const ConvPoolParams& p, const float* bias,
+                                                const float (&acc)[T::kValues], int g, int ty,
+                                                int tx, Store&& store) {
   constexpr int kPositions = T::kR * T::kC;
   constexpr int kWindowRows = T::kR / 2, kWindowCols = T::kC / 2;  // 2x2 windows in the patch
   const int co0 = g * T::kCo;
-  const int plane = p.pooled_height * p.pooled_width;
-  float* const y = y_sample + co0 * static_cast<int64_t>(plane);
   // Conv coordinates of the patch's top-left position (negative inside the pooling padding).
   const int r0 = ty * T::kR - p.pool_padding_height;
   const int c0 = tx * T::kC - p.pool_padding_width;
@@ -195,7 +194,9 @@ __device__ __forceinline__ void finish_patch(const ConvPoolParams& p,
 #pragma unroll
   for (int dx = 0; dx < T::kC; ++dx) col_inside[dx] = c0 + dx >= 0 && c0 + dx < p.conv_width;
   const bool pooled = p.pool_window == 2;
-  int offset[kPositions];  // pooled: only the first kWindowRows x kWindowCols are used
+  // Each window's or position's output row and column; row < 0 marks one past the output.
+  // Pooled: only the first kWindowRows x kWindowCols are used.
+  int out_row[kPositions], out_col[kPositions];
   float divisor[kWindowRows * kWindowCols];
   if (pooled) {
 #pragma unroll
@@ -205,7 +206,8 @@ __device__ __forceinline__ void finish_patch(const ConvPoolParams& p,
         const int py = ty * kWindowRows + pi;
         const int px = tx * kWindowCols + pj;
         const int w = pi * kWindowCols + pj;
-        offset[w] = (py < p.pooled_height && px < p.pooled_width) ? py * p.pooled_width + px : -1;
+        out_row[w] = (py < p.pooled_height && px < p.pooled_width) ? py : -1;
+        out_col[w] = px;
         const int row_start = r0 + 2 * pi, col_start = c0 + 2 * pj;
         const int row_begin = max(row_start, 0), row_end = min(row_start + 2, p.conv_height);
         const int col_begin = max(col_start, 0), col_end = min(col_start + 2, p.conv_width);
@@ -226,24 +228,23 @@ __device__ __forceinline__ void finish_patch(const ConvPoolParams& p,
     for (int dy = 0; dy < T::kR; ++dy)
 #pragma unroll
       for (int dx = 0; dx < T::kC; ++dx) {
-        offset[dy * T::kC + dx] =
-            (row_inside[dy] && col_inside[dx]) ? (r0 + dy) * p.pooled_width + c0 + dx : -1;
+        out_row[dy * T::kC + dx] = (row_inside[dy] && col_inside[dx]) ? r0 + dy : -1;
+        out_col[dy * T::kC + dx] = c0 + dx;
       }
   }
 
 #pragma unroll
   for (int j = 0; j < T::kCo; ++j) {
     if (co0 + j >= p.out_channels) continue;
-    const float b = p.bias != nullptr ? p.bias[co0 + j] : 0.0f;
+    const float b = bias != nullptr ? bias[co0 + j] : 0.0f;
     float values[kPositions];
 #pragma unroll
     for (int v = 0; v < kPositions; ++v) values[v] = acc[v * T::kCo + j] + b;
     apply_epilogue_to_all(p.epilogue, values);
-    float* const out = y + j * static_cast<int64_t>(plane);
     if (!pooled) {
 #pragma unroll
       for (int v = 0; v < kPositions; ++v) {
-        if (offset[v] >= 0) out[offset[v]] = values[v];
+        if (out_row[v] >= 0) store(co0 + j, out_row[v], out_col[v], values[v]);
       }
       continue;
     }
@@ -252,7 +253,7 @@ __device__ __forceinline__ void finish_patch(const ConvPoolParams& p,
 #pragma unroll
       for (int pj = 0; pj < kWindowCols; ++pj) {
         const int w = pi * kWindowCols + pj;
-        if (offset[w] < 0) continue;
+        if (out_row[w] < 0) continue;
         // The window's conv outputs in the CPU backend's order: rows top to bottom, columns
         // left to right, only those inside the output.
         float result;
@@ -280,9 +281,22 @@ __device__ __forceinline__ void finish_patch(const ConvPoolParams& p,
             }
           result = divisor[w] == 0.0f ? 0.0f : sum / divisor[w];
         }
-        out[offset[w]] = result;
+        store(co0 + j, out_row[w], out_col[w], result);
       }
   }
+}
+
+// finish_patch_to() into the sample's output planes at `y_sample` (global or shared memory),
+// with the parameters' bias.
+template <class T>
+__device__ __forceinline__ void finish_patch(const ConvPoolParams& p,
+                                             const float (&acc)[T::kValues], float* y_sample,
+                                             int g, int ty, int tx) {
+  const int plane = p.pooled_height * p.pooled_width;
+  const int width = p.pooled_width;
+  finish_patch_to<T>(p, p.bias, acc, g, ty, tx, [&](int channel, int row, int col, float value) {
+    y_sample[channel * static_cast<int64_t>(plane) + row * width + col] = value;
+  });
 }
 
 

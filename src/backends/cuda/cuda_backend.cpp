@@ -762,6 +762,7 @@ CudaBackend::~CudaBackend() {
   // weights on a caller's stream, which may be gone: wait for the device before freeing them.
   if (unordered_runs_.load(std::memory_order_acquire)) cudaDeviceSynchronize();
   ops_.clear();
+  single_launch_ = ConvNetPlan();  // its head image
   cublaslt_.reset();
   weights_ = DeviceArray<float>();
   tensor_core_images_ = DeviceArray<uint32_t>();

@@ -92,21 +92,6 @@ void cluster_image_offsets(const RowImageLayer* layers, int layer_count, int32_t
 }
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-// The same shared-memory location in block `rank` of the cluster.
-__device__ __forceinline__ uint32_t in_block(uint32_t address, int rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
-  return remote;
-}
-
-// 4 bytes into another block's shared memory, counted on that block's mbarrier.
-__device__ __forceinline__ void store_remote(uint32_t address, float value, uint32_t barrier) {
-  asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(address),
-      "r"(__float_as_uint(value)), "r"(barrier)
-      : "memory");
-}
-
 // The general epilogue as one out-of-line function: inlined into every unrolled layer, its
 // transcendental functions tripled the kernel's code, and a model's first load waits for it.
 __device__ __noinline__ float general_epilogue(const DeviceEpilogue& epilogue, float x) {

@@ -1,5 +1,6 @@
-// The mbarrier waits and shared-memory addresses the cluster kernels share (the small-batch
-// Linear's cluster form, the small-batch MLP's cluster form): sm_90 and newer only.
+// The mbarrier waits, shared-memory addresses and counted remote stores the cluster kernels share
+// (the small-batch Linear's and the small-batch MLP's cluster forms, the whole-network conv
+// kernel): sm_90 and newer only.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,39 @@ __device__ __forceinline__ void wait_for_phase_zero(uint32_t barrier) {
 }
 
 #undef FDNN_TRY_WAIT_PARITY_ZERO
+
+// The same shared-memory location in block `rank` of the cluster.
+__device__ __forceinline__ uint32_t in_block(uint32_t address, int rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+  return remote;
+}
+
+// This thread's arrival on the mbarrier at `barrier` (initialised with a count of 1), expecting
+// `bytes` of asynchronous copies or counted stores.
+__device__ __forceinline__ void expect_bytes(uint32_t barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes)
+               : "memory");
+}
+
+// `bytes` (a multiple of 16, both addresses on 16 bytes) from global memory into this block's
+// shared memory, counted on its mbarrier.
+__device__ __forceinline__ void bulk_copy(uint32_t destination, const float* source,
+                                          uint32_t bytes, uint32_t barrier) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(destination),
+      "l"(source), "r"(bytes), "r"(barrier)
+      : "memory");
+}
+
+// 4 bytes into another block's shared memory, counted on that block's mbarrier.
+__device__ __forceinline__ void store_remote(uint32_t address, float value, uint32_t barrier) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(address),
+      "r"(__float_as_uint(value)), "r"(barrier)
+      : "memory");
+}
 #endif
 
 }  // namespace fusednn::cuda

@@ -231,17 +231,7 @@ small_batch_linear_kernel(const __grid_constant__ SmallBatchParams p) {
 #endif
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-// `bytes` from global memory into this block's shared memory, counted on its mbarrier.
-__device__ __forceinline__ void bulk_copy(uint32_t destination, const float* source,
-                                          uint32_t bytes, uint32_t barrier) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(destination),
-      "l"(source), "r"(bytes), "r"(barrier)
-      : "memory");
-}
-
-// The same into both blocks of the cluster, at the same offsets, counted on each one's mbarrier.
+// bulk_copy() (mbarrier.cuh) into both blocks of the cluster, at the same offsets, counted on each one's mbarrier.
 __device__ __forceinline__ void bulk_copy_to_both(uint32_t destination, const float* source,
                                                   uint32_t bytes, uint32_t barrier) {
   const uint16_t both = 0x3;

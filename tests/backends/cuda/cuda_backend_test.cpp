@@ -653,7 +653,7 @@ TEST(CudaBackend, FusedConvPoolGeometries) {
 
 // The whole network in one launch (conv_net.cu): checked against the CPU by the FusedConv tests
 // (which run every net with it forced on up to the SM count and with it off); here, the
-// launches a run makes: by default one for batches 3 to 12 and one per layer outside them;
+// launches a run makes: by default one for batches 2 to 12 and one per layer outside them;
 // FUSEDNN_CUDA_SINGLE_LAUNCH=1, one up to the SM count; =0, one per layer. On nets that take
 // it (a conv stack with and without an MLP head, 5x5, 3x3 and strided taps, max and average
 // pooling, a conv without pooling) and one that does not (an activation before the first conv).
@@ -699,7 +699,9 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
     count_kernels(c.net, 12, &kernels);
     EXPECT_EQ(kernels, single) << "batch 12";
     count_kernels(c.net, 2, &kernels);
-    EXPECT_EQ(kernels, c.per_layer) << "batch 2";
+    EXPECT_EQ(kernels, single) << "batch 2";
+    count_kernels(c.net, 1, &kernels);
+    EXPECT_EQ(kernels, c.per_layer) << "batch 1";
     count_kernels(c.net, 13, &kernels);
     EXPECT_EQ(kernels, c.per_layer) << "batch 13";
     {
