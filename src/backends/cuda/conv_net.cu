@@ -124,9 +124,9 @@ struct alignas(16) ConvNetParams {
 };
 
 // Shared memory, in floats: the mbarriers (slot 0: the filters' bulk copies; slot l: layer l's
-// input; slot kHeadSlot: the head's bulk copy), a copy of the parameters (each thread reads many
-// fields, and a field is a constant-cache miss on every launch's new parameters), then the
-// plan's regions from kParamsFloats on.
+// input; slot kHeadSlot: the head's bulk copy), a copy of the parameters (read there rather than
+// through the constant cache; that alone measured no faster, 20.0 against 19.0 us: NOTES.md
+// version 13), then the plan's regions from kParamsFloats on.
 constexpr int kHeadSlot = kMaxLayers;
 constexpr uint32_t kBarrierFloats = (2 * (kHeadSlot + 1) + 3) / 4 * 4;
 constexpr uint32_t kParamsFloats =
