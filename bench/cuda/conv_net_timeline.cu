@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "timeline_report.hpp"
+
 namespace {
 
 using namespace fusednn::cuda;
@@ -61,32 +63,12 @@ const char* const kLayerPhases[] = {"input arrived", "block synced", "partials d
 constexpr int kLead = 4, kPerLayer = 5;
 
 void report(const char* how, int layer_count) {
-  static unsigned long long host[kTimelineSlots][kTimelinePhases];
-  static long long clocks[kTimelineSlots][kTimelinePhases];
-  cudaMemcpyFromSymbol(host, kernel_timeline, sizeof host);
-  cudaMemcpyFromSymbol(clocks, kernel_timeline_clocks, sizeof clocks);
-  const int phases = kLead + kPerLayer * layer_count;
-  std::vector<std::vector<double>> since_entry(phases);
-  std::vector<double> gaps, megahertz;
-  for (int i = 0; i < kLaunches; ++i) {
-    for (int s = 1; s < phases; ++s) since_entry[s].push_back(double(host[i][s] - host[i][0]));
-    if (i > 0) gaps.push_back(double(host[i][0]) - double(host[i - 1][phases - 1]));
-    megahertz.push_back(1e3 * double(clocks[i][phases - 1] - clocks[i][0]) /
-                        double(host[i][phases - 1] - host[i][0]));
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  std::printf("{\"paced_by\": \"%s\", \"ns_since_entry\": {", how);
-  for (int s = 1; s < phases; ++s) {
-    const std::string name = s < kLead ? kLeadPhases[s]
-                                       : std::string(kLayerNames[(s - kLead) / kPerLayer]) + " " +
-                                             kLayerPhases[(s - kLead) % kPerLayer];
-    std::printf("%s\"%s\": %.0f", s > 1 ? ", " : "", name.c_str(), median(since_entry[s]));
-  }
-  std::printf("}, \"gap_to_next_entry_ns\": %.0f, \"sm_clock_mhz\": %.0f, \"status\": \"%s\"}\n",
-              median(gaps), median(megahertz), cudaGetErrorString(cudaGetLastError()));
+  print_timeline(std::string("\"paced_by\": \"") + how + "\"", kLaunches,
+                 kLead + kPerLayer * layer_count, [](int s) {
+                   return s < kLead ? std::string(kLeadPhases[s])
+                                    : std::string(kLayerNames[(s - kLead) / kPerLayer]) + " " +
+                                          kLayerPhases[(s - kLead) % kPerLayer];
+                 });
 }
 
 template <typename T>
@@ -202,45 +184,13 @@ int run() {
   }
   std::printf("{\"max_relative_error\": %.3g}\n", worst);
 
-  const int layers = 5;
-  cudaGraph_t graph;
-  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
-  for (int i = 0; i < kLaunches; ++i) launch_conv_net(plan, device_x, y, 1, stream);
-  cudaStreamEndCapture(stream, &graph);
-  cudaGraphExec_t exec;
-  cudaGraphInstantiate(&exec, graph, 0);
-  for (int repeat = 0; repeat < 3; ++repeat) {
-    unsigned int zero = 0;
-    cudaMemcpyToSymbol(kernel_timeline_launches, &zero, sizeof zero);
-    cudaGraphLaunch(exec, stream);
-    cudaStreamSynchronize(stream);
-    report("graph", layers);
-  }
-  for (int repeat = 0; repeat < 2; ++repeat) {
-    unsigned int zero = 0;
-    cudaMemcpyToSymbol(kernel_timeline_launches, &zero, sizeof zero);
-    cudaEvent_t start, stop;
-    cudaEventCreate(&start);
-    cudaEventCreate(&stop);
-    cudaEventRecord(start, stream);
-    for (int i = 0; i < kLaunches; ++i) launch_conv_net(plan, device_x, y, 1, stream);
-    cudaEventRecord(stop, stream);
-    cudaStreamSynchronize(stream);
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, start, stop);
-    std::printf("{\"host_loop_us_per_call\": %.2f}\n", 1e3 * ms / kLaunches);
-    report("host loop", layers);
-  }
+  run_timelines(
+      stream, kLaunches,
+      [&](cudaStream_t on) { launch_conv_net(plan, device_x, y, 1, on); },
+      [](const char* how) { report(how, 5); });
   return 0;
 }
 
 }  // namespace
 
-int main() {
-  try {
-    return run();
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "failed: %s\n", error.what());
-    return 1;
-  }
-}
+int main() { return run_probe(run); }

@@ -19,6 +19,8 @@
 #include <random>
 #include <string>
 
+#include "timeline_report.hpp"
+
 namespace {
 
 using fusednn::cuda::FusedMlpLayerDesc;
@@ -40,34 +42,13 @@ constexpr int kLead = sizeof(kLeadPhases) / sizeof(kLeadPhases[0]);
 constexpr int kPerLayer = sizeof(kLayerPhases) / sizeof(kLayerPhases[0]);
 
 void report(const char* how, int layer_count) {
-  using fusednn::cuda::kTimelinePhases;
-  using fusednn::cuda::kTimelineSlots;
-  static unsigned long long host[kTimelineSlots][kTimelinePhases];
-  static long long clocks[kTimelineSlots][kTimelinePhases];
-  cudaMemcpyFromSymbol(host, fusednn::cuda::kernel_timeline, sizeof host);
-  cudaMemcpyFromSymbol(clocks, fusednn::cuda::kernel_timeline_clocks, sizeof clocks);
-  const int phases = kLead + kPerLayer * layer_count;
-  std::vector<std::vector<double>> since_entry(phases);
-  std::vector<double> gaps, megahertz;
-  for (int i = 0; i < kLaunches; ++i) {
-    for (int s = 1; s < phases; ++s) since_entry[s].push_back(double(host[i][s] - host[i][0]));
-    if (i > 0) gaps.push_back(double(host[i][0]) - double(host[i - 1][phases - 1]));
-    megahertz.push_back(1e3 * double(clocks[i][phases - 1] - clocks[i][0]) /
-                        double(host[i][phases - 1] - host[i][0]));
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  std::printf("{\"form\": \"%s\", \"paced_by\": \"%s\", \"ns_since_entry\": {", kFormName, how);
-  for (int s = 1; s < phases; ++s) {
-    std::string name = s < kLead ? kLeadPhases[s]
-                                 : "layer " + std::to_string((s - kLead) / kPerLayer) + " " +
-                                       kLayerPhases[(s - kLead) % kPerLayer];
-    std::printf("%s\"%s\": %.0f", s > 1 ? ", " : "", name.c_str(), median(since_entry[s]));
-  }
-  std::printf("}, \"gap_to_next_entry_ns\": %.0f, \"sm_clock_mhz\": %.0f, \"status\": \"%s\"}\n",
-              median(gaps), median(megahertz), cudaGetErrorString(cudaGetLastError()));
+  const std::string fields =
+      std::string("\"form\": \"") + kFormName + "\", \"paced_by\": \"" + how + "\"";
+  print_timeline(fields, kLaunches, kLead + kPerLayer * layer_count, [](int s) {
+    return s < kLead ? std::string(kLeadPhases[s])
+                     : "layer " + std::to_string((s - kLead) / kPerLayer) + " " +
+                           kLayerPhases[(s - kLead) % kPerLayer];
+  });
 }
 
 void launch(const FusedMlpPlan& plan, const float* x, float* y, cudaStream_t stream) {
@@ -138,34 +119,10 @@ int run() {
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
 
-  cudaGraph_t graph;
-  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
-  for (int i = 0; i < kLaunches; ++i) launch(plan, x, y, stream);
-  cudaStreamEndCapture(stream, &graph);
-  cudaGraphExec_t exec;
-  cudaGraphInstantiate(&exec, graph, 0);
-  for (int repeat = 0; repeat < 3; ++repeat) {
-    unsigned int zero = 0;
-    cudaMemcpyToSymbol(kernel_timeline_launches, &zero, sizeof zero);
-    cudaGraphLaunch(exec, stream);
-    cudaStreamSynchronize(stream);
-    report("graph", 3);
-  }
-  for (int repeat = 0; repeat < 3; ++repeat) {
-    unsigned int zero = 0;
-    cudaMemcpyToSymbol(kernel_timeline_launches, &zero, sizeof zero);
-    for (int i = 0; i < kLaunches; ++i) launch(plan, x, y, stream);
-    cudaStreamSynchronize(stream);
-    report("host loop", 3);
-  }
+  run_timelines(
+      stream, kLaunches, [&](cudaStream_t on) { launch(plan, x, y, on); },
+      [](const char* how) { report(how, 3); });
   return 0;
 }
 
-int main() {
-  try {
-    return run();
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "failed: %s\n", error.what());
-    return 1;
-  }
-}
+int main() { return run_probe(run); }
