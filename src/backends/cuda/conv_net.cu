@@ -125,8 +125,8 @@ struct alignas(16) ConvNetParams {
 
 // Shared memory, in floats: the mbarriers (slot 0: the filters' bulk copies; slot l: layer l's
 // input; slot kHeadSlot: the head's bulk copy), a copy of the parameters (read there rather than
-// through the constant cache; that alone measured no faster, 20.0 against 19.0 us: NOTES.md
-// version 13), then the plan's regions from kParamsFloats on.
+// through the constant cache; the kernel with the copy and nothing else changed took 20.0 us,
+// without it 19.0: NOTES.md version 13), then the plan's regions from kParamsFloats on.
 constexpr int kHeadSlot = kMaxLayers;
 constexpr uint32_t kBarrierFloats = (2 * (kHeadSlot + 1) + 3) / 4 * 4;
 constexpr uint32_t kParamsFloats =
@@ -159,7 +159,9 @@ struct Stamps {
   bool on;
   int last;
 };
-#define FDNN_CONV_NET_STAMP(stamps, phase) FDNN_TIMELINE((stamps).on, phase, (stamps).last)
+// Phases past the timeline's row (nets of more than 5 layers) are not stamped.
+#define FDNN_CONV_NET_STAMP(stamps, phase) \
+  FDNN_TIMELINE((stamps).on && (phase) <= (stamps).last, phase, (stamps).last)
 
 // Sends one output value to every block's copy of the next layer's input (this block's by a
 // plain store, the others' by st.async counted on their mbarrier), or to y. Before this thread's
@@ -408,13 +410,13 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
   const int64_t n = blockIdx.x / kBlocks;
   const int tid = threadIdx.x;
   const int layer_count = p.stage_count + p.head_count;
-  [[maybe_unused]] const Stamps stamps{blockIdx.x == 0,
-                                       kLeadPhases + kPhasesPerLayer * layer_count - 1};
+  [[maybe_unused]] const Stamps stamps{
+      blockIdx.x == 0, min(kLeadPhases + kPhasesPerLayer * layer_count, kTimelinePhases) - 1};
   FDNN_CONV_NET_STAMP(stamps, 0);
 
   // The parameters into shared memory first (one round trip, then every field at shared-memory
-  // latency), then every stage's filters and biases (group 1), then this block's columns of
-  // every head layer and the head's biases (group 2): the stages wait for the first only.
+  // latency); then thread 0 sets up the mbarriers and starts the bulk copies (the filters, this
+  // block's run of the head image) while the others copy the conv biases and x (cp.async).
   {
     const float4* source = reinterpret_cast<const float4*>(&p);
     float4* destination = shared_memory + kBarrierFloats / 4;
@@ -460,8 +462,9 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
   FDNN_CONV_NET_STAMP(stamps, 2);
   for (int s = 0; s < q.stage_count; ++s) {  // the conv biases, 4 bytes each
     const Stage& stage = q.stages[s];
-    if (stage.conv.bias != nullptr && tid < stage.conv.out_channels) {
-      __pipeline_memcpy_async(smem + stage.bias + tid, stage.conv.bias + tid, 4);
+    if (stage.conv.bias == nullptr) continue;
+    for (int c = tid; c < stage.conv.out_channels; c += kThreads) {
+      __pipeline_memcpy_async(smem + stage.bias + c, stage.conv.bias + c, 4);
     }
   }
   __pipeline_commit();
@@ -486,7 +489,8 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
   for (int l = 0; l < layer_count; ++l) {
     [[maybe_unused]] const int phase = kLeadPhases + kPhasesPerLayer * l;
     if (l == 0) {
-      __pipeline_wait_prior(0);  // this thread's conv biases
+      __pipeline_wait_prior(0);  // this thread's conv biases and x
+      __syncthreads();  // everyone's, and thread 0 has initialised the mbarriers
       wait_for_phase_zero<AcquireScope::Block>(shared_address(smem));  // the filters
     } else {
       if (l == q.stage_count) {  // the head's weights
@@ -647,8 +651,12 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     const int64_t input = int64_t{d.in_channels} * d.in_height * d.in_width;
     if (s == 0) {
       p.input_floats = static_cast<int32_t>(input);
-    } else if (input != previous_output) {
-      return false;
+    } else {
+      const ConvPoolDesc& before = stages[s - 1].plan->desc;
+      if (d.in_channels != before.out_channels || d.in_height != before.pooled_height ||
+          d.in_width != before.pooled_width) {
+        return false;
+      }
     }
     previous_output = int64_t{d.out_channels} * d.pooled_height * d.pooled_width;
     stage.output_floats = static_cast<int32_t>(previous_output);
@@ -756,8 +764,16 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     }
     p.head_image = launch->head_image.data();
   }
-  if (cudaFuncSetAttribute(conv_net_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(launch->shared_bytes)) != cudaSuccess) {
+  // The kernel's body exists only where it was built for compute capability 9.0 or newer: a
+  // library built for older targets alone reaches an H100 as PTX with an empty body. The
+  // shared-memory limit is the device's most, not this model's need: the attribute is the
+  // kernel's, shared by every model in the process, and a smaller model's plan would otherwise
+  // lower it under a larger one's launches.
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, conv_net_kernel) != cudaSuccess ||
+      attributes.ptxVersion < 90 ||
+      cudaFuncSetAttribute(conv_net_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(device.shared_per_block_optin)) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }

@@ -47,9 +47,8 @@ struct ConvNetPlan {
 // The batches the single launch takes unless FUSEDNN_CUDA_SINGLE_LAUNCH says otherwise: where it
 // measured faster than the per-layer kernels. LeNet-5 on an H100 (2026-11-25, outputs pushed by
 // st.async, weights by bulk copies), us per call, one launch against one per layer: batch 1
-// 16.80 / 16.85, 2 17.05 / 17.48, 4 17.00 / 18.08, 8 16.93 / 18.19, 16 31.8 / 18.5 (clusters of
-// 8 no longer fit at once). Batch 12 was faster on the version before this one (20.0 / 18.4 then,
-// 2.6 us slower than this one at batches 1 to 8; bench/cuda/NOTES.md, version 13).
+// 16.80 / 16.85, 2 17.05 / 17.48, 4 17.00 / 18.08, 8 16.93 / 18.19, 12 17.26 / 18.44,
+// 16 31.8 / 18.5 (16 clusters of 8 do not fit at once); bench/cuda/NOTES.md, version 13.
 constexpr int64_t kConvNetDefaultMinBatch = 2;
 constexpr int64_t kConvNetDefaultMaxBatch = 12;
 

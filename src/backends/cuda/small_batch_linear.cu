@@ -231,7 +231,8 @@ small_batch_linear_kernel(const __grid_constant__ SmallBatchParams p) {
 #endif
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-// bulk_copy() (mbarrier.cuh) into both blocks of the cluster, at the same offsets, counted on each one's mbarrier.
+// bulk_copy() (mbarrier.cuh) into both blocks of the cluster, at the same offsets, counted on
+// each one's mbarrier.
 __device__ __forceinline__ void bulk_copy_to_both(uint32_t destination, const float* source,
                                                   uint32_t bytes, uint32_t barrier) {
   const uint16_t both = 0x3;
