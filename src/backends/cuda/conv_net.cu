@@ -435,10 +435,9 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
     // arrival itself is relaxed.
     for (int slot = 0; slot <= kHeadSlot; ++slot) {
       if (slot >= layer_count && (slot < kHeadSlot || q.head_count == 0)) continue;
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(smem + 2 * slot))
-                   : "memory");
+      init_single_arrival(shared_address(smem + 2 * slot));
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    publish_mbarrier_init();
     for (int l = 1; l < layer_count; ++l) {
       expect_bytes(shared_address(smem + 2 * l), q.expected_bytes[l][rank]);
     }

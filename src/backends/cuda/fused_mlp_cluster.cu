@@ -168,20 +168,16 @@ fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
 #pragma unroll
       for (int l = 0; l + 1 < kFusedMlpMaxLayers; ++l) {
         if (l + 1 >= layer_count) break;
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(exchanged + l))
-                     : "memory");
+        init_single_arrival(shared_address(exchanged + l));
       }
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      publish_mbarrier_init();
 #pragma unroll
       for (int l = 0; l + 1 < kFusedMlpMaxLayers; ++l) {
         if (l + 1 >= layer_count) break;
         const int groups = p.layers[l].out4 / kGroup;
         const int own = first_group(groups, rank + 1) - first_group(groups, rank);
         const auto bytes = static_cast<uint32_t>(sizeof(float) * kRows * kGroup * (groups - own));
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                         shared_address(exchanged + l)),
-                     "r"(bytes)
-                     : "memory");
+        expect_bytes(shared_address(exchanged + l), bytes);
       }
     }
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");

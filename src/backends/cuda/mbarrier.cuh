@@ -45,6 +45,18 @@ __device__ __forceinline__ uint32_t in_block(uint32_t address, int rank) {
   return remote;
 }
 
+// Initialises the mbarrier at `barrier` for one arrival a phase (the thread that sets the bytes it
+// expects).
+__device__ __forceinline__ void init_single_arrival(uint32_t barrier) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(barrier) : "memory");
+}
+
+// Makes this thread's mbarrier initialisations visible to the cluster (and its copies) before
+// anything it does after.
+__device__ __forceinline__ void publish_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
 // This thread's arrival on the mbarrier at `barrier` (initialised with a count of 1), expecting
 // `bytes` of asynchronous copies or counted stores.
 __device__ __forceinline__ void expect_bytes(uint32_t barrier, uint32_t bytes) {

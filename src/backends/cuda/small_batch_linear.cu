@@ -274,16 +274,12 @@ small_batch_linear_cluster_kernel(const __grid_constant__ SmallBatchParams p) {
   // is set up before the cluster barrier, so no copy from the other block lands before it.
   if (threadIdx.x == 0) {
     for (int c = 0; c < chunks; ++c) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(full + c))
-                   : "memory");
+      init_single_arrival(shared_address(full + c));
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    publish_mbarrier_init();
     const uint32_t bytes = static_cast<uint32_t>(x_rows + w_rows) * kRowBytes;
     for (int c = 0; c < chunks; ++c) {
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                       shared_address(full + c)),
-                   "r"(bytes)
-                   : "memory");
+      expect_bytes(shared_address(full + c), bytes);
     }
   }
   __syncthreads();
