@@ -81,7 +81,6 @@ struct Stage {
   // `splits` threads share one, each over rows_per_split of those rows.
   int32_t splits;
   int32_t rows_per_split;
-  int32_t output_floats;  // per sample
   uint32_t filters;       // float offset of this stage's SmallTile image in shared memory
   uint32_t bias;          // float offset of its bias in shared memory (conv.bias not null)
   uint32_t input;         // float offset of its staged input planes in shared memory
@@ -658,7 +657,6 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
       }
     }
     previous_output = int64_t{d.out_channels} * d.pooled_height * d.pooled_width;
-    stage.output_floats = static_cast<int32_t>(previous_output);
     stage.staged_height = static_cast<int32_t>(
         (int64_t{shape.patch_rows} * SmallTile::kR - 1) * d.stride_height + d.kernel_height);
     const int64_t items = int64_t{d.out_channels} * shape.patch_rows * shape.patch_cols;
