@@ -8,6 +8,8 @@
 //   cold_start MODEL.safetensors [REPEATS=5]
 //
 // Prints one JSON object per line: the first round (first in the process), then the repeats.
+// Linked against a library built with -DCMAKE_CXX_FLAGS=-DFUSEDNN_LOAD_TIMELINE, the library
+// also prints each load phase's microseconds to stderr (src/common/load_timeline.hpp).
 #include <cuda_runtime_api.h>
 
 #include <chrono>

@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "common/caller_dtype.hpp"
 #include "common/error.hpp"
+#include "common/load_timeline.hpp"
 #include "common/raw_enum.hpp"
 #include "graph/little_endian.hpp"
 #include "graph/safetensors_file.hpp"
@@ -270,8 +271,10 @@ void Model::validate() const {
 }
 
 std::shared_ptr<const PreparedModel> Model::make_prepared(const WeightStore& weights) const {
+  FDNN_LOAD_STAMP("prepare: start");
   auto prepared = std::make_shared<PreparedModel>();
   prepared->plan = std::make_shared<const Plan>(build_plan(graph_, weights));
+  FDNN_LOAD_STAMP("prepare: plan built");
   prepared->max_batch = options_.max_batch;
   if (options_.device == FDNN_DEVICE_CUDA) {
     prepared->backend = make_cuda_backend(prepared->plan, options_.max_batch, options_.device_id,
@@ -279,6 +282,7 @@ std::shared_ptr<const PreparedModel> Model::make_prepared(const WeightStore& wei
   } else {
     prepared->backend = make_cpu_backend(prepared->plan, options_.max_batch, options_.cpu_threads);
   }
+  FDNN_LOAD_STAMP("prepare: backend built");
   return prepared;
 }
 

@@ -38,6 +38,7 @@
 #include "backends/cuda/softmax.hpp"
 #include "common/elementwise_op.hpp"
 #include "common/error.hpp"
+#include "common/load_timeline.hpp"
 #include "common/half_float.hpp"
 
 namespace fusednn {
@@ -368,6 +369,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   FDNN_CUDA_CHECK(
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_ordinal));
   device_.shared_per_sm = static_cast<size_t>(value);
+  FDNN_LOAD_STAMP("backend: device attributes");
   // Lone wide Linear layers go to cuBLASLt: Linear 768->3072 + GELU at batch 32 took 18.2 us
   // there against the fused kernel's 27.9 on an H100 (2026-11-23). FUSEDNN_CUDA_CUBLASLT=0 keeps
   // fp32 models on the fused kernel's column-split form, for comparing.
@@ -453,6 +455,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           }
           chain.pop_back();
         }
+        FDNN_LOAD_STAMP("backend: fused MLP planned");
         if (fused) {
           op.kind = OpKind::FusedMlp;
           op.last_step = static_cast<int>(chain.back());
@@ -466,6 +469,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             ref.layer_bias.push_back(layer_step.bias >= 0 ? blob.add(constant(layer_step.bias))
                                                           : kNone);
           }
+          FDNN_LOAD_STAMP("backend: chain transposed");
           // The chain's W ([out][in]) and biases on the host, for the kernels' own images.
           std::vector<const float*> weights, biases;
           for (size_t index : chain) {
@@ -480,6 +484,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             ref.cluster_image =
                 blob.add(build_fused_mlp_cluster_image(op.mlp.layers, weights, biases));
           }
+          FDNN_LOAD_STAMP("backend: chain images built");
           // The same chain on tensor cores, where the device and the widths allow: in the
           // precision asked for, or for fp32 as 3xTF32 where the knob allows.
           const bool tensor_cores_reachable =
@@ -615,6 +620,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     s = static_cast<size_t>(ops_.back().last_step) + 1;
   }
 
+  FDNN_LOAD_STAMP("backend: ops planned, images built");
   bool uses_cublaslt = false;
   for (const Op& op : ops_) uses_cublaslt = uses_cublaslt || op.kind == OpKind::CublasLtLinear;
   // Without a loadable cuBLASLt those steps run on the tiled GEMM (the reason is kept for
@@ -626,6 +632,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     cublaslt_workspace_bytes_ = recommended_cublaslt_workspace_bytes(device_);
   }
 
+  FDNN_LOAD_STAMP("backend: cuBLASLt handle");
   // One allocation and one copy for every weight; then the ops get their pointers.
   std::vector<float>& floats = blob.floats();
   weights_ = DeviceArray<float>(floats.size());
@@ -643,6 +650,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     FDNN_CUDA_CHECK(cudaMemcpy(tensor_core_images_.data(), tensor_core_blob.data(),
                                tensor_core_blob.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
   }
+  FDNN_LOAD_STAMP("backend: weights uploaded");
   for (size_t i = 0; i < tensor_core_offset.size(); ++i) {
     if (tensor_core_offset[i] != kNone) {
       ops_[i].tensor_core.image = tensor_core_images_.data() + tensor_core_offset[i];
@@ -686,7 +694,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     }
     if (op.kind == OpKind::CublasLtLinear) prepare_small_batch_linear_kernel(op.small_batch);
   }
+  FDNN_LOAD_STAMP("backend: cuBLASLt descriptors, small-batch Linear kernels");
   if (fused_conv) plan_single_launch();
+  FDNN_LOAD_STAMP("backend: single launch planned");
   // The per-layer kernels batches outside the single launch reach. Readying a kernel loads it,
   // and a first model in a process waits for each one it loads (bench/cuda/cold_start.cpp).
   if (!single_launch_.takes(1) || !single_launch_.takes(max_batch_)) {
@@ -698,8 +708,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         fail(FDNN_STATUS_DEVICE_ERROR, "the device refused the shared memory of step '",
              p.steps[op.first_step].label, "' (fused conv + pool), which it reports having");
       }
+      FDNN_LOAD_STAMP("backend: one op's per-layer kernels prepared");
     }
   }
+  FDNN_LOAD_STAMP("backend: per-layer kernels prepared");
   assign_workspace();
   // Whether a run touches memory of the context's: a workspace value an op reads or writes, or
   // cuBLASLt (its workspace, the 16-bit staging).

@@ -6,6 +6,7 @@
 #include "backends/cuda/convert_dtype.hpp"
 #include "common/caller_dtype.hpp"
 #include "common/error.hpp"
+#include "common/load_timeline.hpp"
 
 namespace fusednn::cuda {
 namespace {
@@ -37,20 +38,42 @@ HalfFormat half_format(fdnn_dtype dtype) { return static_cast<HalfFormat>(dtype)
 
 }  // namespace
 
-CudaContext::Resources::Resources(const CudaBackend& backend)
-    : workspace(static_cast<size_t>(backend.workspace_floats())),
-      cublaslt_workspace(backend.cublaslt_workspace_bytes()),
-      device_input(static_cast<size_t>(backend.input_floats())),
-      device_output(static_cast<size_t>(backend.output_floats())),
-      host_input(static_cast<size_t>(backend.input_floats())),
-      host_output(static_cast<size_t>(backend.output_floats())) {}
+CudaContext::Resources::Resources(const CudaBackend& backend) {
+  FDNN_LOAD_STAMP("context: stream, event");
+  // Each piece on 256 bytes (64 floats), as the workspace's slots and cuBLASLt's workspace want.
+  auto slot = [](int64_t floats) { return static_cast<size_t>((floats + 63) / 64 * 64); };
+  const size_t workspace_floats = slot(backend.workspace_floats());
+  const size_t cublaslt_floats = slot(static_cast<int64_t>(
+      (backend.cublaslt_workspace_bytes() + sizeof(float) - 1) / sizeof(float)));
+  const size_t input_floats = slot(backend.input_floats());
+  const size_t output_floats = slot(backend.output_floats());
+  device_memory =
+      DeviceArray<float>(workspace_floats + cublaslt_floats + input_floats + output_floats);
+  FDNN_LOAD_STAMP("context: device memory");
+  pinned_memory = PinnedArray<float>(input_floats + output_floats);
+  FDNN_LOAD_STAMP("context: pinned memory");
+  float* device = device_memory.data();
+  workspace = device;
+  if (backend.cublaslt_workspace_bytes() > 0) {
+    cublaslt_workspace = reinterpret_cast<unsigned char*>(device + workspace_floats);
+  }
+  device_input = device + workspace_floats + cublaslt_floats;
+  device_output = device_input + input_floats;
+  host_input = pinned_memory.data();
+  host_output = host_input + input_floats;
+}
 
 CudaContext::CudaContext(const CudaBackend& backend)
     : backend_(backend), device_(backend.device_info().ordinal) {
   DeviceScope scope(device_);
+  FDNN_LOAD_STAMP("context: start");
   resources_ = std::make_unique<Resources>(backend);
-  mapped_input_ = device_view(resources_->host_input.data());
-  mapped_output_ = device_view(resources_->host_output.data());
+  // The staging's device view, from its allocation's start (the output lies inside it).
+  mapped_input_ = device_view(resources_->host_input);
+  if (mapped_input_ != nullptr) {
+    mapped_output_ = mapped_input_ + (resources_->host_output - resources_->host_input);
+  }
+  FDNN_LOAD_STAMP("context: mapped views");
   const char* knob = std::getenv("FUSEDNN_CUDA_HOST_ZERO_COPY");
   if (knob != nullptr && (std::strcmp(knob, "0") == 0 || std::strcmp(knob, "1") == 0)) {
     zero_copy_knob_ = knob[0] - '0';
@@ -124,9 +147,11 @@ CudaContext::CachedGraph CudaContext::capture(int64_t batch, Body&& body) {
   {
     ScopedCaptureLog scoped(&log);
     // Thread-local mode: other threads' CUDA calls neither break this capture nor are refused.
+    FDNN_LOAD_STAMP("run: capture start");
     FDNN_CUDA_CHECK(cudaStreamBeginCapture(own, cudaStreamCaptureModeThreadLocal));
     try {
       body(own);
+      FDNN_LOAD_STAMP("run: body captured");
     } catch (...) {
       cudaGraph_t broken = nullptr;
       cudaStreamEndCapture(own, &broken);
@@ -138,8 +163,10 @@ CudaContext::CachedGraph CudaContext::capture(int64_t batch, Body&& body) {
     FDNN_CUDA_CHECK(cudaStreamEndCapture(own, &raw));
     entry.graph = Graph(raw);
   }
+  FDNN_LOAD_STAMP("run: capture ended");
   cudaGraphExec_t exec = nullptr;
   FDNN_CUDA_CHECK(cudaGraphInstantiate(&exec, entry.graph.get(), 0));
+  FDNN_LOAD_STAMP("run: graph instantiated");
   entry.exec = GraphExec(exec);
   entry.launches = std::move(log.launches);
   return entry;
@@ -217,20 +244,20 @@ void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtyp
   const auto output_count = static_cast<size_t>(batch * plan.values[plan.output_value].elements);
   const size_t input_bytes = sizeof(float) * input_count;
   const size_t output_bytes = sizeof(float) * output_count;
-  widen_to_float(input, input_dtype, r.host_input.data(), input_count);
+  widen_to_float(input, input_dtype, r.host_input, input_count);
 
   const bool zero_copy = host_zero_copy(input_bytes, output_bytes);
   auto body = [&](cudaStream_t stream) {
     if (zero_copy) {
-      backend_.enqueue(batch, mapped_input_, mapped_output_, r.workspace.data(),
-                       r.cublaslt_workspace.data(), stream);
+      backend_.enqueue(batch, mapped_input_, mapped_output_, r.workspace,
+                       r.cublaslt_workspace, stream);
       return;
     }
-    FDNN_CUDA_CHECK(cudaMemcpyAsync(r.device_input.data(), r.host_input.data(), input_bytes,
+    FDNN_CUDA_CHECK(cudaMemcpyAsync(r.device_input, r.host_input, input_bytes,
                                     cudaMemcpyHostToDevice, stream));
-    backend_.enqueue(batch, r.device_input.data(), r.device_output.data(), r.workspace.data(),
-                     r.cublaslt_workspace.data(), stream);
-    FDNN_CUDA_CHECK(cudaMemcpyAsync(r.host_output.data(), r.device_output.data(), output_bytes,
+    backend_.enqueue(batch, r.device_input, r.device_output, r.workspace,
+                     r.cublaslt_workspace, stream);
+    FDNN_CUDA_CHECK(cudaMemcpyAsync(r.host_output, r.device_output, output_bytes,
                                     cudaMemcpyDeviceToHost, stream));
   };
   CachedGraph* graph = nullptr;
@@ -248,8 +275,10 @@ void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtyp
   } else {
     body(own);
   }
+  FDNN_LOAD_STAMP("run: host path queued");
   FDNN_CUDA_CHECK(cudaStreamSynchronize(own));
-  narrow_from_float(r.host_output.data(), output, output_dtype, output_count);
+  FDNN_LOAD_STAMP("run: host path synchronised");
+  narrow_from_float(r.host_output, output, output_dtype, output_count);
 }
 
 void CudaContext::run_device(int64_t batch, const float* input, float* output, void* handle) {
@@ -301,16 +330,16 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   const bool narrow = output_dtype != FDNN_DTYPE_FLOAT32;
   auto body = [&](const void* caller_input, void* caller_output, cudaStream_t run_stream) {
     const float* plan_input =
-        widen ? r.device_input.data() : static_cast<const float*>(caller_input);
-    float* plan_output = narrow ? r.device_output.data() : static_cast<float*>(caller_output);
+        widen ? r.device_input : static_cast<const float*>(caller_input);
+    float* plan_output = narrow ? r.device_output : static_cast<float*>(caller_output);
     if (widen) {
-      launch_widen(caller_input, half_format(input_dtype), r.device_input.data(), input_count,
+      launch_widen(caller_input, half_format(input_dtype), r.device_input, input_count,
                    backend_.device_info(), run_stream);
     }
-    backend_.enqueue(batch, plan_input, plan_output, r.workspace.data(),
-                     r.cublaslt_workspace.data(), run_stream);
+    backend_.enqueue(batch, plan_input, plan_output, r.workspace,
+                     r.cublaslt_workspace, run_stream);
     if (narrow) {
-      launch_narrow(r.device_output.data(), caller_output, half_format(output_dtype),
+      launch_narrow(r.device_output, caller_output, half_format(output_dtype),
                     output_count, backend_.device_info(), run_stream);
     }
   };

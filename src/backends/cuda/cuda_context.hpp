@@ -63,16 +63,21 @@ class CudaContext final : public ExecutionContext {
 
  private:
   // The memory and handles, created with the model's device current.
+  // One device allocation holds the workspace, cuBLASLt's workspace and the device copies of
+  // the input and output; one pinned allocation holds the host path's staging. Each allocation
+  // adds to a first model's load (bench/cuda/cold_start.cpp), pinned memory most.
   struct Resources {
     explicit Resources(const CudaBackend& backend);
     Stream stream;
     Event order_event;
-    DeviceArray<float> workspace;
-    DeviceArray<unsigned char> cublaslt_workspace;  // empty when no step runs on cuBLASLt
-    DeviceArray<float> device_input;
-    DeviceArray<float> device_output;
-    PinnedArray<float> host_input;
-    PinnedArray<float> host_output;
+    DeviceArray<float> device_memory;
+    PinnedArray<float> pinned_memory;
+    float* workspace = nullptr;  // in device_memory, each on 256 bytes
+    unsigned char* cublaslt_workspace = nullptr;  // null when no step runs on cuBLASLt
+    float* device_input = nullptr;
+    float* device_output = nullptr;
+    float* host_input = nullptr;  // in pinned_memory
+    float* host_output = nullptr;
   };
 
   // Where a caller buffer's address sits in a captured kernel's parameters.
