@@ -293,6 +293,15 @@ inline double relative_error(const std::vector<float>& got, const std::vector<fl
     ASSERT_EQ(cuda_error_, cudaSuccess) << #call << ": " << cudaGetErrorString(cuda_error_); \
   } while (0)
 
+// Host bytes to the device, landed before anything queued after it runs. cudaMemcpy from
+// pageable memory may return before the copy reaches the device (CUDA's API synchronization
+// behaviour), on the legacy stream, which the context's and the tests' non-blocking streams do
+// not wait for: a run could read the old input, or the poison could land on its output.
+inline void upload(void* device, const void* host, size_t bytes) {
+  CUDA_OK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaDeviceSynchronize());
+}
+
 // Device buffers for the device path, sized for the largest batch of a check.
 struct DeviceBuffers {
   float* input = nullptr;
@@ -311,10 +320,8 @@ inline void run_device(fdnn_context* context, int64_t batch, const std::vector<f
                        size_t output_count, float* device_input, float* device_output,
                        cudaStream_t stream, std::vector<float>* output) {
   const std::vector<float> poison(output_count, NAN);
-  CUDA_OK(cudaMemcpy(device_input, input.data(), input.size() * sizeof(float),
-                     cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(device_output, poison.data(), output_count * sizeof(float),
-                     cudaMemcpyHostToDevice));
+  ASSERT_NO_FATAL_FAILURE(upload(device_input, input.data(), input.size() * sizeof(float)));
+  ASSERT_NO_FATAL_FAILURE(upload(device_output, poison.data(), output_count * sizeof(float)));
   ASSERT_EQ(fdnn_context_run_device(context, batch, device_input, input.size(), device_output,
                                     output_count, stream),
             FDNN_STATUS_OK)
@@ -475,13 +482,11 @@ inline void expect_rotating_buffers_match(const Net& net, uint32_t seed, const s
     allocations.push_back(out);
     device_in.push_back(in + offset);
     device_out.push_back(out + offset);
-    CUDA_OK(cudaMemcpy(device_in[k], inputs[k].data(), in_count * sizeof(float),
-                       cudaMemcpyHostToDevice));
+    ASSERT_NO_FATAL_FAILURE(upload(device_in[k], inputs[k].data(), in_count * sizeof(float)));
   }
   for (int round = 0; round < 3; ++round) {
     for (int k = 0; k < sets; ++k) {
-      CUDA_OK(cudaMemcpy(device_out[k], poison.data(), out_count * sizeof(float),
-                         cudaMemcpyHostToDevice));
+      ASSERT_NO_FATAL_FAILURE(upload(device_out[k], poison.data(), out_count * sizeof(float)));
     }
     // Queued back to back, alternating streams, one wait at the end.
     for (int k = 0; k < sets; ++k) {

@@ -187,9 +187,7 @@ TEST(FusedMlpInternal, RunsOfOneFusedChainShareNothingWithTheContext) {
             cudaSuccess);
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&device_out), got.size() * sizeof(float)),
             cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(device_in, input.data(), input.size() * sizeof(float),
-                       cudaMemcpyHostToDevice),
-            cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(upload(device_in, input.data(), input.size() * sizeof(float)));
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   for (int64_t batch = 1; batch <= 8; ++batch) {

@@ -175,9 +175,10 @@ TEST(CudaTypedIo, DevicePathRotatingBuffersAndDtypes) {
         for (int k = 0; k < kSets; ++k) {
           const auto [in, out] = pairs[(round + k) % kPairs];
           const std::vector<unsigned char> bytes = encode(inputs[k], in);
-          CUDA_OK(cudaMemcpy(device_in[k], bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+          ASSERT_NO_FATAL_FAILURE(upload(device_in[k], bytes.data(), bytes.size()));
           CUDA_OK(cudaMemset(device_out[k], 0xFF, out_count * 4));  // NaN in every dtype
         }
+        CUDA_OK(cudaDeviceSynchronize());  // the legacy stream's memsets, as upload() says
         // The 2-byte aligned set cannot hold float32: a float32 side there is refused, naming
         // the buffer, before anything is queued (its output keeps the poison).
         auto refused = [&](int k, fdnn_dtype in, fdnn_dtype out) {
@@ -237,7 +238,7 @@ TEST(CudaTypedIo, DevicePathOwnStreamAndOneLaunchPlan) {
     ASSERT_NO_FATAL_FAILURE(run_device(s.context, 1, input, 4, in32, out32, nullptr, &reference));
     for (fdnn_dtype dtype : {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_BFLOAT16}) {
       const std::vector<unsigned char> bytes = encode(input, dtype);
-      CUDA_OK(cudaMemcpy(in16, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+      ASSERT_NO_FATAL_FAILURE(upload(in16, bytes.data(), bytes.size()));
       ASSERT_EQ(fdnn_context_run_device_typed(s.context, 1, in16, dtype, 8, out16, dtype, 4,
                                               nullptr),
                 FDNN_STATUS_OK) << fdnn_last_error_message();
