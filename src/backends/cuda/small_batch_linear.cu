@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "backends/cuda/epilogue.cuh"
+#include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
 #include "backends/cuda/mbarrier.cuh"
 #include "backends/cuda/small_batch_linear.hpp"
@@ -118,11 +119,25 @@ __device__ __forceinline__ void accumulate_chunk(const float* stage, int warp, i
   }
 }
 
+// A thread finishes up to two outputs (finish_outputs); their biases are read before the
+// products, so that the loads' latency hides under the staging instead of following it.
+template <int kColumns>
+__device__ __forceinline__ void prefetch_biases(const LinearArgs& a, int n0, float (&bias_of)[2]) {
+  static_assert(kRows * kColumns <= 2 * kThreads, "at most two outputs a thread");
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int index = static_cast<int>(threadIdx.x) + j * kThreads;
+    const int n = n0 + index % kColumns;
+    bias_of[j] = a.bias != nullptr && index < kRows * kColumns && n < a.out ? a.bias[n] : 0.0f;
+  }
+}
+
 // The 16 warps' accumulators through shared memory (`partial`, free for it once every warp is
-// past its last chunk), added in warp order; bias, epilogue, one store per output.
+// past its last chunk), added in warp order; bias (prefetch_biases), epilogue, one store per
+// output.
 template <int kTiles>
 __device__ __forceinline__ void finish_outputs(const LinearArgs& a, int n0, float* partial,
-                                               int warp, int lane,
+                                               int warp, int lane, const float (&bias_of)[2],
                                                const float (&acc)[2][kTiles][4]) {
   constexpr int kColumns = 8 * kTiles;
   const int r = lane / 4;
@@ -139,22 +154,24 @@ __device__ __forceinline__ void finish_outputs(const LinearArgs& a, int n0, floa
     }
   }
   __syncthreads();  // every warp's partial sums are in place
-  for (int index = threadIdx.x; index < kRows * kColumns; index += kThreads) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int index = static_cast<int>(threadIdx.x) + j * kThreads;
     const int row = index / kColumns;
     const int column = index - row * kColumns;
     const int n = n0 + column;
-    if (row >= a.rows || n >= a.out) continue;
-    float sum = 0.0f;
+    if (index >= kRows * kColumns || row >= a.rows || n >= a.out) continue;
+    float sum = bias_of[j];
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += partial[w * kRows * kColumns + index];
-    if (a.bias != nullptr) sum += a.bias[n];
     a.y[static_cast<int64_t>(row) * a.out + n] = apply_epilogue(a.epilogue, sum);
   }
 }
 #endif
 
+// One block an SM (its stages take most of the shared memory), so up to 128 registers a thread.
 template <int kTiles>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 1)
 small_batch_linear_kernel(const __grid_constant__ SmallBatchParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kColumns = 8 * kTiles;
@@ -169,6 +186,8 @@ small_batch_linear_kernel(const __grid_constant__ SmallBatchParams p) {
   const LinearArgs& a = p.linear;
   const int n0 = static_cast<int>(blockIdx.x) * kColumns;
   const int chunks = (a.in + kChunk - 1) / kChunk;
+  float bias_of[2];
+  prefetch_biases<kColumns>(a, n0, bias_of);
 
   // This thread copies 16-byte column v of staged rows first_row + 16 c: rows [0, kRows) are x's
   // rows, [kRows, kRows + kColumns) W's rows n0...; rows past the batch or the layer, and k past
@@ -218,9 +237,21 @@ small_batch_linear_kernel(const __grid_constant__ SmallBatchParams p) {
   }
   __pipeline_wait_prior(0);
   __syncthreads();  // no copy into the stages is still in flight
-  finish_outputs<kTiles>(a, n0, shared, warp, lane, acc);
+  finish_outputs<kTiles>(a, n0, shared, warp, lane, bias_of, acc);
 #endif
 }
+
+// Timeline stamps (kernel_timeline.cuh) of the cluster form, from block kTimelineBlock: entry,
+// mbarriers ready, copies issued, each of the first kStampedChunks chunks landed, products done,
+// outputs stored, exit.
+#ifndef FDNN_SMALL_BATCH_TIMELINE_BLOCK
+#define FDNN_SMALL_BATCH_TIMELINE_BLOCK 0
+#endif
+[[maybe_unused]] constexpr unsigned kTimelineBlock = FDNN_SMALL_BATCH_TIMELINE_BLOCK;
+[[maybe_unused]] constexpr int kStampedChunks = 6;
+[[maybe_unused]] constexpr int kLastStamp = 3 + kStampedChunks + 2;
+#define FDNN_SMALL_BATCH_STAMP(phase) \
+  FDNN_TIMELINE(blockIdx.x == kTimelineBlock, phase, kLastStamp)
 
 // Cluster dimensions are a property of the sm_90+ kernel; older targets compile an empty body
 // (the plan never picks it there).
@@ -253,7 +284,7 @@ __device__ __forceinline__ void bulk_copy_to_both(uint32_t destination, const fl
 // reaches outputs that are never stored (row m of the product reads only row m of x, column n
 // only row n of W).
 template <int kTiles>
-__global__ void FDNN_CLUSTER_OF_TWO __launch_bounds__(kThreads)
+__global__ void FDNN_CLUSTER_OF_TWO __launch_bounds__(kThreads, 1)
 small_batch_linear_cluster_kernel(const __grid_constant__ SmallBatchParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kColumns = 8 * kTiles;
@@ -269,6 +300,9 @@ small_batch_linear_cluster_kernel(const __grid_constant__ SmallBatchParams p) {
   const int chunks = a.in / kChunk;  // the plan guarantees whole chunks, at most kStages
   const int x_rows = static_cast<int>(a.rows);
   const int w_rows = max(0, min(kColumns, a.out - n0));
+  FDNN_SMALL_BATCH_STAMP(0);
+  float bias_of[2];
+  prefetch_biases<kColumns>(a, n0, bias_of);
 
   // Each chunk's mbarrier expects x's rows (half from each block) and this block's W rows; it
   // is set up before the cluster barrier, so no copy from the other block lands before it.
@@ -285,39 +319,50 @@ small_batch_linear_cluster_kernel(const __grid_constant__ SmallBatchParams p) {
   __syncthreads();
   __cluster_barrier_arrive_relaxed();
   __cluster_barrier_wait();
+  FDNN_SMALL_BATCH_STAMP(1);
 
+  // The copies go out in chunk order: copy i from lane i / kWarps of warp i % kWarps. A warp's
+  // bulk copies issue a lane at a time, so every warp's first lanes carry chunk 0, and it lands
+  // first. With copy i from thread i, chunk 0's copies (warps 0 and 1) queued behind the other
+  // chunks' and landed 3.7 us after entry (H100, timeline probe); from warp 0 alone the copies
+  // took ~38 ns each to issue.
   constexpr int kHalf = kRows / 2;
   const int per_chunk = kHalf + kColumns;
-  for (int i = static_cast<int>(threadIdx.x); i < chunks * per_chunk; i += kThreads) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  for (int i = warp + kWarps * lane; i < chunks * per_chunk; i += kThreads) {
     const int c = i / per_chunk;
     const int j = i - c * per_chunk;
-    float* stage = shared + c * kStageFloats;
-    const uint32_t barrier = shared_address(full + c);
     if (j < kHalf) {
       const int row = kHalf * rank + j;
       if (row < x_rows) {
-        bulk_copy_to_both(shared_address(stage + row * kStride),
-                          a.x + static_cast<int64_t>(row) * a.in + c * kChunk, kRowBytes, barrier);
+        bulk_copy_to_both(shared_address(shared + c * kStageFloats + row * kStride),
+                          a.x + static_cast<int64_t>(row) * a.in + c * kChunk, kRowBytes,
+                          shared_address(full + c));
       }
     } else if (j - kHalf < w_rows) {
       const int w = j - kHalf;
-      bulk_copy(shared_address(stage + (kRows + w) * kStride),
-                a.weight + static_cast<int64_t>(n0 + w) * a.in + c * kChunk, kRowBytes, barrier);
+      bulk_copy(shared_address(shared + c * kStageFloats + (kRows + w) * kStride),
+                a.weight + static_cast<int64_t>(n0 + w) * a.in + c * kChunk, kRowBytes,
+                shared_address(full + c));
     }
   }
+  FDNN_SMALL_BATCH_STAMP(2);
 
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
   float acc[2][kTiles][4] = {};
   for (int c = 0; c < chunks; ++c) {
     wait_for_phase_zero<AcquireScope::Block>(shared_address(full + c));
+    if (c < kStampedChunks) FDNN_SMALL_BATCH_STAMP(3 + c);
     accumulate_chunk<kTiles>(shared + c * kStageFloats, warp, lane, a.rows > 16, acc);
   }
+  FDNN_SMALL_BATCH_STAMP(3 + kStampedChunks);
   __syncthreads();  // every warp is past its last chunk: the stages are free
-  finish_outputs<kTiles>(a, n0, shared, warp, lane, acc);
+  finish_outputs<kTiles>(a, n0, shared, warp, lane, bias_of, acc);
+  FDNN_SMALL_BATCH_STAMP(4 + kStampedChunks);
   // Neither block leaves while its copies into the other may still be landing.
   __cluster_barrier_arrive_relaxed();
   __cluster_barrier_wait();
+  FDNN_SMALL_BATCH_STAMP(kLastStamp);
 #endif
 }
 
