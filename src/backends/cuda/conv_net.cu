@@ -761,14 +761,11 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     }
     p.head_image = launch->head_image.data();
   }
-  // The kernel's body exists only where it was built for compute capability 9.0 or newer: a
-  // library built for older targets alone reaches an H100 as PTX with an empty body. The
+  // The kernel's body exists only where it was built for compute capability 9.0 or newer. The
   // shared-memory limit is the device's most, not this model's need: the attribute is the
   // kernel's, shared by every model in the process, and a smaller model's plan would otherwise
   // lower it under a larger one's launches.
-  cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, conv_net_kernel) != cudaSuccess ||
-      attributes.ptxVersion < 90 ||
+  if (!kernel_built_for(reinterpret_cast<const void*>(conv_net_kernel), 90) ||
       cudaFuncSetAttribute(conv_net_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(device.shared_per_block_optin)) != cudaSuccess) {
     cudaGetLastError();

@@ -341,6 +341,8 @@ int fused_mlp_cluster_capacity(size_t shared_bytes, int64_t max_rows, const Devi
   // to the device's most, since a model's own size would lower it under another model's
   // launches.
   const auto kernel = kernel_for_rows(max_rows).function;
+  // Its body exists only where it was built for sm_90 or newer (all three row counts alike).
+  if (!kernel_built_for(reinterpret_cast<const void*>(kernel), 90)) return 0;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(device.shared_per_block_optin)) != cudaSuccess) {
     cudaGetLastError();

@@ -11,6 +11,15 @@ thread_local CaptureLog* g_capture_log = nullptr;
 
 CaptureLog* active_capture_log() noexcept { return g_capture_log; }
 
+bool kernel_built_for(const void* kernel, int ptx_version) {
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attributes.ptxVersion >= ptx_version;
+}
+
 ScopedCaptureLog::ScopedCaptureLog(CaptureLog* log) { g_capture_log = log; }
 ScopedCaptureLog::~ScopedCaptureLog() { g_capture_log = nullptr; }
 

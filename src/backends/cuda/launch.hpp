@@ -43,6 +43,11 @@ class ScopedCaptureLog {
 void record_captured_launch(cudaStream_t stream, const void* function, dim3 grid, dim3 block,
                             size_t shared_bytes, const void* parameters, size_t parameter_bytes);
 
+// Whether `kernel` was compiled from PTX of version `ptx_version` or newer (90 for sm_90), so that
+// a body guarded by __CUDA_ARCH__ exists: a library built for older targets alone reaches a newer
+// GPU as their PTX, where such a kernel is empty. False where CUDA cannot say.
+bool kernel_built_for(const void* kernel, int ptx_version);
+
 // Throws FDNN_STATUS_DEVICE_ERROR naming the kernel and its configuration.
 [[noreturn]] void throw_launch_error(cudaError_t error, const char* kernel_name, dim3 grid,
                                      dim3 block, size_t shared_bytes);

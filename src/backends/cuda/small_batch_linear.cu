@@ -421,10 +421,17 @@ bool plan_small_batch_linear(int32_t in, int32_t out, const DeviceInfo& device,
   }
   if (mode == SmallBatchLinearMode::Auto && best_cost > kMaxCost) *plan = SmallBatchLinearPlan();
   if (!plan->planned()) return false;
+  // The kernels' bodies exist only where they were built for sm_80 (the cluster form: sm_90) or
+  // newer.
+  const Variant& chosen = kVariants[plan->variant];
+  if (!kernel_built_for(reinterpret_cast<const void*>(chosen.kernel), 80)) {
+    *plan = SmallBatchLinearPlan();
+    return false;
+  }
   // The cluster form where the input is whole chunks that all fit the stages at once.
-  const int columns = kVariants[plan->variant].columns;
   if (mode != SmallBatchLinearMode::Unicast && in % kChunk == 0 &&
-      in / kChunk <= stages_for(columns)) {
+      in / kChunk <= stages_for(chosen.columns) &&
+      kernel_built_for(reinterpret_cast<const void*>(chosen.cluster_kernel), 90)) {
     plan->cluster = true;
   }
   return true;
