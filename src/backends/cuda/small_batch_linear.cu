@@ -18,7 +18,9 @@
 // column tile summing over distributed shared memory (16-20 us), the partial sums pushed with
 // st.async (25 us: the cluster barriers' MEMBAR.ALL.GPU, the remote stores, and clusters that
 // could not all be resident at once), FMA pipes without clusters (11.9 us; half of the
-// instructions were not FFMA).
+// instructions were not FFMA). Later (2026-11-25): a split form, a cluster of 4 (or 2) blocks per
+// 96 (48) columns, each a quarter (half) of the reduction, sums added over distributed shared
+// memory: 12-19 us, its data no faster and its finish 2.3-2.9 us (bench/cuda/NOTES.md, v14).
 #include <cooperative_groups.h>
 #include <cuda_pipeline.h>
 
