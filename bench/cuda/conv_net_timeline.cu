@@ -86,16 +86,7 @@ int run() {
     v.resize(n);
     for (float& e : v) e = normal(random);
   };
-  DeviceInfo device;
-  int value = 0;
-  cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, 0);
-  device.major = value;
-  cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, 0);
-  device.sm_count = value;
-  cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
-  device.shared_per_block_optin = size_t(value);
-  cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
-  device.shared_per_sm = size_t(value);
+  const DeviceInfo device = probe_device_info();
 
   HostConv convs[2] = {{1, 28, 6, 2, {}, {}}, {6, 14, 16, 0, {}, {}}};
   std::vector<ConvPoolPlan> plans(2);

@@ -9,6 +9,8 @@
 
 #include <cstdio>
 
+#include "graph_of_launches.hpp"
+
 namespace {
 
 constexpr int kThreads = 512;
@@ -71,12 +73,7 @@ void time_it(const char* name, size_t bytes, int blocks, Launch launch) {
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   constexpr int kLaunches = 100;
-  cudaGraph_t graph;
-  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
-  for (int i = 0; i < kLaunches; ++i) launch(stream);
-  cudaStreamEndCapture(stream, &graph);
-  cudaGraphExec_t exec;
-  cudaGraphInstantiate(&exec, graph, 0);
+  const cudaGraphExec_t exec = capture_launches(stream, kLaunches, launch);
   cudaGraphLaunch(exec, stream);  // warm-up
   cudaEvent_t start, stop;
   cudaEventCreate(&start);

@@ -63,14 +63,7 @@ int run(int rows) {
   cudaMemcpy(dw, w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice);
   cudaMemcpy(db, bias.data(), bias.size() * sizeof(float), cudaMemcpyHostToDevice);
 
-  DeviceInfo device;
-  int value = 0;
-  cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, 0);
-  device.major = value;
-  cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, 0);
-  device.sm_count = value;
-  cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
-  device.shared_per_block_optin = size_t(value);
+  const DeviceInfo device = probe_device_info();
   SmallBatchLinearPlan plan;
   if (!plan_small_batch_linear(kIn, kOut, device, SmallBatchLinearMode::Auto, &plan) ||
       !plan.cluster) {

@@ -104,10 +104,7 @@ int run() {
 #else
   plan.block_image = device_image;
 #endif
-  DeviceInfo device;
-  int value = 0;
-  cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
-  device.shared_per_block_optin = size_t(value);
+  const DeviceInfo device = probe_device_info();
 #ifdef CLUSTER_FORM
   plan.cluster_shared_bytes = fused_mlp_cluster_shared_bytes(plan, 1);
   plan.cluster_max_rows = 1;

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "graph_of_launches.hpp"
+
 // Prints one JSON object: `fields` (already JSON, e.g. "\"paced_by\": \"graph\""), then the
 // phases 1 to phases - 1 named by name_of(phase).
 template <class NameOf>
@@ -50,12 +52,7 @@ void print_timeline(const std::string& fields, int launches, int phases, NameOf 
 // host loop's time per call; report(how) prints each run's timeline.
 template <class Launch, class Report>
 void run_timelines(cudaStream_t stream, int launches, Launch launch, Report report) {
-  cudaGraph_t graph;
-  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
-  for (int i = 0; i < launches; ++i) launch(stream);
-  cudaStreamEndCapture(stream, &graph);
-  cudaGraphExec_t exec;
-  cudaGraphInstantiate(&exec, graph, 0);
+  const cudaGraphExec_t exec = capture_launches(stream, launches, launch);
   const unsigned int zero = 0;
   for (int repeat = 0; repeat < 3; ++repeat) {
     cudaMemcpyToSymbol(fusednn::cuda::kernel_timeline_launches, &zero, sizeof zero);
@@ -77,6 +74,21 @@ void run_timelines(cudaStream_t stream, int launches, Launch launch, Report repo
     std::printf("{\"host_loop_us_per_call\": %.2f}\n", 1e3 * ms / launches);
     report("host loop");
   }
+}
+
+// The device's facts the planners read (device 0).
+inline fusednn::cuda::DeviceInfo probe_device_info() {
+  fusednn::cuda::DeviceInfo device;
+  int value = 0;
+  cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, 0);
+  device.major = value;
+  cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, 0);
+  device.sm_count = value;
+  cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+  device.shared_per_block_optin = static_cast<size_t>(value);
+  cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+  device.shared_per_sm = static_cast<size_t>(value);
+  return device;
 }
 
 // A probe's main: run(), with a library failure (a thrown fusednn error) printed, not fatal.
