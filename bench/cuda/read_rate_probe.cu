@@ -48,10 +48,11 @@ __global__ void __launch_bounds__(kThreads) read_to_shared(const float4* data, s
   if (ring[0][threadIdx.x].x == 12345.0f) out[blockIdx.x] = 1.0f;
 }
 
-// The split form's slice of W into registers, 4 loads in flight per thread.
+// A split form's slice of W (96 rows, a quarter of k) into registers, 4 loads in flight per thread.
 __global__ void __launch_bounds__(kThreads) read_w_slices(const float4* w, float* out) {
   constexpr int kRowVectors = 192 / 4, kRowStride = 768 / 4;
-  const float4* slice = w + size_t(blockIdx.x / 4) * 96 * kRowStride + (blockIdx.x % 4) * kRowVectors;
+  const float4* slice =
+      w + size_t(blockIdx.x / 4) * 96 * kRowStride + (blockIdx.x % 4) * kRowVectors;
   float sum = 0.0f;
   for (int i = threadIdx.x; i < 96 * kRowVectors; i += 4 * kThreads) {
     float4 v[4];

@@ -91,7 +91,9 @@ int run(int rows) {
   for (int row = 0; row < rows; row += 7) {
     for (int n = 0; n < kOut; n += 97) {
       double sum = bias[n];
-      for (int k = 0; k < kIn; ++k) sum += double(x[size_t(row) * kIn + k]) * w[size_t(n) * kIn + k];
+      for (int k = 0; k < kIn; ++k) {
+        sum += double(x[size_t(row) * kIn + k]) * w[size_t(n) * kIn + k];
+      }
       const double expected = gelu_tanh(sum);
       worst = std::max(worst, std::abs(y[size_t(row) * kOut + n] - expected) /
                                   std::max(1e-3, std::abs(expected)));

@@ -249,14 +249,14 @@ void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtyp
   const bool zero_copy = host_zero_copy(input_bytes, output_bytes);
   auto body = [&](cudaStream_t stream) {
     if (zero_copy) {
-      backend_.enqueue(batch, mapped_input_, mapped_output_, r.workspace,
-                       r.cublaslt_workspace, stream);
+      backend_.enqueue(batch, mapped_input_, mapped_output_, r.workspace, r.cublaslt_workspace,
+                       stream);
       return;
     }
     FDNN_CUDA_CHECK(cudaMemcpyAsync(r.device_input, r.host_input, input_bytes,
                                     cudaMemcpyHostToDevice, stream));
-    backend_.enqueue(batch, r.device_input, r.device_output, r.workspace,
-                     r.cublaslt_workspace, stream);
+    backend_.enqueue(batch, r.device_input, r.device_output, r.workspace, r.cublaslt_workspace,
+                     stream);
     FDNN_CUDA_CHECK(cudaMemcpyAsync(r.host_output, r.device_output, output_bytes,
                                     cudaMemcpyDeviceToHost, stream));
   };
@@ -329,18 +329,17 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   const bool widen = input_dtype != FDNN_DTYPE_FLOAT32;
   const bool narrow = output_dtype != FDNN_DTYPE_FLOAT32;
   auto body = [&](const void* caller_input, void* caller_output, cudaStream_t run_stream) {
-    const float* plan_input =
-        widen ? r.device_input : static_cast<const float*>(caller_input);
+    const float* plan_input = widen ? r.device_input : static_cast<const float*>(caller_input);
     float* plan_output = narrow ? r.device_output : static_cast<float*>(caller_output);
     if (widen) {
       launch_widen(caller_input, half_format(input_dtype), r.device_input, input_count,
                    backend_.device_info(), run_stream);
     }
-    backend_.enqueue(batch, plan_input, plan_output, r.workspace,
-                     r.cublaslt_workspace, run_stream);
+    backend_.enqueue(batch, plan_input, plan_output, r.workspace, r.cublaslt_workspace,
+                     run_stream);
     if (narrow) {
-      launch_narrow(r.device_output, caller_output, half_format(output_dtype),
-                    output_count, backend_.device_info(), run_stream);
+      launch_narrow(r.device_output, caller_output, half_format(output_dtype), output_count,
+                    backend_.device_info(), run_stream);
     }
   };
   const int launches = backend_.launches_per_run(batch) + (widen ? 1 : 0) + (narrow ? 1 : 0);
