@@ -121,12 +121,7 @@ template <int kRows>
 void launch_rows(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                  cudaStream_t stream, const char* name) {
   BlockParams p{};
-  p.x = x;
-  p.y = y;
-  p.image = plan.block_image;
-  p.rows = rows;
-  p.layer_count = static_cast<int32_t>(plan.layers.size());
-  p.image_floats = row_image_layout(plan.layers, p.layers, &p.width4);
+  p.image_floats = fill_row_image_params(plan, plan.block_image, x, y, rows, &p);
   const size_t bytes = block_shared_bytes<kRows>(p.image_floats, p.width4);
   const auto blocks = static_cast<unsigned>((rows + kRows - 1) / kRows);
   launch_kernel(fused_mlp_block_kernel<kRows>, name, blocks, kThreads, bytes, stream, p);

@@ -372,12 +372,7 @@ void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& devic
 void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                               cudaStream_t stream) {
   ClusterParams p{};
-  p.x = x;
-  p.y = y;
-  p.image = plan.cluster_image;
-  p.rows = rows;
-  p.layer_count = static_cast<int32_t>(plan.layers.size());
-  row_image_layout(plan.layers, p.layers, &p.width4);
+  fill_row_image_params(plan, plan.cluster_image, x, y, rows, &p);
   cluster_image_offsets(p.layers, p.layer_count, p.rank_offset);
   const int tile = rows_per_cluster(rows);
   const auto clusters = static_cast<unsigned>((rows + tile - 1) / tile);

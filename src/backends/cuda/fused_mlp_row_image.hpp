@@ -45,6 +45,20 @@ inline int row_image_layout(const std::vector<FusedMlpLayerDesc>& layers, RowIma
   return offset;
 }
 
+// The fields both small-batch forms' kernel parameters share (x, y, image, rows, layer_count,
+// width4, layers), for a run of `rows` rows of `plan` on `image`; returns the row image's size in
+// floats.
+template <typename Params>
+int fill_row_image_params(const FusedMlpPlan& plan, const float* image, const float* x, float* y,
+                          int64_t rows, Params* p) {
+  p->x = x;
+  p->y = y;
+  p->image = image;
+  p->rows = rows;
+  p->layer_count = static_cast<int32_t>(plan.layers.size());
+  return row_image_layout(plan.layers, p->layers, &p->width4);
+}
+
 // The chain's row image; weights[l]: [out][in] on the host, biases[l]: [out] or null (zeros).
 std::vector<float> build_fused_mlp_row_image(const std::vector<FusedMlpLayerDesc>& layers,
                                              const std::vector<const float*>& weights,
