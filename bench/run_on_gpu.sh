@@ -98,6 +98,12 @@ if want tests && [[ -x $TESTS ]]; then
   phase "API tests" 60 "$TEST_LOG" "$BUILD/tests/api/fusednn_api_tests"
   phase "golden tests" 60 "$TEST_LOG" "$BUILD/tests/golden/fusednn_golden_tests"
   grep -E "^\[  (PASSED|FAILED) " "$TEST_LOG" | tail -8 >>"$SUMMARY"
+  # The Python binding's tests, whose torch-on-a-GPU cases skip everywhere else (first run here
+  # in the twelfth session). The binding from the tree, not installed: no registry here.
+  phase "Python tests" 90 "$TEST_LOG" env PYTHONPATH="$ROOT/bindings/python/src" \
+    FUSEDNN_LIBRARY="$ROOT/$BUILD/src/api/libfusednn.so" FUSEDNN_REQUIRE_LIBRARY=1 \
+    python3 -m pytest -q -rs tests/python
+  grep -E "passed|failed|SKIPPED" "$TEST_LOG" | tail -12 >>"$SUMMARY"
 fi
 
 # Registers, spills and the fused kernels' instruction mix (no device time to speak of).
@@ -191,6 +197,11 @@ if want bench && [[ -f $LIB ]]; then
     --library "$LIB" --markdown "$OUT/performance_cuda.md" --json "$OUT/bench_cuda.json" \
     --latency-json /tmp/latency.jsonl --compile-budget 90
   [[ -f $OUT/performance_cuda.md ]] && cat "$OUT/performance_cuda.md" >>"$SUMMARY"
+  # What each Python path adds per call (bare ctypes, Context.run_device, BoundRun).
+  : >/tmp/python_call_cost.jsonl
+  phase "python call cost" 60 /tmp/python_call_cost.jsonl python3 bench/cuda/python_call_cost.py \
+    --library "$LIB"
+  cat /tmp/python_call_cost.jsonl >>"$SUMMARY"
   kill "$DMON" 2>/dev/null
   { echo "--- nvidia-smi dmon during the benchmarks"; cat /tmp/dmon.txt; } >>"$BENCH_LOG"
 fi

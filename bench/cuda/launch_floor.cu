@@ -4,8 +4,11 @@
 // device side apart from the host's: an event recorded after each launch (what a run on a
 // caller's stream adds), and a kernel that spins for a fixed 2 us, whose time per call less 2 us
 // is the gap the stream leaves between kernels. Last, the same empty kernel as a cluster of 4
-// blocks (what the small-batch MLP's cluster form launches). Prints JSON lines.
+// blocks (what the small-batch MLP's cluster form launches), through the runtime and through the
+// driver's cuLaunchKernelEx (fetched with cudaGetDriverEntryPointByVersion, no -lcuda), to tell
+// the runtime's share of a launch; and what a call's device scope costs. Prints JSON lines.
 //   nvcc -O2 -arch=sm_90 launch_floor.cu -o launch_floor
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -83,6 +86,41 @@ int main() {
   }, stream);
   measure("empty kernel, 1144-byte parameter, cluster of 4 blocks",
           [&] { empty_cluster<<<4, 256, 0, stream>>>(large); }, stream);
+  // The same two launches through the driver, with their configuration built once.
+  using LaunchEx = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &entry, 12000, cudaEnableDefault, &found);
+  cudaFunction_t large_function = nullptr, cluster_function = nullptr;
+  cudaGetFuncBySymbol(&large_function, reinterpret_cast<const void*>(empty_large));
+  cudaGetFuncBySymbol(&cluster_function, reinterpret_cast<const void*>(empty_cluster));
+  if (entry != nullptr && found == cudaDriverEntryPointSuccess) {
+    const auto launch_ex = reinterpret_cast<LaunchEx>(entry);
+    void* arguments[] = {&large};
+    CUlaunchConfig config{};
+    config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = 256;
+    config.blockDimY = config.blockDimZ = 1;
+    config.hStream = reinterpret_cast<CUstream>(stream);
+    measure("driver cuLaunchKernelEx, empty kernel, 1144-byte parameter", [&] {
+      launch_ex(&config, reinterpret_cast<CUfunction>(large_function), arguments, nullptr);
+    }, stream);
+    config.gridDimX = 4;
+    measure("driver cuLaunchKernelEx, cluster of 4 blocks (compiled-in dims)", [&] {
+      launch_ex(&config, reinterpret_cast<CUfunction>(cluster_function), arguments, nullptr);
+    }, stream);
+  } else {
+    std::printf("{\"floor_status\": \"no cuLaunchKernelEx entry point\"}\n");
+  }
+  measure("cudaGetDevice", [&] {
+    int device = -1;
+    cudaGetDevice(&device);
+  }, stream);
+  measure("cudaGetDevice + cudaSetDevice (same device)", [&] {
+    int device = -1;
+    cudaGetDevice(&device);
+    cudaSetDevice(device);
+  }, stream);
   cudaStreamCaptureStatus status;
   measure("cudaStreamIsCapturing",
           [&] { cudaStreamIsCapturing(stream, &status); }, stream);

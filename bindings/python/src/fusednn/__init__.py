@@ -36,10 +36,11 @@ from ._errors import (
     UnsupportedError,
     WeightMismatchError,
 )
-from ._model import Context, LayerInfo, MemoryInfo, Model, cuda_device_count
+from ._model import BoundRun, Context, LayerInfo, MemoryInfo, Model, cuda_device_count
 from ._native import ENV_LIBRARY
 
 __all__ = [
+    "BoundRun",
     "BufferTooSmallError",
     "Context",
     "DeviceError",

@@ -11,10 +11,11 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple, Type, Union
 
 import numpy as np
 
-from . import _dlpack, _native
+from . import _device_buffers, _native
+from ._bound_run import BoundRun
 from ._native import ContextHandle, LayerInfoStruct, MemoryInfoStruct, ModelHandle, Shape
 
-__all__ = ["Context", "LayerInfo", "MemoryInfo", "Model", "cuda_device_count"]
+__all__ = ["BoundRun", "Context", "LayerInfo", "MemoryInfo", "Model", "cuda_device_count"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -34,7 +35,6 @@ _DTYPE_BY_NAME = {"float32": _native.DTYPE_FLOAT32, "float16": _native.DTYPE_FLO
 _HOST_DTYPES = {"float32": (np.dtype(np.float32),),
                 "float16": (np.dtype(np.float16), np.dtype(np.uint16)),
                 "bfloat16": (np.dtype(np.uint16),)}
-_ITEM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 @dataclass(frozen=True)
@@ -180,81 +180,6 @@ def _check_input(x: Any, input_shape: Tuple[int, ...], max_batch: int, where: st
         raise ValueError(f"{where}: batch {batch} exceeds the model's max_batch {max_batch}; "
                          "split the input or create the model with a larger max_batch")
     return batch, False, name
-
-
-# __cuda_array_interface__ typestrs runs take. bfloat16 has none: such tensors come through DLPack.
-_DTYPE_BY_TYPESTR = {"<f4": "float32", "=f4": "float32", "<f2": "float16", "=f2": "float16"}
-
-
-def _cuda_array_interface(array: Any) -> Any:
-    """The object's __cuda_array_interface__, or None; torch raises for dtypes it cannot describe
-    (bfloat16) and for tensors that require grad, which then go through DLPack if they can."""
-    try:
-        return getattr(array, "__cuda_array_interface__", None)
-    except (TypeError, RuntimeError, KeyError):
-        if _dlpack.has_dlpack(array):
-            return None
-        raise
-
-
-def _device_buffer(array: Any, where: str, what: str,
-                   writable: bool) -> Tuple[Optional[int], Tuple[int, ...], str]:
-    """(data pointer, shape, dtype name) of a C-contiguous float32 or float16 array in
-    __cuda_array_interface__ form."""
-    interface = _cuda_array_interface(array)
-    if not isinstance(interface, Mapping):
-        raise TypeError(f"{where}: the {what} must be a device array exposing "
-                        "__cuda_array_interface__ (a CUDA torch tensor, CuPy or Numba array), "
-                        f"got {type(array).__name__}; use run() for host arrays")
-    shape = tuple(int(d) for d in interface["shape"])
-    dtype = _DTYPE_BY_TYPESTR.get(interface.get("typestr"))
-    if dtype is None:
-        raise TypeError(f"{where}: the {what} has typestr {interface.get('typestr')!r}; fusednn "
-                        "takes float32 ('<f4') or float16 ('<f2'), and bfloat16 through "
-                        "__dlpack__")
-    pointer, read_only = interface["data"]
-    if pointer and pointer % _ITEM_BYTES[dtype]:
-        raise ValueError(f"{where}: the {what}'s data is not aligned to {dtype}")
-    strides = interface.get("strides")
-    if strides is not None:
-        contiguous = [_ITEM_BYTES[dtype]] * len(shape)
-        for i in range(len(shape) - 2, -1, -1):
-            contiguous[i] = contiguous[i + 1] * shape[i + 1]
-        if any(extent > 1 and stride != want
-               for extent, stride, want in zip(shape, strides, contiguous)):
-            raise ValueError(f"{where}: the {what} is not C-contiguous; make a contiguous copy")
-    if interface.get("mask") is not None:
-        raise ValueError(f"{where}: masked arrays are not supported")
-    if writable and read_only:
-        raise ValueError(f"{where}: the {what} is read-only")
-    return pointer, shape, dtype
-
-
-def _device_or_dlpack_buffer(
-        array: Any, where: str, what: str, writable: bool, stream: Optional[int],
-        device_id: int
-) -> Tuple[Optional[int], Tuple[int, ...], str, Optional[_dlpack.ConsumedTensor]]:
-    """(data pointer, shape, dtype name, consumed DLPack tensor or None) of a device array.
-
-    __cuda_array_interface__ is preferred when an object has both protocols (it needs no
-    capsule); otherwise __dlpack__ / __dlpack_device__ are used, and the caller must release()
-    the consumed tensor once the run is queued.
-    """
-    if _cuda_array_interface(array) is None and _dlpack.has_dlpack(array):
-        return _dlpack.device_buffer(array, stream, device_id, where, what, writable)
-    pointer, shape, dtype = _device_buffer(array, where, what, writable)
-    return pointer, shape, dtype, None
-
-
-def _stream_pointer(stream: Any) -> Optional[int]:
-    if stream is None or isinstance(stream, int):
-        return stream or None
-    for attribute in ("cuda_stream", "ptr"):
-        value = getattr(stream, attribute, None)
-        if isinstance(value, int):
-            return value or None
-    raise TypeError(f"stream must be None, an int cudaStream_t or a torch / CuPy stream, got "
-                    f"{type(stream).__name__}")
 
 
 def _run(library: _native.Library, function: Callable[..., int],
@@ -609,8 +534,8 @@ class Context:
         self._destroy = library.cdll.fdnn_context_destroy
         self._run_function = library.context_run_unchecked
         self._run_typed_function = library.cdll.fdnn_context_run_typed
-        self._run_device_function = library.cdll.fdnn_context_run_device
-        self._run_device_typed_function = library.cdll.fdnn_context_run_device_typed
+        self._run_device_function = library.context_run_device_unchecked
+        self._run_device_typed_function = library.context_run_device_typed_unchecked
         self._input_shape = model.input_shape
         self._output_shape = model.output_shape
         self._max_batch = model.max_batch
@@ -656,24 +581,27 @@ class Context:
         """Run on GPU buffers on a CUDA stream, without copies (``fdnn_context_run_device``).
 
         Args:
-            x: The input in device memory: any object with ``__cuda_array_interface__`` (a CUDA
-                torch tensor, a CuPy or Numba array) or, failing that, ``__dlpack__`` and
-                ``__dlpack_device__`` on kDLCUDA of the model's device; C-contiguous, shaped
-                like the input of :meth:`run`; float32, float16 (typestr ``"<f2"``, or DLPack
-                kDLFloat 16 bits) or bfloat16 (DLPack kDLBfloat, 16 bits: torch.bfloat16 tensors
-                come through ``__dlpack__``), each element aligned to its size. A DLPack producer is handed ``stream`` so
-                it orders its pending work before the run (with ``stream=None`` it is told the
-                legacy default stream, which does not order the context's own non-blocking
-                stream: pass the producer's stream when it has work in flight). The versioned
-                protocol is asked for (``max_version=(1, 0)``) and the unversioned one used
-                when the producer does not take it; the capsule is consumed (renamed
+            x: The input in device memory: a CUDA torch tensor, any object with
+                ``__cuda_array_interface__`` (a CuPy or Numba array) or, failing that,
+                ``__dlpack__`` and ``__dlpack_device__`` on kDLCUDA; on the model's device,
+                C-contiguous, shaped like the input of :meth:`run`; float32, float16
+                (typestr ``"<f2"``, or DLPack kDLFloat 16 bits) or bfloat16 (torch.bfloat16,
+                or DLPack kDLBfloat 16 bits), each element aligned to its size. A DLPack
+                producer is handed ``stream`` so it orders its pending work before the run
+                (with ``stream=None`` it is told the legacy default stream, which does not
+                order the context's own non-blocking stream: pass the producer's stream when it
+                has work in flight); torch tensors and ``__cuda_array_interface__`` arrays are
+                not synchronised: queue their producer's work on ``stream``. The versioned
+                DLPack protocol is asked for (``max_version=(1, 0)``) and the unversioned one
+                used when the producer does not take it; the capsule is consumed (renamed
                 "used_dltensor[_versioned]") and the tensor's deleter called once the run is
                 queued. Nothing is copied: keep ``x`` alive until the stream has used it.
             out: The output in device memory, written in place: C-contiguous, shape
                 ``(batch, *output_shape)`` (or ``output_shape`` for a single sample), float32,
                 float16 or bfloat16 whatever the input's dtype (a 16-bit output is rounded to
                 nearest even on the GPU; ``fdnn_context_run_device_typed``). One its producer
-                flags read-only (or as a copy) is refused.
+                flags read-only (or as a copy), or a torch tensor that requires grad, is
+                refused.
             stream: The ``cudaStream_t`` to queue the work on: an int, or an object with a
                 ``cuda_stream`` (torch) or ``ptr`` (CuPy) attribute. None uses the context's own
                 stream and waits for the results; otherwise the call returns at once and the
@@ -682,49 +610,84 @@ class Context:
         Raises:
             TypeError / ValueError for a wrong buffer, before any native call;
             UnsupportedError when the model runs on the CPU; DeviceError.
+
+        In a tight loop over the same buffers, :meth:`bind_device` checks them once instead of
+        on every call.
         """
         if self._handle is None:
             raise ValueError("the context is closed")
-        where = "Context.run_device"
-        stream_pointer = _stream_pointer(stream)
-        # DLPack tensors (None for __cuda_array_interface__) are released, their deleters called
-        # once, only after the run is queued or refused, so the pointers stay valid until then.
-        x_pointer, x_shape, x_dtype, x_tensor = _device_or_dlpack_buffer(
-            x, where, "input", False, stream_pointer, self._device_id)
-        out_tensor: Optional[_dlpack.ConsumedTensor] = None
+        function, arguments, consumed = self._device_call("Context.run_device", x, out, stream)
         try:
-            out_pointer, out_shape, out_dtype, out_tensor = _device_or_dlpack_buffer(
-                out, where, "output", True, stream_pointer, self._device_id)
-            self._run_device_checked(where, x_pointer, x_shape, x_dtype, out_pointer, out_shape,
-                                     out_dtype, stream_pointer)
+            status = function(*arguments)
+            if status:
+                self._library.raise_for_status(status)
         finally:
-            for tensor in (x_tensor, out_tensor):
-                if tensor is not None:
-                    tensor.release()
+            for tensor in consumed:
+                tensor.release()
 
-    def _run_device_checked(self, where: str, x_pointer: Optional[int], x_shape: Tuple[int, ...],
-                            x_dtype: str, out_pointer: Optional[int], out_shape: Tuple[int, ...],
-                            out_dtype: str, stream_pointer: Optional[int]) -> None:
-        """Checks the shapes of run_device's buffers against the model's and queues the run."""
-        if x_shape == self._input_shape:
-            batch, expected_out = 1, self._output_shape
-        elif len(x_shape) == len(self._input_shape) + 1 and x_shape[1:] == self._input_shape:
-            batch, expected_out = x_shape[0], (x_shape[0],) + self._output_shape
-        else:
-            raise ValueError(f"{where}: input shape {x_shape} is neither (batch, "
-                             f"*{self._input_shape}) nor a single sample {self._input_shape}")
-        if not 1 <= batch <= self._max_batch:
-            raise ValueError(f"{where}: batch {batch} is outside 1 to max_batch "
-                             f"{self._max_batch}")
-        if out_shape != expected_out:
-            raise ValueError(f"{where}: output shape {out_shape} should be {expected_out}")
+    def bind_device(self, x: Any, out: Any, stream: Any = None) -> BoundRun:
+        """Check a device run's buffers and stream once; the returned :class:`BoundRun` queues
+        that run again on each call, with one native call and no further checks.
+
+        Takes what :meth:`run_device` takes and holds ``x`` and ``out`` (and any DLPack tensor
+        consumed from them) until it is closed. A DLPack producer orders its pending work once,
+        here; what is written into ``x`` later must be ordered before each call on ``stream``,
+        as for any other producer. The context must outlive the calls (a call on a closed
+        context raises ValueError).
+
+        Example::
+
+            run = context.bind_device(x, y, stream=torch.cuda.current_stream())
+            for batch in loader:
+                x.copy_(batch, non_blocking=True)
+                run()   # y holds the results once the stream gets there
+        """
+        if self._handle is None:
+            raise ValueError("the context is closed")
+        function, arguments, consumed = self._device_call("Context.bind_device", x, out, stream)
+        return BoundRun(self, function, arguments, (x, out), consumed)
+
+    def _device_call(self, where: str, x: Any, out: Any,
+                     stream: Any) -> Tuple[Callable[..., int], Tuple[Any, ...], List[Any]]:
+        """The native function and arguments of a device run after checking its buffers against
+        the model, and the DLPack tensors consumed on the way (released by the caller; here, if
+        a check fails)."""
+        stream_pointer = _device_buffers.stream_pointer(stream)
+        consumed: List[Any] = []
+        try:
+            x_pointer, x_shape, x_dtype, x_tensor = _device_buffers.describe(
+                x, where, "input", False, stream_pointer, self._device_id)
+            if x_tensor is not None:
+                consumed.append(x_tensor)
+            out_pointer, out_shape, out_dtype, out_tensor = _device_buffers.describe(
+                out, where, "output", True, stream_pointer, self._device_id)
+            if out_tensor is not None:
+                consumed.append(out_tensor)
+            if x_shape == self._input_shape:
+                batch, expected_out = 1, self._output_shape
+            elif len(x_shape) == len(self._input_shape) + 1 and x_shape[1:] == self._input_shape:
+                batch, expected_out = x_shape[0], (x_shape[0],) + self._output_shape
+            else:
+                raise ValueError(f"{where}: input shape {tuple(x_shape)} is neither (batch, "
+                                 f"*{self._input_shape}) nor a single sample {self._input_shape}")
+            if not 1 <= batch <= self._max_batch:
+                raise ValueError(f"{where}: batch {batch} is outside 1 to max_batch "
+                                 f"{self._max_batch}")
+            if out_shape != expected_out:
+                raise ValueError(f"{where}: output shape {tuple(out_shape)} should be "
+                                 f"{expected_out}")
+        except BaseException:
+            for tensor in consumed:
+                tensor.release()
+            raise
         if x_dtype == out_dtype == "float32":  # the float32 call (zero-copy)
-            self._run_device_function(self._handle, batch, x_pointer, math.prod(x_shape),
-                                      out_pointer, math.prod(out_shape), stream_pointer)
-        else:
-            self._run_device_typed_function(
-                self._handle, batch, x_pointer, _DTYPE_BY_NAME[x_dtype], math.prod(x_shape),
-                out_pointer, _DTYPE_BY_NAME[out_dtype], math.prod(out_shape), stream_pointer)
+            return (self._run_device_function,
+                    (self._handle, batch, x_pointer, math.prod(x_shape), out_pointer,
+                     math.prod(out_shape), stream_pointer), consumed)
+        return (self._run_device_typed_function,
+                (self._handle, batch, x_pointer, _DTYPE_BY_NAME[x_dtype], math.prod(x_shape),
+                 out_pointer, _DTYPE_BY_NAME[out_dtype], math.prod(out_shape), stream_pointer),
+                consumed)
 
     @property
     def closed(self) -> bool:

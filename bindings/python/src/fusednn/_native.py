@@ -220,18 +220,27 @@ class Library:
         fallible("fdnn_context_run_device_typed", ContextHandle, i64, ctypes.c_void_p, c_dtype,
                  size_t, ctypes.c_void_p, c_dtype, size_t, ctypes.c_void_p)
 
-        # The float32 runs once more, for the binding's run methods, which check the arrays
-        # themselves first: addresses in, the status out (raise_for_status). numpy's ndpointer
-        # checks and the errcheck call cost ~5 us a call, more than a small model's whole run.
+        # The runs once more, for the binding's run methods, which check the arrays themselves
+        # first: addresses in, the status out (raise_for_status). numpy's ndpointer checks and
+        # the errcheck call cost ~5 us a call, more than a small model's whole run.
         # cdll[name] makes a new function object, so the declarations above keep their checks.
-        def unchecked_run(name: str, handle_type: Any) -> Any:
+        def unchecked(name: str, *argtypes: Any) -> Any:
             function = lib[name]
-            function.argtypes = [handle_type, i64, ctypes.c_void_p, size_t, ctypes.c_void_p, size_t]
+            function.argtypes = list(argtypes)
             function.restype = c_status
             return function
 
-        self.model_run_unchecked = unchecked_run("fdnn_model_run", ModelHandle)
-        self.context_run_unchecked = unchecked_run("fdnn_context_run", ContextHandle)
+        address = ctypes.c_void_p
+        self.model_run_unchecked = unchecked("fdnn_model_run", ModelHandle, i64, address, size_t,
+                                             address, size_t)
+        self.context_run_unchecked = unchecked("fdnn_context_run", ContextHandle, i64, address,
+                                               size_t, address, size_t)
+        self.context_run_device_unchecked = unchecked(
+            "fdnn_context_run_device", ContextHandle, i64, address, size_t, address, size_t,
+            address)
+        self.context_run_device_typed_unchecked = unchecked(
+            "fdnn_context_run_device_typed", ContextHandle, i64, address, c_dtype, size_t,
+            address, c_dtype, size_t, address)
 
 
 def _shared_library_names() -> List[str]:
