@@ -33,6 +33,7 @@
 
 #include "backends/cuda/conv_pool_tile.cuh"
 #include "backends/cuda/cuda_check.hpp"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_memory.hpp"
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/kernel_timeline.cuh"
@@ -149,10 +150,11 @@ __host__ __device__ __forceinline__ Patch patch_of(const ConvPoolParams& p, int 
 
 constexpr int kWarps = kThreads / 32;
 
-// Timeline stamps (kernel_timeline.cuh) from block 0: entry, parameters copied, mbarriers ready,
-// weights issued, then per layer: input arrived, block synchronised, partial sums done, first
-// output computed, outputs sent.
-constexpr int kLeadPhases = 4;
+// Timeline stamps (kernel_timeline.cuh) from block 0's thread 0: entry, parameters copied, its
+// set-up done (conv biases, mbarriers, bulk copies issued), x issued, its own copies of x and
+// the biases landed, the block's landed, then per layer: input arrived (for the first, the filters),
+// block synchronised, partial sums done, first output computed, outputs sent.
+constexpr int kLeadPhases = 6;
 constexpr int kPhasesPerLayer = 5;
 struct Stamps {
   bool on;
@@ -414,8 +416,12 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
   FDNN_CONV_NET_STAMP(stamps, 0);
 
   // The parameters into shared memory first (one round trip, then every field at shared-memory
-  // latency); then thread 0 sets up the mbarriers and starts the bulk copies (the filters, this
-  // block's run of the head image) while the others copy the conv biases and x (cp.async).
+  // latency). Launched as a dependent kernel (launch_dependent_kernel), a cluster may start while
+  // the kernel before it finishes, so everything but x comes first: the conv biases (cp.async),
+  // the zeros around the later stages' planes, and thread 0's mbarriers and bulk copies (the
+  // filters, this block's run of the head image). Then x, once the previous kernel is done.
+  // (Issuing x before the rest changed nothing: x was issued 3.2 us after the parameters either
+  // way, H100 and H200, bench/cuda/NOTES.md version 15.)
   {
     const float4* source = reinterpret_cast<const float4*>(&p);
     float4* destination = shared_memory + kBarrierFloats / 4;
@@ -426,6 +432,13 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
   __syncthreads();
   FDNN_CONV_NET_STAMP(stamps, 1);
   const ConvNetParams& q = *reinterpret_cast<const ConvNetParams*>(smem + kBarrierFloats);
+  for (int s = 0; s < q.stage_count; ++s) {
+    const Stage& stage = q.stages[s];
+    for (int c = tid; stage.conv.bias != nullptr && c < stage.conv.out_channels; c += kThreads) {
+      __pipeline_memcpy_async(smem + stage.bias + c, stage.conv.bias + c, 4);  // 4 bytes each
+    }
+    if (s > 0) stage_input(stage.conv, stage.staged_height, nullptr, smem + stage.input);
+  }
   if (tid == 0) {
     // The bulk copies (filters, the head's weights) complete on this block's slot 0 and
     // kHeadSlot. Each layer input's mbarrier expects the other blocks' bytes; remote stores may
@@ -458,22 +471,12 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
     }
   }
   FDNN_CONV_NET_STAMP(stamps, 2);
-  for (int s = 0; s < q.stage_count; ++s) {  // the conv biases, 4 bytes each
-    const Stage& stage = q.stages[s];
-    if (stage.conv.bias == nullptr) continue;
-    for (int c = tid; c < stage.conv.out_channels; c += kThreads) {
-      __pipeline_memcpy_async(smem + stage.bias + c, stage.conv.bias + c, 4);
-    }
-  }
-  __pipeline_commit();
+  wait_for_previous_grid();
+  allow_next_grid();
+  stage_input(q.stages[0].conv, q.stages[0].staged_height, q.x + n * q.input_floats,
+              smem + q.stages[0].input);
+  __pipeline_commit();  // the conv biases and x, one group
   FDNN_CONV_NET_STAMP(stamps, 3);
-  // Every stage's staged planes: stage 0's from x, the zeros around the others'.
-  for (int s = 0; s < q.stage_count; ++s) {
-    const Stage& stage = q.stages[s];
-    stage_input(stage.conv, stage.staged_height, s == 0 ? q.x + n * q.input_floats : nullptr,
-                smem + stage.input);
-  }
-  __pipeline_commit();
   if (layer_count > 1) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
 
   Publisher publisher;
@@ -488,7 +491,9 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
     [[maybe_unused]] const int phase = kLeadPhases + kPhasesPerLayer * l;
     if (l == 0) {
       __pipeline_wait_prior(0);  // this thread's conv biases and x
+      FDNN_CONV_NET_STAMP(stamps, 4);
       __syncthreads();  // everyone's, and thread 0 has initialised the mbarriers
+      FDNN_CONV_NET_STAMP(stamps, 5);
       wait_for_phase_zero<AcquireScope::Block>(shared_address(smem));  // the filters
     } else {
       if (l == q.stage_count) {  // the head's weights
@@ -797,8 +802,9 @@ void launch_conv_net(const ConvNetPlan& plan, const float* x, float* y, int64_t 
   ConvNetParams p = plan.launch->params;
   p.x = x;
   p.y = y;
-  launch_kernel(conv_net_kernel, "conv_net_kernel", dim3(static_cast<unsigned>(batch * kBlocks)),
-                dim3(kThreads), plan.launch->shared_bytes, stream, p);
+  launch_dependent_kernel(conv_net_kernel, "conv_net_kernel",
+                          dim3(static_cast<unsigned>(batch * kBlocks)), dim3(kThreads),
+                          plan.launch->shared_bytes, stream, p);
 }
 
 }  // namespace fusednn::cuda

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/fused_mlp_row_image.hpp"
@@ -132,29 +133,32 @@ fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
   const int layer_count = p.layer_count;
   FDNN_CLUSTER_TIMELINE(0);
 
-  // The rows of x first, so that they do not queue behind the weights; zero past the batch and
-  // in the row's padding (the padded weight columns are zero, so these need only be finite).
-  // Then this block's run of the image: its slices of every layer, one after another. One
-  // cp.async group: the run is a quarter of the chain.
+  // This block's run of the image (its slices of every layer, one after another), then the rows
+  // of x, zero past the batch and in the row's padding (the padded weight columns are zero, so
+  // these need only be finite). One cp.async group: layer 0 waits for all of it. Launched as a
+  // dependent kernel (launch_dependent_kernel), a cluster may start while the kernel before it
+  // finishes: only the weights go out before the wait for it.
   {
-    const int in = p.layers[0].in, in4 = p.layers[0].in4;
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const float* x_row = p.x + (row0 + r) * in;
-      for (int k = tid; k < in4; k += kThreads) {
-        float* destination = act0 + r * p.width4 + k;
-        if (r < valid_rows && k < in) {
-          __pipeline_memcpy_async(destination, x_row + k, sizeof(float));
-        } else {
-          *destination = 0.0f;
-        }
-      }
-    }
     const int begin = p.rank_offset[rank], words = (p.rank_offset[rank + 1] - begin) / 4;
     const float4* source = reinterpret_cast<const float4*>(p.image + begin);
     float4* destination = reinterpret_cast<float4*>(slices);
     for (int q = tid; q < words; q += kThreads) {
       __pipeline_memcpy_async(destination + q, source + q, sizeof(float4));
+    }
+    wait_for_previous_grid();
+    allow_next_grid();
+    const int in = p.layers[0].in, in4 = p.layers[0].in4;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float* x_row = p.x + (row0 + r) * in;
+      for (int k = tid; k < in4; k += kThreads) {
+        float* x_destination = act0 + r * p.width4 + k;
+        if (r < valid_rows && k < in) {
+          __pipeline_memcpy_async(x_destination, x_row + k, sizeof(float));
+        } else {
+          *x_destination = 0.0f;
+        }
+      }
     }
     __pipeline_commit();
   }
@@ -377,8 +381,8 @@ void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y
   const int tile = rows_per_cluster(rows);
   const auto clusters = static_cast<unsigned>((rows + tile - 1) / tile);
   const ClusterKernel kernel = kernel_for_rows(rows);
-  launch_kernel(kernel.function, kernel.name, clusters * kBlocks, kThreads,
-                plan.cluster_shared_bytes, stream, p);
+  launch_dependent_kernel(kernel.function, kernel.name, clusters * kBlocks, kThreads,
+                          plan.cluster_shared_bytes, stream, p);
 }
 
 }  // namespace fusednn::cuda

@@ -1,5 +1,6 @@
 #include "backends/cuda/launch.hpp"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -18,6 +19,14 @@ bool kernel_built_for(const void* kernel, int ptx_version) {
     return false;
   }
   return attributes.ptxVersion >= ptx_version;
+}
+
+bool dependent_launch_allowed() {
+  static const bool allowed = [] {
+    const char* knob = std::getenv("FUSEDNN_CUDA_DEPENDENT_LAUNCH");
+    return knob == nullptr || std::strcmp(knob, "0") != 0;
+  }();
+  return allowed;
 }
 
 ScopedCaptureLog::ScopedCaptureLog(CaptureLog* log) { g_capture_log = log; }

@@ -52,17 +52,56 @@ bool kernel_built_for(const void* kernel, int ptx_version);
 [[noreturn]] void throw_launch_error(cudaError_t error, const char* kernel_name, dim3 grid,
                                      dim3 block, size_t shared_bytes);
 
+// Whether kernels written for it start while the kernel before them on their stream finishes
+// (programmatic dependent launch, compute capability 9.0 and newer). FUSEDNN_CUDA_DEPENDENT_LAUNCH
+// "0" turns it off: a knob for A/B runs, read once.
+bool dependent_launch_allowed();
+
+namespace detail {
 template <typename Params>
-void launch_kernel(void (*kernel)(Params), const char* kernel_name, dim3 grid, dim3 block,
-                   size_t shared_bytes, cudaStream_t stream, const Params& params) {
+void launch(void (*kernel)(Params), const char* kernel_name, dim3 grid, dim3 block,
+            size_t shared_bytes, cudaStream_t stream, const Params& params, bool dependent) {
   void* arguments[] = {const_cast<Params*>(&params)};
   const void* function = reinterpret_cast<const void*>(kernel);
-  const cudaError_t error =
-      cudaLaunchKernel(function, grid, block, arguments, shared_bytes, stream);
+  cudaError_t error;
+  if (dependent) {
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = shared_bytes;
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    error = cudaLaunchKernelExC(&config, function, arguments);
+  } else {
+    error = cudaLaunchKernel(function, grid, block, arguments, shared_bytes, stream);
+  }
   if (error != cudaSuccess) throw_launch_error(error, kernel_name, grid, block, shared_bytes);
   if (active_capture_log() != nullptr) {
     record_captured_launch(stream, function, grid, block, shared_bytes, &params, sizeof(Params));
   }
+}
+}  // namespace detail
+
+template <typename Params>
+void launch_kernel(void (*kernel)(Params), const char* kernel_name, dim3 grid, dim3 block,
+                   size_t shared_bytes, cudaStream_t stream, const Params& params) {
+  detail::launch(kernel, kernel_name, grid, block, shared_bytes, stream, params, false);
+}
+
+// launch_kernel() for a kernel that may start before the previous kernel on `stream` has
+// finished: it calls wait_for_previous_grid() (dependent_launch.cuh) before it reads anything
+// that kernel may write or writes anything it may read, and only weights and its own shared
+// memory before that.
+template <typename Params>
+void launch_dependent_kernel(void (*kernel)(Params), const char* kernel_name, dim3 grid,
+                             dim3 block, size_t shared_bytes, cudaStream_t stream,
+                             const Params& params) {
+  detail::launch(kernel, kernel_name, grid, block, shared_bytes, stream, params,
+                 dependent_launch_allowed());
 }
 
 // Blocks of `threads` for `work` items, capped at `max_blocks` (grid-stride loops do the rest).

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
@@ -328,13 +329,15 @@ small_batch_linear_cluster_kernel(const __grid_constant__ SmallBatchParams p) {
   // first. With copy i from thread i, chunk 0's copies (warps 0 and 1) queued behind the other
   // chunks' and landed 3.7 us after entry (H100, timeline probe); from warp 0 alone the copies
   // took ~38 ns each to issue.
+  //
+  // Launched as a dependent kernel (launch_dependent_kernel), a block may start while the kernel
+  // before it finishes: chunk 0's W rows go out first, and x, which that kernel may write, only
+  // after wait_for_previous_grid(). Every thread waits, since every thread stores outputs.
   constexpr int kHalf = kRows / 2;
   const int per_chunk = kHalf + kColumns;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  for (int i = warp + kWarps * lane; i < chunks * per_chunk; i += kThreads) {
-    const int c = i / per_chunk;
-    const int j = i - c * per_chunk;
+  auto issue = [&](int c, int j) {  // copy j of chunk c: x's row j, or W's row j - kHalf
     if (j < kHalf) {
       const int row = kHalf * rank + j;
       if (row < x_rows) {
@@ -348,7 +351,16 @@ small_batch_linear_cluster_kernel(const __grid_constant__ SmallBatchParams p) {
                 a.weight + static_cast<int64_t>(n0 + w) * a.in + c * kChunk, kRowBytes,
                 shared_address(full + c));
     }
+  };
+  const int first = warp + kWarps * lane;
+  if (first < kColumns) issue(0, kHalf + first);
+  wait_for_previous_grid();
+  for (int i = first; i < chunks * per_chunk; i += kThreads) {
+    const int c = i / per_chunk;
+    const int j = i - c * per_chunk;
+    if (c > 0 || j < kHalf) issue(c, j);
   }
+  allow_next_grid();
   FDNN_SMALL_BATCH_STAMP(2);
 
   float acc[2][kTiles][4] = {};
@@ -466,8 +478,8 @@ void launch_small_batch_linear(const SmallBatchLinearPlan& plan, const LinearArg
   // 7.5 (x is nearly all zero-filled there, so there is little to share).
   if (plan.cluster && args.rows >= kClusterMinRows) {
     const unsigned pairs = (plan.grid + 1) / 2;  // the last pair may have an idle block
-    launch_kernel(variant.cluster_kernel, variant.cluster_name, dim3(2 * pairs),
-                  dim3(kThreads), plan.shared_bytes, stream, p);
+    launch_dependent_kernel(variant.cluster_kernel, variant.cluster_name, dim3(2 * pairs),
+                            dim3(kThreads), plan.shared_bytes, stream, p);
   } else {
     launch_kernel(variant.kernel, variant.name, dim3(plan.grid), dim3(kThreads), plan.shared_bytes,
                   stream, p);
