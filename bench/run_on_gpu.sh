@@ -174,7 +174,9 @@ if want bench && [[ -f $LIB ]]; then
                 "FUSED_CONV=0 lenet5 16384" "FUSED_CONV=1 lenet5 16384" \
                 "CUBLASLT=0 linear_gelu 32" "CUBLASLT=1 linear_gelu 32" \
                 "SMALL_BATCH_LINEAR=0 linear_gelu 1" "SMALL_BATCH_LINEAR=1 linear_gelu 1" \
-                "SMALL_BATCH_LINEAR=0 linear_gelu 32" "SMALL_BATCH_LINEAR=1 linear_gelu 32"; do
+                "SMALL_BATCH_LINEAR=0 linear_gelu 32" "SMALL_BATCH_LINEAR=1 linear_gelu 32" \
+                "SINGLE_LAUNCH=0 lenet5 1" "DEPENDENT_LAUNCH=0 lenet5 1" \
+                "DEPENDENT_LAUNCH=0 seed_mlp 1" "DEPENDENT_LAUNCH=0 linear_gelu 32"; do
       set -- $args
       echo "{\"knob\": \"FUSEDNN_CUDA_$1\"}" >>/tmp/latency.jsonl
       phase "latency $args" 40 /tmp/latency.jsonl env "FUSEDNN_CUDA_$1" /tmp/device_latency \

@@ -57,11 +57,12 @@ std::vector<float> cpu_conv_tanh_pool(const HostConv& c, const std::vector<float
 }
 
 const char* const kLayerNames[] = {"conv1", "conv2", "fc1", "fc2", "fc3"};
-const char* const kLeadPhases[] = {"entry",    "params copied",     "set-up issued",
-                                   "x issued", "own copies landed", "block's landed"};
+const char* const kLeadPhases[] = {"entry",          "params copied",      "zeros issued",
+                                   "mbarriers ready", "set-up issued",      "previous grid done",
+                                   "x issued",        "own copies landed",  "block's landed"};
 const char* const kLayerPhases[] = {"input arrived", "block synced", "partials done",
                                     "first output", "sent"};
-constexpr int kLead = 6, kPerLayer = 5;
+constexpr int kLead = 9, kPerLayer = 5;
 
 void report(const char* how, int layer_count) {
   print_timeline(std::string("\"paced_by\": \"") + how + "\"", kLaunches,

@@ -150,11 +150,12 @@ __host__ __device__ __forceinline__ Patch patch_of(const ConvPoolParams& p, int 
 
 constexpr int kWarps = kThreads / 32;
 
-// Timeline stamps (kernel_timeline.cuh) from block 0's thread 0: entry, parameters copied, its
-// set-up done (conv biases, mbarriers, bulk copies issued), x issued, its own copies of x and
-// the biases landed, the block's landed, then per layer: input arrived (for the first, the filters),
-// block synchronised, partial sums done, first output computed, outputs sent.
-constexpr int kLeadPhases = 6;
+// Timeline stamps (kernel_timeline.cuh) from block 0's thread 0: entry, parameters copied, the
+// conv biases and the later stages' zeros issued, mbarriers initialised, bulk copies issued, the
+// previous grid done, x issued, its own copies of x and the biases landed, the block's landed,
+// then per layer: input arrived (for the first, the filters), block synchronised, partial sums
+// done, first output computed, outputs sent.
+constexpr int kLeadPhases = 9;
 constexpr int kPhasesPerLayer = 5;
 struct Stamps {
   bool on;
@@ -211,27 +212,32 @@ struct Publisher {
   }
 };
 
-// Stage 0's input planes from x into the staged layout: staged (c, i, j) = x (origin_row + i,
-// origin_col + j), zero outside. A later stage's planes get only their zeros here; the previous
-// stage's blocks write the rest. A warp per staged row.
-__device__ void stage_input(const ConvPoolParams& p, int staged_height, const float* global,
+// A stage's input planes in the staged layout: staged (c, i, j) = x (origin_row + i,
+// origin_col + j) for stage 0, zero outside; a later stage's planes get only their zeros (x
+// null), and the previous stage's blocks write the rest. A warp per staged row. The fields are
+// read once into registers: the parameters live in shared memory, where every store here could
+// alias them, and reloading them after each store, with a division per row, made this ~2 us of
+// the kernel's preamble (bench/cuda/NOTES.md, version 15).
+__device__ void stage_input(const ConvPoolParams& p, int staged_height, const float* x,
                             float* staged) {
-  const int rows = p.in_channels * staged_height;
+  const int in_channels = p.in_channels, in_height = p.in_height, in_width = p.in_width;
+  const int origin_row = p.origin_row, origin_col = p.origin_col;
+  const int row_pitch = p.row_pitch, staged_width = p.staged_width;
+  const int plane_floats = p.plane_floats;
   const int lane = threadIdx.x % 32;
-  for (int row_index = threadIdx.x / 32; row_index < rows; row_index += kWarps) {
-    const int c = row_index / staged_height;
-    const int i = row_index - c * staged_height;
-    const int row = p.origin_row + i;
-    const bool row_inside = row >= 0 && row < p.in_height;
-    const int base = (c * p.in_height + row) * p.in_width;
-    float* destination = staged + c * p.plane_floats + i * p.row_pitch;
-    for (int j = lane; j < p.row_pitch; j += 32) {
-      const int col = p.origin_col + j;
-      const bool inside = row_inside && j < p.staged_width && col >= 0 && col < p.in_width;
-      if (!inside) {
-        destination[j] = 0.0f;
-      } else if (global != nullptr) {  // asynchronous: no thread waits on a load here
-        __pipeline_memcpy_async(destination + j, global + base + col, sizeof(float));
+  for (int c = 0; c < in_channels; ++c) {
+    for (int i = threadIdx.x / 32; i < staged_height; i += kWarps) {
+      const int row = origin_row + i;
+      const bool row_inside = row >= 0 && row < in_height;
+      const int base = (c * in_height + row) * in_width;  // an offset: x may be null
+      float* destination = staged + c * plane_floats + i * row_pitch;
+      for (int j = lane; j < row_pitch; j += 32) {
+        const int col = origin_col + j;
+        if (!(row_inside && j < staged_width && col >= 0 && col < in_width)) {
+          destination[j] = 0.0f;
+        } else if (x != nullptr) {  // asynchronous: no thread waits on a load here
+          __pipeline_memcpy_async(destination + j, x + base + col, sizeof(float));
+        }
       }
     }
   }
@@ -420,8 +426,6 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
   // the kernel before it finishes, so everything but x comes first: the conv biases (cp.async),
   // the zeros around the later stages' planes, and thread 0's mbarriers and bulk copies (the
   // filters, this block's run of the head image). Then x, once the previous kernel is done.
-  // (Issuing x before the rest changed nothing: x was issued 3.2 us after the parameters either
-  // way, H100 and H200, bench/cuda/NOTES.md version 15.)
   {
     const float4* source = reinterpret_cast<const float4*>(&p);
     float4* destination = shared_memory + kBarrierFloats / 4;
@@ -439,6 +443,7 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
     }
     if (s > 0) stage_input(stage.conv, stage.staged_height, nullptr, smem + stage.input);
   }
+  FDNN_CONV_NET_STAMP(stamps, 2);
   if (tid == 0) {
     // The bulk copies (filters, the head's weights) complete on this block's slot 0 and
     // kHeadSlot. Each layer input's mbarrier expects the other blocks' bytes; remote stores may
@@ -450,6 +455,7 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
       init_single_arrival(shared_address(smem + 2 * slot));
     }
     publish_mbarrier_init();
+    FDNN_CONV_NET_STAMP(stamps, 3);
     for (int l = 1; l < layer_count; ++l) {
       expect_bytes(shared_address(smem + 2 * l), q.expected_bytes[l][rank]);
     }
@@ -470,13 +476,14 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
                 bytes, shared_address(smem + 2 * kHeadSlot));
     }
   }
-  FDNN_CONV_NET_STAMP(stamps, 2);
+  FDNN_CONV_NET_STAMP(stamps, 4);
   wait_for_previous_grid();
   allow_next_grid();
+  FDNN_CONV_NET_STAMP(stamps, 5);
   stage_input(q.stages[0].conv, q.stages[0].staged_height, q.x + n * q.input_floats,
               smem + q.stages[0].input);
   __pipeline_commit();  // the conv biases and x, one group
-  FDNN_CONV_NET_STAMP(stamps, 3);
+  FDNN_CONV_NET_STAMP(stamps, 6);
   if (layer_count > 1) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
 
   Publisher publisher;
@@ -491,9 +498,9 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
     [[maybe_unused]] const int phase = kLeadPhases + kPhasesPerLayer * l;
     if (l == 0) {
       __pipeline_wait_prior(0);  // this thread's conv biases and x
-      FDNN_CONV_NET_STAMP(stamps, 4);
+      FDNN_CONV_NET_STAMP(stamps, 7);
       __syncthreads();  // everyone's, and thread 0 has initialised the mbarriers
-      FDNN_CONV_NET_STAMP(stamps, 5);
+      FDNN_CONV_NET_STAMP(stamps, 8);
       wait_for_phase_zero<AcquireScope::Block>(shared_address(smem));  // the filters
     } else {
       if (l == q.stage_count) {  // the head's weights

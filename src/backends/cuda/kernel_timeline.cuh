@@ -7,7 +7,7 @@
 namespace fusednn::cuda {
 
 constexpr int kTimelineSlots = 256;  // launches kept, by launch count
-constexpr int kTimelinePhases = 32;  // stamps a launch may take
+constexpr int kTimelinePhases = 48;  // stamps a launch may take
 
 #ifdef FUSEDNN_KERNEL_TIMELINE
 __device__ unsigned long long kernel_timeline[kTimelineSlots][kTimelinePhases];

@@ -653,7 +653,7 @@ TEST(CudaBackend, FusedConvPoolGeometries) {
 
 // The whole network in one launch (conv_net.cu): checked against the CPU by the FusedConv tests
 // (which run every net with it forced on up to the SM count and with it off); here, the
-// launches a run makes: by default one for batches 2 to 12 and one per layer outside them;
+// launches a run makes: by default one for batches 1 to 12 and one per layer past them;
 // FUSEDNN_CUDA_SINGLE_LAUNCH=1, one up to the SM count; =0, one per layer. On nets that take
 // it (a conv stack with and without an MLP head, 5x5, 3x3 and strided taps, max and average
 // pooling, a conv without pooling) and one that does not (an activation before the first conv).
@@ -701,7 +701,7 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
     count_kernels(c.net, 2, &kernels);
     EXPECT_EQ(kernels, single) << "batch 2";
     count_kernels(c.net, 1, &kernels);
-    EXPECT_EQ(kernels, c.per_layer) << "batch 1";
+    EXPECT_EQ(kernels, single) << "batch 1";
     count_kernels(c.net, 13, &kernels);
     EXPECT_EQ(kernels, c.per_layer) << "batch 13";
     {
@@ -716,6 +716,103 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
     ScopedEnvironment off("FUSEDNN_CUDA_SINGLE_LAUNCH", "0");
     count_kernels(c.net, 8, &kernels);
     EXPECT_EQ(kernels, c.per_layer) << "batch 8, FUSEDNN_CUDA_SINGLE_LAUNCH=0";
+  }
+#endif
+}
+
+// The dependent launches (the small-batch cluster MLP, the small-batch Linear and the whole-network
+// conv kernel) may start before the kernel ahead of them on the stream has finished. Here that
+// kernel writes their input (a Scale model's run, on another context), the next producer run
+// overwrites it right after, and two consumer runs follow each other directly: four rounds on
+// one stream with no host synchronisation, each round's output against the CPU backend.
+TEST(CudaBackend, DependentLaunchesWaitForTheKernelBefore) {
+  REQUIRE_CUDA();
+#if FUSEDNN_TEST_WITH_CUDART
+  struct Case {
+    const char* name;
+    Net net;
+    std::vector<int64_t> input_shape;
+    int64_t batch;
+  };
+  Net mlp({64});
+  mlp.linear("f1", 64, 96).act(R"({"type": "ReLU"})").linear("f2", 96, 40);
+  Net wide({256});
+  wide.linear("fc", 256, 512).act(R"({"type": "GELU", "approximate": "tanh"})");
+  const Case cases[] = {{"cluster MLP", mlp, {64}, 1},
+                        {"small-batch Linear", wide, {256}, 32},
+                        {"LeNet-5 in one launch", lenet5(), {1, 28, 28}, 1}};
+  uint32_t seed = 90;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::mt19937 random(seed++);
+    const CpuAndGpu models = cpu_and_gpu_models(c.net, c.batch, random);
+    Net doubling(c.input_shape);
+    doubling.act(R"({"type": "Scale", "alpha": 2.0})");
+    fdnn_model* producer = create_model(doubling.spec(), FDNN_DEVICE_CUDA, c.batch, 1);
+    ASSERT_TRUE(models.cpu && models.gpu && producer);
+    fdnn_shape in_shape, out_shape;
+    ASSERT_EQ(fdnn_model_input_shape(models.cpu, &in_shape), FDNN_STATUS_OK);
+    ASSERT_EQ(fdnn_model_output_shape(models.cpu, &out_shape), FDNN_STATUS_OK);
+    const size_t in_count = static_cast<size_t>(c.batch * elements(in_shape));
+    const size_t out_count = static_cast<size_t>(c.batch * elements(out_shape));
+    fdnn_context* consumer_context = nullptr;
+    fdnn_context* producer_context = nullptr;
+    ASSERT_EQ(fdnn_context_create(models.gpu, &consumer_context), FDNN_STATUS_OK);
+    ASSERT_EQ(fdnn_context_create(producer, &producer_context), FDNN_STATUS_OK);
+
+    constexpr int kRounds = 4;
+    std::vector<std::vector<float>> expected(2 * kRounds);
+    std::vector<float*> sources(kRounds), outputs(2 * kRounds);
+    float* shared_input = nullptr;  // every round's producer output and consumer input
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&shared_input), in_count * sizeof(float)));
+    const std::vector<float> poison(out_count, NAN);
+    for (int r = 0; r < kRounds; ++r) {
+      const std::vector<float> input = normal(in_count, random, 0.0f, 1.0f);
+      std::vector<float> doubled(input);
+      for (float& v : doubled) v *= 2.0f;  // exact
+      for (int k = 0; k < 2; ++k) {  // both consumer runs of a round read the same input
+        expected[2 * r + k].assign(out_count, NAN);
+        ASSERT_EQ(fdnn_model_run(models.cpu, c.batch, doubled.data(), in_count,
+                                 expected[2 * r + k].data(), out_count),
+                  FDNN_STATUS_OK);
+        CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&outputs[2 * r + k]),
+                           out_count * sizeof(float)));
+        ASSERT_NO_FATAL_FAILURE(upload(outputs[2 * r + k], poison.data(),
+                                       out_count * sizeof(float)));
+      }
+      CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&sources[r]), in_count * sizeof(float)));
+      ASSERT_NO_FATAL_FAILURE(upload(sources[r], input.data(), in_count * sizeof(float)));
+    }
+    cudaStream_t stream = nullptr;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int r = 0; r < kRounds; ++r) {
+      ASSERT_EQ(fdnn_context_run_device(producer_context, c.batch, sources[r], in_count,
+                                        shared_input, in_count, stream),
+                FDNN_STATUS_OK)
+          << fdnn_last_error_message();
+      for (int k = 0; k < 2; ++k) {
+        ASSERT_EQ(fdnn_context_run_device(consumer_context, c.batch, shared_input, in_count,
+                                          outputs[2 * r + k], out_count, stream),
+                  FDNN_STATUS_OK)
+            << fdnn_last_error_message();
+      }
+    }
+    CUDA_OK(cudaStreamSynchronize(stream));
+    for (int run = 0; run < 2 * kRounds; ++run) {
+      std::vector<float> got(out_count);
+      CUDA_OK(cudaMemcpy(got.data(), outputs[run], out_count * sizeof(float),
+                         cudaMemcpyDeviceToHost));
+      EXPECT_LE(relative_error(got, expected[run]), kTolerance) << "run " << run;
+      cudaFree(outputs[run]);
+    }
+    for (float* source : sources) cudaFree(source);
+    cudaFree(shared_input);
+    cudaStreamDestroy(stream);
+    fdnn_context_destroy(consumer_context);
+    fdnn_context_destroy(producer_context);
+    fdnn_model_destroy(producer);
+    fdnn_model_destroy(models.cpu);
+    fdnn_model_destroy(models.gpu);
   }
 #endif
 }
