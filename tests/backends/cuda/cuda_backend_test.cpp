@@ -724,7 +724,8 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
 // conv kernel) may start before the kernel ahead of them on the stream has finished. Here that
 // kernel writes their input (a Scale model's run, on another context), the next producer run
 // overwrites it right after, and two consumer runs follow each other directly: four rounds on
-// one stream with no host synchronisation, each round's output against the CPU backend.
+// one stream with no host synchronisation, each round's output against the CPU backend; then the
+// same runs captured into a graph of the caller's and launched twice.
 TEST(CudaBackend, DependentLaunchesWaitForTheKernelBefore) {
   REQUIRE_CUDA();
 #if FUSEDNN_TEST_WITH_CUDART
@@ -798,13 +799,45 @@ TEST(CudaBackend, DependentLaunchesWaitForTheKernelBefore) {
       }
     }
     CUDA_OK(cudaStreamSynchronize(stream));
-    for (int run = 0; run < 2 * kRounds; ++run) {
-      std::vector<float> got(out_count);
-      CUDA_OK(cudaMemcpy(got.data(), outputs[run], out_count * sizeof(float),
-                         cudaMemcpyDeviceToHost));
-      EXPECT_LE(relative_error(got, expected[run]), kTolerance) << "run " << run;
-      cudaFree(outputs[run]);
+    auto expect_outputs = [&](const char* how) {
+      for (int run = 0; run < 2 * kRounds; ++run) {
+        std::vector<float> got(out_count);
+        CUDA_OK(cudaMemcpy(got.data(), outputs[run], out_count * sizeof(float),
+                           cudaMemcpyDeviceToHost));
+        EXPECT_LE(relative_error(got, expected[run]), kTolerance) << how << ", run " << run;
+      }
+    };
+    expect_outputs("queued");
+    // The same runs captured into the caller's graph (the dependent launches become programmatic
+    // edges there), launched twice.
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int r = 0; r < kRounds; ++r) {
+      EXPECT_EQ(fdnn_context_run_device(producer_context, c.batch, sources[r], in_count,
+                                        shared_input, in_count, stream),
+                FDNN_STATUS_OK)
+          << fdnn_last_error_message();
+      for (int k = 0; k < 2; ++k) {
+        EXPECT_EQ(fdnn_context_run_device(consumer_context, c.batch, shared_input, in_count,
+                                          outputs[2 * r + k], out_count, stream),
+                  FDNN_STATUS_OK)
+            << fdnn_last_error_message();
+      }
     }
+    cudaGraph_t graph = nullptr;
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int launch = 0; launch < 2; ++launch) {
+      for (float* output : outputs) {
+        ASSERT_NO_FATAL_FAILURE(upload(output, poison.data(), out_count * sizeof(float)));
+      }
+      CUDA_OK(cudaGraphLaunch(exec, stream));
+      CUDA_OK(cudaStreamSynchronize(stream));
+      expect_outputs("in the caller's graph");
+    }
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    for (float* output : outputs) cudaFree(output);
     for (float* source : sources) cudaFree(source);
     cudaFree(shared_input);
     cudaStreamDestroy(stream);
