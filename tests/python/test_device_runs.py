@@ -14,7 +14,7 @@ import pytest
 import fusednn
 from conftest import GOLDEN, relative_error
 from test_dlpack import ManagedProducer
-from test_typed_io import FakeCudaArray, Recorder
+from test_typed_io import FakeCudaArray, Recorder, recorded  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("native")
 
@@ -33,15 +33,6 @@ class CountingCudaArray:
     def __cuda_array_interface__(self) -> Any:
         self.reads += 1
         return self._interface
-
-
-@pytest.fixture
-def recorded() -> Any:
-    with fusednn.Model.from_file(SEED_MLP, device="cpu") as m:
-        with m.create_context() as context:
-            context._run_device_function = Recorder()
-            context._run_device_typed_function = Recorder()
-            yield context
 
 
 # ------------------------------------------------------------------------------------------------

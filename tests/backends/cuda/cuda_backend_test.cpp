@@ -786,18 +786,21 @@ TEST(CudaBackend, DependentLaunchesWaitForTheKernelBefore) {
     }
     cudaStream_t stream = nullptr;
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    for (int r = 0; r < kRounds; ++r) {
-      ASSERT_EQ(fdnn_context_run_device(producer_context, c.batch, sources[r], in_count,
-                                        shared_input, in_count, stream),
-                FDNN_STATUS_OK)
-          << fdnn_last_error_message();
-      for (int k = 0; k < 2; ++k) {
-        ASSERT_EQ(fdnn_context_run_device(consumer_context, c.batch, shared_input, in_count,
-                                          outputs[2 * r + k], out_count, stream),
+    auto queue_rounds = [&] {
+      for (int r = 0; r < kRounds; ++r) {
+        EXPECT_EQ(fdnn_context_run_device(producer_context, c.batch, sources[r], in_count,
+                                          shared_input, in_count, stream),
                   FDNN_STATUS_OK)
             << fdnn_last_error_message();
+        for (int k = 0; k < 2; ++k) {
+          EXPECT_EQ(fdnn_context_run_device(consumer_context, c.batch, shared_input, in_count,
+                                            outputs[2 * r + k], out_count, stream),
+                    FDNN_STATUS_OK)
+              << fdnn_last_error_message();
+        }
       }
-    }
+    };
+    queue_rounds();
     CUDA_OK(cudaStreamSynchronize(stream));
     auto expect_outputs = [&](const char* how) {
       for (int run = 0; run < 2 * kRounds; ++run) {
@@ -811,18 +814,7 @@ TEST(CudaBackend, DependentLaunchesWaitForTheKernelBefore) {
     // The same runs captured into the caller's graph (the dependent launches become programmatic
     // edges there), launched twice.
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int r = 0; r < kRounds; ++r) {
-      EXPECT_EQ(fdnn_context_run_device(producer_context, c.batch, sources[r], in_count,
-                                        shared_input, in_count, stream),
-                FDNN_STATUS_OK)
-          << fdnn_last_error_message();
-      for (int k = 0; k < 2; ++k) {
-        EXPECT_EQ(fdnn_context_run_device(consumer_context, c.batch, shared_input, in_count,
-                                          outputs[2 * r + k], out_count, stream),
-                  FDNN_STATUS_OK)
-            << fdnn_last_error_message();
-      }
-    }
+    queue_rounds();
     cudaGraph_t graph = nullptr;
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
     cudaGraphExec_t exec = nullptr;

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence, Tuple
 
+from ._closeable import Closeable
+
 __all__ = ["BoundRun"]
 
 
@@ -17,7 +19,7 @@ def _as_ctypes(function: Callable[..., int], arguments: Tuple[Any, ...]) -> Tupl
                  for value, argtype in zip(arguments, argtypes))
 
 
-class BoundRun:
+class BoundRun(Closeable):
     """One device run, queued again by each call with a single native call.
 
     Made by :meth:`Context.bind_device`, which has checked the buffers, their shapes and dtypes
@@ -63,18 +65,6 @@ class BoundRun:
         self._arguments = ()
         for tensor in consumed:
             tensor.release()
-
-    def __enter__(self) -> "BoundRun":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"on {self._context!r}"

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _device_buffers, _native
 from ._bound_run import BoundRun
+from ._closeable import Closeable
 from ._native import ContextHandle, LayerInfoStruct, MemoryInfoStruct, ModelHandle, Shape
 
 __all__ = ["BoundRun", "Context", "LayerInfo", "MemoryInfo", "Model", "cuda_device_count"]
@@ -208,7 +209,7 @@ def _run(library: _native.Library, function: Callable[..., int],
 
 
 
-class Model:
+class Model(Closeable):
     """A network with its weights, ready to run on the CPU or a GPU (``fdnn_model``).
 
     Create one with :meth:`from_file` (a bundle, or a JSON spec whose weights follow) or
@@ -492,18 +493,6 @@ class Model:
         if handle is not None:
             self._destroy(handle)
 
-    def __enter__(self) -> "Model":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: nothing sensible left to do
-            pass
-
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"on {self._device}"
         return (f"<fusednn.Model {getattr(self, '_input_shape', '?')} -> "
@@ -511,7 +500,7 @@ class Model:
                 f"max_batch={getattr(self, '_max_batch', '?')}>")
 
 
-class Context:
+class Context(Closeable):
     """An execution context: the scratch memory (and, on a GPU, the stream) of one run in flight.
 
     :meth:`Model.run` borrows a context from the model's pool on every call; a Context of your
@@ -699,18 +688,6 @@ class Context:
         handle, self._handle = self._handle, None
         if handle is not None:
             self._destroy(handle)
-
-    def __enter__(self) -> "Context":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"on {self._device}"
