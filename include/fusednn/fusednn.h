@@ -559,6 +559,12 @@ FDNN_API fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, cons
  * wait: the work is queued on `cuda_stream` and the results are ready when the stream reaches
  * that point. Not thread-safe for one context.
  *
+ * On compute capability 9.0 and newer, small-batch kernels are programmatic dependent launches:
+ * one may start while the kernel before it on the stream finishes, staging only weights until
+ * that kernel is complete; it reads device_input and writes device_output only afterwards, so
+ * stream order holds as for any launch (a profiler shows the overlap). The environment variable
+ * FUSEDNN_CUDA_DEPENDENT_LAUNCH=0, read once per process, turns this off.
+ *
  * @param[in,out] context The context. Must not be NULL.
  * @param[in] batch Number of samples, 1 to the model's max_batch.
  * @param[in] device_input batch x input-shape float32 values in device memory, 4-byte aligned
