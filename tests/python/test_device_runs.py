@@ -220,6 +220,19 @@ def test_torch_tensors_are_checked(recorded: Any, torch_stand_in: Any, which: st
     assert not recorded._run_device_function.calls
 
 
+def test_torch_tensors_without_strided_storage_are_a_type_error(recorded: Any,
+                                                                 torch_stand_in: Any) -> None:
+    class Sparse(torch_stand_in.Tensor):
+        def is_contiguous(self) -> bool:
+            raise RuntimeError("sparse tensors do not have is_contiguous")
+
+    torch_stand_in.Tensor = Sparse  # what describe() compares type(x) with
+    x = Sparse(np.zeros((2, 100), np.float32))
+    with pytest.raises(TypeError, match="input is a torch tensor fusednn cannot read.*sparse"):
+        recorded.run_device(x, Sparse(np.zeros((2, 10), np.float32)))
+    assert not recorded._run_device_function.calls
+
+
 def test_torch_subclasses_take_the_interface_path(recorded: Any, torch_stand_in: Any) -> None:
     class Parameter(torch_stand_in.Tensor):
         pass
@@ -261,7 +274,8 @@ def test_torch_device_runs_match_the_cpu_backend(rng: np.random.Generator) -> No
                     stream.synchronize()
                     expected = cpu_model.run(inputs[1][0])
                     assert relative_error(out.cpu().numpy(), expected) <= 1e-5
-                out.fill_(float("nan"))
+                out.fill_(float("nan"))  # on torch's current stream: ordered before the run
+                stream.wait_stream(torch.cuda.current_stream())
                 context.run_device(inputs[2][1], out, stream=stream)
                 stream.synchronize()
                 assert relative_error(out.cpu().numpy(), cpu_model.run(inputs[2][0])) <= 1e-5

@@ -1,7 +1,9 @@
 // Phase stamps for latency probes (bench/cuda/*_timeline.cu): a kernel file compiled with
 // FUSEDNN_KERNEL_TIMELINE defined stamps %globaltimer (ns) and the SM's clock at each phase, from
 // thread 0 of one chosen block; the probe reads both arrays back (their ratio is the SM clock
-// the kernel ran at). In the library the macros are empty.
+// the kernel ran at). In the library the macros are empty. A launch's slot is the count of
+// launches that finished stamping, so launches must not overlap: run the probes of dependent
+// launches with FUSEDNN_CUDA_DEPENDENT_LAUNCH=0.
 #pragma once
 
 namespace fusednn::cuda {

@@ -23,8 +23,10 @@ class BoundRun(Closeable):
     """One device run, queued again by each call with a single native call.
 
     Made by :meth:`Context.bind_device`, which has checked the buffers, their shapes and dtypes
-    and the stream. It holds the buffers (and any DLPack tensors consumed from them) until
-    :meth:`close`; use it as a context manager, or let it be garbage-collected.
+    and the stream. It holds the buffer objects (and any DLPack tensors consumed from them) until
+    :meth:`close`; use it as a context manager, or let it be garbage-collected. The device
+    addresses are fixed at binding: a buffer whose storage moves afterwards (torch's
+    ``resize_()`` or ``set_()``) must be bound again.
     """
 
     __slots__ = ("_context", "_function", "_arguments", "_buffers", "_consumed")

@@ -49,7 +49,18 @@ def _torch_dtype_name(dtype: Any) -> Optional[str]:
 
 def _torch_buffer(tensor: Any, where: str, what: str, writable: bool,
                   device_id: int) -> Described:
-    """A torch tensor, checked as __cuda_array_interface__ would be, through its own methods."""
+    """A torch tensor, checked as __cuda_array_interface__ would be, through its own methods;
+    torch's RuntimeError for tensors without strided storage (sparse, nested) becomes a
+    TypeError naming the argument."""
+    try:
+        return _strided_torch_buffer(tensor, where, what, writable, device_id)
+    except RuntimeError as error:
+        raise TypeError(f"{where}: the {what} is a torch tensor fusednn cannot read as one "
+                        f"dense C-contiguous buffer ({error})") from error
+
+
+def _strided_torch_buffer(tensor: Any, where: str, what: str, writable: bool,
+                          device_id: int) -> Described:
     if not tensor.is_cuda:
         raise TypeError(f"{where}: the {what} is a torch tensor on {tensor.device}, not on a GPU; "
                         "use run() for host arrays")
