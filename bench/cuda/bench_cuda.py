@@ -340,6 +340,28 @@ def lenet_case(seed: int = 1) -> tuple:
     return spec, weights, functional
 
 
+def conv_case(name: str, in_channels: int, out_channels: int, kernel: int, stride: int,
+              padding: int, size: int, seed: int = 2) -> tuple:
+    """One Conv2d + bias + ReLU on size x size inputs with PyTorch's default initialisation (a
+    ResNet-style layer)."""
+    generator = torch.Generator().manual_seed(seed)
+    bound = 1.0 / (in_channels * kernel * kernel) ** 0.5
+    weights = {
+        "conv.weight": ((torch.rand(out_channels, in_channels, kernel, kernel,
+                                    generator=generator) * 2 - 1) * bound).numpy(),
+        "conv.bias": ((torch.rand(out_channels, generator=generator) * 2 - 1) * bound).numpy()}
+    spec = json.dumps({"fusednn": 1, "name": name, "input": {"shape": [in_channels, size, size]},
+                       "layers": [{"type": "Conv2d", "name": "conv", "in_channels": in_channels,
+                                   "out_channels": out_channels, "kernel_size": kernel,
+                                   "stride": stride, "padding": padding}, {"type": "ReLU"}]})
+
+    def functional(t, x):
+        return torch.relu(F.conv2d(x, t["conv.weight"], t["conv.bias"], stride=stride,
+                                   padding=padding))
+
+    return spec, weights, functional
+
+
 def torch_forward(weights: dict, functional, precision: str):
     """The case's PyTorch function on the GPU in `precision`, float32 in and float32 out as
     fusednn's runs are. fp32 and tf32 keep fp32 weights (run tf32 under torch_precision); fp16
@@ -933,6 +955,26 @@ def run_cases(bench: Bench) -> None:
     bench.run_case(head_name, softmax_head, 262144, (100,), precision="bf16", use_compile=False)
     bench.run_case(head_name, softmax_head, 262144, (100,), precision="bf16",
                    knobs={"FUSEDNN_CUDA_FOLD_ROW_OPS": "0"}, use_compile=False)
+    # A convolution too large for the fused conv + pool kernel (ResNet-18's 64-channel 3x3 on
+    # 56 x 56): the implicit GEMM in each precision, and fp32 on the direct kernel it replaced.
+    resnet_conv = conv_case("conv64", 64, 64, 3, 1, 1, 56)
+    conv_name = "Conv2d 64->64 3x3 + ReLU, 56x56"
+    for precision in ("fp32", "tf32", "bf16", "fp16"):
+        bench.run_case(conv_name, resnet_conv, 32, (64, 56, 56), precision=precision,
+                       use_compile=False)
+    bench.run_case(conv_name, resnet_conv, 32, (64, 56, 56), use_compile=False,
+                   knobs={"FUSEDNN_CUDA_IMPLICIT_GEMM": "0"})
+    bench.run_case(conv_name, resnet_conv, 1, (64, 56, 56), use_compile=False)
+    # One the fused conv + pool kernel holds (14 x 14): that kernel (the default) against the
+    # implicit GEMM, in fp32 and bf16.
+    small_conv = conv_case("conv64s", 64, 64, 3, 1, 1, 14)
+    small_name = "Conv2d 64->64 3x3 + ReLU, 14x14"
+    as_gemm = {"FUSEDNN_CUDA_FUSED_CONV": "0", "FUSEDNN_CUDA_IMPLICIT_GEMM": "1"}
+    for precision in ("fp32", "bf16"):
+        bench.run_case(small_name, small_conv, 256, (64, 14, 14), precision=precision,
+                       use_compile=False)
+        bench.run_case(small_name, small_conv, 256, (64, 14, 14), precision=precision,
+                       use_compile=False, knobs=as_gemm)
 
 
 def latency_notes(path: str) -> list:

@@ -136,11 +136,15 @@ typedef enum fdnn_device {
  * On the GPU (compute capability 8.0 and newer) chains of Linear layers up to 256 wide run on
  * tensor cores in the requested precision, and wider lone Linear layers run on cuBLASLt (tf32:
  * its tf32 compute type on fp32 data; fp16 and bf16: weights and input rounded to that type,
- * fp32 accumulation and output); convolutions and the other layers run in fp32 in this version. The model
- * reports the requested precision when some layer runs in it, ::FDNN_PRECISION_FP32 otherwise.
+ * fp32 accumulation and output). Convolutions run as implicit GEMMs on tensor cores in the
+ * requested precision, except those the fused conv + pool kernel takes (LeNet-class: few
+ * channels), which run in fp32 like the other layers. The model reports the requested precision
+ * when some layer runs in it, ::FDNN_PRECISION_FP32 otherwise. A Tanh- or Sigmoid-squeezed output
+ * can exceed the tf32 and bf16 bounds: docs/precision.md, "Saturating outputs".
  * In fp32, the GPU runs MLP chains of large batches (from one 16-row tile per SM), and lone
- * Linear layers wider than 256 at up to 32 rows (compute capability 9.0 and newer), on tensor
- * cores with 3xTF32 split products (each operand split into two tf32 parts, three products
+ * Linear layers wider than 256 at up to 32 rows (compute capability 9.0 and newer), and
+ * convolutions too large for the direct kernel's shared memory, on tensor cores with 3xTF32 split
+ * products (each operand split into two tf32 parts, three products
  * summed in fp32): about 2e-6 against the FMA kernels' 3e-7, inside the 1e-5 bound; tf32 runs
  * batches of up to 16 rows in fp32.
  */

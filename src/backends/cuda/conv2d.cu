@@ -130,7 +130,22 @@ __global__ void __launch_bounds__(kThreads) conv2d_staged_kernel(const __grid_co
   }
 }
 
+// A sample's padded input and one output channel's filters, in floats.
+int64_t staged_input_floats(const Conv2dArgs& args) {
+  return static_cast<int64_t>(args.in_channels) * (args.in_height + 2 * args.padding_height) *
+         (args.in_width + 2 * args.padding_width);
+}
+int64_t staged_filter_floats(const Conv2dArgs& args) {
+  return static_cast<int64_t>(args.in_channels / args.groups) * args.kernel_height *
+         args.kernel_width;
+}
+
 }  // namespace
+
+bool conv2d_fits_staged(const Conv2dArgs& args) {
+  return (staged_input_floats(args) + staged_filter_floats(args)) * int64_t{sizeof(float)} <=
+         kStagedSharedBytes;
+}
 
 void launch_conv2d(const Conv2dArgs& args, const DeviceInfo& device, cudaStream_t stream) {
   const int64_t count =
@@ -140,10 +155,8 @@ void launch_conv2d(const Conv2dArgs& args, const DeviceInfo& device, cudaStream_
   staged.args = args;
   staged.padded_height = args.in_height + 2 * args.padding_height;
   staged.padded_width = args.in_width + 2 * args.padding_width;
-  const int64_t input_floats =
-      static_cast<int64_t>(args.in_channels) * staged.padded_height * staged.padded_width;
-  const int64_t filter_floats = static_cast<int64_t>(args.in_channels / args.groups) *
-                                args.kernel_height * args.kernel_width;
+  const int64_t input_floats = staged_input_floats(args);
+  const int64_t filter_floats = staged_filter_floats(args);
   // Enough blocks to cover the SMs when the batch is small: split the output channels.
   const int64_t wanted_groups = std::max<int64_t>(1, (device.sm_count + args.batch - 1) / args.batch);
   int64_t per_block = std::max<int64_t>(1, (args.out_channels + wanted_groups - 1) / wanted_groups);

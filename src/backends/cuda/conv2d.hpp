@@ -25,6 +25,9 @@ struct Conv2dArgs {
   int32_t groups = 1;
   DeviceEpilogue epilogue;
 };
+// Whether the staged form (a sample's input and a channel's filters in 48 KB of shared memory)
+// takes this geometry; anything else runs on the global-memory form.
+bool conv2d_fits_staged(const Conv2dArgs& args);
 void launch_conv2d(const Conv2dArgs& args, const DeviceInfo& device, cudaStream_t stream);
 
 }  // namespace fusednn::cuda

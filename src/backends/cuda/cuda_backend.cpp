@@ -23,6 +23,7 @@
 #include "backends/cuda/channel_affine.hpp"
 #include "backends/cuda/concat.hpp"
 #include "backends/cuda/conv2d.hpp"
+#include "backends/cuda/conv2d_implicit_gemm.hpp"
 #include "backends/cuda/conv_pool.hpp"
 #include "backends/cuda/convert_dtype.hpp"
 #include "backends/cuda/cublaslt_library.hpp"
@@ -248,6 +249,46 @@ bool reduced_tensor_cores_off() {
   return knob != nullptr && std::string(knob) == "0";
 }
 
+// A Conv2d step's geometry as Conv2dArgs (no pointers, no batch).
+Conv2dArgs conv2d_geometry(const WindowGeometry& w) {
+  Conv2dArgs args;
+  set_conv_window(w, &args);
+  args.out_height = static_cast<int32_t>(w.out_height);
+  args.out_width = static_cast<int32_t>(w.out_width);
+  return args;
+}
+
+// Which unfused Conv2d steps run as implicit GEMMs on tensor cores (conv2d_implicit_gemm.hpp):
+// by default every one in a reduced-precision model, and in fp32 models (as 3xTF32) those the
+// direct kernel cannot stage in shared memory. FUSEDNN_CUDA_IMPLICIT_GEMM "0" keeps every one on
+// the direct kernel (in fp32), "1" sends every one to the implicit GEMM: knobs for comparing.
+std::string implicit_gemm_knob() {
+  const char* knob = std::getenv("FUSEDNN_CUDA_IMPLICIT_GEMM");
+  return knob == nullptr ? "" : knob;
+}
+
+bool conv_runs_as_gemm(const Conv2dArgs& geometry, Precision precision) {
+  const std::string value = implicit_gemm_knob();
+  if (value == "0") return false;
+  if (value == "1") return true;
+  if (precision != Precision::FP32) return !reduced_tensor_cores_off();
+  return !conv2d_fits_staged(geometry);
+}
+
+// Whether a reduced-precision model runs a Conv2d the fused conv + pool kernel could take as an
+// implicit GEMM instead (its pooling then runs as a kernel of its own): where the product fills
+// tensor-core tiles, from 32 output channels a group and 64-long dot products. Conv2d 64->64 3x3
+// on 14 x 14 at batch 256 in bf16 took 81 us as an implicit GEMM against 143 us on the fused
+// kernel (in fp32) on an H200 (2026-11-26); LeNet-5's convolutions (6 and 16 channels) stay.
+bool reduced_precision_prefers_gemm(const Conv2dArgs& geometry, Precision precision) {
+  if (precision == Precision::FP32 || reduced_tensor_cores_off() || implicit_gemm_knob() == "0") {
+    return false;
+  }
+  const int64_t group_in = geometry.in_channels / geometry.groups;
+  return geometry.out_channels / geometry.groups >= 32 &&
+         group_in * geometry.kernel_height * geometry.kernel_width >= 64;
+}
+
 // The batch rows from which a reduced-precision MLP chain runs on tensor cores; -1 for never.
 // tf32 keeps batches of up to kFusedMlpBlockMaxRows rows in exact fp32: there the call is
 // bound by its launch, not its arithmetic, and PyTorch with TF32 allowed computes a batch of 1
@@ -396,8 +437,15 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   WeightBlob blob;
   std::vector<uint16_t> half_blob;         // cuBLASLt's 16-bit weights
   const bool lt_half_operands = use_cublaslt && half_operands(precision_, device_, &half_format_);
-  std::vector<uint32_t> tensor_core_blob;  // images, each on 16 bytes
+  std::vector<uint32_t> tensor_core_blob;  // tensor-core images (MLP chains, convolutions)
   std::vector<size_t> tensor_core_offset;  // per op, kNone when it has none
+  // The image of the op being planned (ops_.size()), on 16 bytes.
+  auto add_image = [&](const std::vector<uint32_t>& image) {
+    tensor_core_blob.resize((tensor_core_blob.size() + 3) / 4 * 4, 0u);
+    tensor_core_offset.resize(ops_.size() + 1, kNone);
+    tensor_core_offset[ops_.size()] = tensor_core_blob.size();
+    tensor_core_blob.insert(tensor_core_blob.end(), image.begin(), image.end());
+  };
   std::vector<OpRefs> refs;
   const Plan& p = *plan_;
   std::vector<int> consumers(p.values.size(), 0);
@@ -535,10 +583,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                 op.tensor_core, weights, biases,
                 has_tail && after.weight >= 0 ? constant(after.weight).data() : nullptr,
                 has_tail && after.bias >= 0 ? constant(after.bias).data() : nullptr);
-            tensor_core_blob.resize((tensor_core_blob.size() + 3) / 4 * 4, 0u);
-            tensor_core_offset.resize(ops_.size() + 1, kNone);
-            tensor_core_offset[ops_.size()] = tensor_core_blob.size();
-            tensor_core_blob.insert(tensor_core_blob.end(), image.begin(), image.end());
+            add_image(image);
           }
         } else {
           op.kind = OpKind::CublasLtLinear;
@@ -573,14 +618,27 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         break;
       }
       case StepKind::Conv2d:
-        if (fused_conv && lower_conv_pool(p, s, consumers, device_, &op)) {
+        if (fused_conv &&
+            !reduced_precision_prefers_gemm(conv2d_geometry(step.window), precision_) &&
+            lower_conv_pool(p, s, consumers, device_, &op)) {
           ref.weight = blob.add(build_conv_pool_weights(op.conv_pool, constant(step.weight)));
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
           break;
         }
         op.kind = OpKind::Conv2d;
-        ref.weight = blob.add(constant(step.weight));
         if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
+        {
+          const Conv2dArgs geometry = conv2d_geometry(step.window);
+          if (conv_runs_as_gemm(geometry, precision_) &&
+              plan_conv_gemm(geometry, tensor_core_math(precision_), device_, &op.conv_gemm)) {
+            if (precision_ != Precision::FP32) effective_precision_ = precision_;
+            const std::vector<uint32_t> image =
+                build_conv_gemm_image(op.conv_gemm, geometry, constant(step.weight).data());
+            add_image(image);
+            break;
+          }
+        }
+        ref.weight = blob.add(constant(step.weight));
         break;
       case StepKind::MaxPool2d:
         op.kind = OpKind::MaxPool2d;
@@ -652,8 +710,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   }
   FDNN_LOAD_STAMP("backend: weights uploaded");
   for (size_t i = 0; i < tensor_core_offset.size(); ++i) {
-    if (tensor_core_offset[i] != kNone) {
-      ops_[i].tensor_core.image = tensor_core_images_.data() + tensor_core_offset[i];
+    if (tensor_core_offset[i] == kNone) continue;
+    const uint32_t* image = tensor_core_images_.data() + tensor_core_offset[i];
+    if (ops_[i].kind == OpKind::Conv2d) {
+      ops_[i].conv_gemm.image = image;
+    } else {
+      ops_[i].tensor_core.image = image;
     }
   }
   const float* base = weights_.data();
@@ -976,7 +1038,11 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         args.out_height = static_cast<int32_t>(w.out_height);
         args.out_width = static_cast<int32_t>(w.out_width);
         args.epilogue = op.epilogue.front();
-        launch_conv2d(args, device_, stream);
+        if (op.conv_gemm.usable) {
+          launch_conv2d_implicit_gemm(op.conv_gemm, args, stream);
+        } else {
+          launch_conv2d(args, device_, stream);
+        }
         break;
       }
       case OpKind::ConvPool:

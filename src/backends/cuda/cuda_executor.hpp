@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/cuda/conv2d_implicit_gemm.hpp"
 #include "backends/cuda/conv_net.hpp"
 #include "backends/cuda/conv_pool.hpp"
 #include "backends/cuda/convert_dtype.hpp"
@@ -30,7 +31,7 @@ enum class OpKind {
   FusedMlp,        // one or more Linear steps in one launch (fused_mlp.cu)
   CublasLtLinear,  // a lone Linear the fused kernel does not take (linear_cublaslt.cpp; the
                    // tiled GEMM of linear.cu where cuBLASLt has no algorithm)
-  Conv2d,
+  Conv2d,    // conv2d.cu's direct kernel, or an implicit GEMM (conv_gemm.usable)
   ConvPool,  // a Conv2d and the pooling step after it, or a Conv2d alone (conv_pool.cu)
   MaxPool2d,
   AvgPool2d,
@@ -67,6 +68,7 @@ struct Op {
   // shape allows (small_batch_linear.hpp).
   SmallBatchLinearPlan small_batch;
   ConvPoolPlan conv_pool;                // ConvPool only
+  ConvGemmPlan conv_gemm;  // Conv2d as an implicit GEMM when usable (W in its image, not weight)
   // [0] applied by the kernel (for CublasLtLinear: what cuBLASLt's epilogue fuses after the
   // bias, which the fallback GEMM applies the same), the rest in place after it.
   std::vector<DeviceEpilogue> epilogue;
