@@ -2,17 +2,25 @@
 //
 // A block computes a 128-pixel x 64-channel tile of one group's output with 8 warps, 4 along the
 // pixels and 2 along the channels, each warp 32 x 32 from mma.sync tiles (m16n8k8 tf32 or
-// m16n8k16 fp16 / bf16). K goes by stages of 16 words (16 tf32 or 32 16-bit values): while the
-// tensor cores read stage s from shared memory, every thread holds its part of stage s + 1 in
-// registers (8 gathered patch words, 4 weight words), stored into the other buffer afterwards, so
-// one barrier a stage orders both buffers.
+// m16n8k16 fp16 / bf16). K goes by stages of 16 weight words (16 tf32 or 32 16-bit values) through
+// a ring of kRing shared-memory buffers filled by cp.async, kRing - 1 stages ahead of the tensor
+// cores: the patch elements 4 bytes at a time (zero-filled where the window leaves the input),
+// the weights 16 bytes at a time. One barrier a stage.
 //
-// Shared memory is kept in the operands' final format (tf32-rounded fp32, or half pairs, or plain
-// fp32 for 3xTF32, which splits as it loads fragments), patches as [k word][pixel] and weights as
-// [channel][k word]. Their row strides (136 and 20 words) put a fragment load's 32 lanes on 32
-// different banks: the patch read is word (t, g) at t x 136 + g, the weight read (g, t) at
-// g x 20 + t, with g = lane / 4 and t = lane % 4.
+// Patches stay fp32 in shared memory, [k][pixel], and become operands as fragments load them
+// (tf32 rounding, half pairs, or the 3xTF32 split); weights arrive in the operands' format from
+// the image, [channel][word]. The row strides put a fragment load's 32 lanes on 32 different
+// banks: patch (k, pixel) with g = lane / 4 and t = lane % 4 reads k = t (tf32) or 2t (halves)
+// and pixel g, at stride 136 (8 mod 32) or 132 (4 mod 32) floats; weight (g, t) at stride 20.
+//
+// The gather was first written with registers carrying the next stage and a branch per element:
+// ncu (H200, bf16, 64 -> 64 3x3 on 56 x 56 at batch 32) counted 594 instructions a warp per stage,
+// mostly integer and branch work, and long-scoreboard stalls at the stores that waited for the
+// loads. Here the bounds of an element are one unsigned compare pair on a table entry (padded k
+// and rows past the batch carry steps that no input holds) and the copy is predicated.
 #include "backends/cuda/conv2d_implicit_gemm.hpp"
+
+#include <cuda_pipeline.h>
 
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/launch.hpp"
@@ -26,10 +34,19 @@ constexpr int kThreads = 256;
 constexpr int kTilePixels = 128;
 constexpr int kTileChannels = 64;
 constexpr int kWords = kConvGemmStageWords;
-constexpr int kPatchStride = kTilePixels + 8;
+constexpr int kRing = 3;  // stages in flight
 constexpr int kWeightStride = kWords + 4;
-constexpr int kPatchWordsPerThread = kWords * kTilePixels / kThreads;     // 8
-constexpr int kWeightWordsPerThread = kWords * kTileChannels / kThreads;  // 4
+constexpr int kWeightWords = kTileChannels * kWeightStride;
+
+template <TensorCoreMath kMath>
+struct Layout {
+  static constexpr int kK = is_half(kMath) ? 2 * kWords : kWords;  // k values a stage
+  static constexpr int kPatchStride = kTilePixels + (is_half(kMath) ? 4 : 8);
+  static constexpr int kPatchFloats = kK * kPatchStride;
+  static constexpr int kStageWords = kPatchFloats + kWeightWords;
+  static constexpr int kSharedBytes = kRing * kStageWords * 4;
+  static constexpr int kGatherRows = kK * kTilePixels / kThreads;  // patch elements a thread
+};
 
 struct ConvGemmParams {
   const float* x;
@@ -42,53 +59,25 @@ struct ConvGemmParams {
   int32_t in_height, in_width, in_channels, out_channels;
   int32_t stride_height, stride_width, padding_height, padding_width;
   int32_t group_in, group_out;
-  int32_t k, row_words, stages;
+  int32_t row_words, stages;
   DeviceEpilogue epilogue;
 };
 
-// This thread's pixel of the tile, as the gather needs it.
-struct PatchRow {
-  const float* group_x;   // the pixel's sample, first channel of the block's group
-  int64_t window_origin;  // (top row) x in_width + left column, possibly negative
-  int top, left;          // the window's first input row and column
-  bool valid;
-};
-
+// A patch operand fragment word from fp32 shared memory: tf32-rounded, a half pair (k and k + 1,
+// `next` floats apart), or the fp32 bits for 3xTF32 to split.
 template <TensorCoreMath kMath>
-__device__ __forceinline__ float patch_value(const ConvGemmParams& p, const PatchRow& row, int k) {
-  if (!row.valid || k >= p.k) return 0.0f;
-  const int2 entry = __ldg(p.table + k);
-  const int ih = row.top + (entry.y >> 16);
-  const int iw = row.left + (entry.y & 0xffff);
-  if (static_cast<unsigned>(ih) >= static_cast<unsigned>(p.in_height) ||
-      static_cast<unsigned>(iw) >= static_cast<unsigned>(p.in_width)) {
-    return 0.0f;
-  }
-  return __ldg(row.group_x + row.window_origin + entry.x);
-}
-
-// One word of the patch tile in its shared-memory format.
-template <TensorCoreMath kMath>
-__device__ __forceinline__ uint32_t patch_word(const ConvGemmParams& p, const PatchRow& row,
-                                               int word) {
+__device__ __forceinline__ uint32_t patch_operand(const float* at, int next) {
   if constexpr (is_half(kMath)) {
-    return pack_pair<kMath>(patch_value<kMath>(p, row, 2 * word),
-                            patch_value<kMath>(p, row, 2 * word + 1));
+    return pack_pair<kMath>(at[0], at[next]);
   } else if constexpr (kMath == TensorCoreMath::Tf32) {
-    return to_tf32(patch_value<kMath>(p, row, word));
+    return to_tf32(at[0]);
   } else {
-    return __float_as_uint(patch_value<kMath>(p, row, word));
+    return __float_as_uint(at[0]);
   }
-}
-
-template <TensorCoreMath kMath>
-__device__ __forceinline__ uint32_t weight_word(uint32_t stored) {
-  if constexpr (kMath == TensorCoreMath::Tf32) return to_tf32(__uint_as_float(stored));
-  return stored;
 }
 
 // An operand fragment as the products read it: for 3xTF32 its big and small tf32 parts, split
-// once per load (split_tf32), otherwise the words as stored.
+// once per load (split_tf32), otherwise the words as loaded.
 template <TensorCoreMath kMath, int kWordsPerFragment>
 struct Fragment {
   static constexpr bool kSplit = kMath == TensorCoreMath::Tf32x3;
@@ -120,63 +109,62 @@ __device__ __forceinline__ void multiply(float (&d)[4], const Fragment<kMath, 4>
 template <TensorCoreMath kMath>
 __global__ void __launch_bounds__(kThreads)
     conv2d_implicit_gemm_kernel(const __grid_constant__ ConvGemmParams p) {
-  __shared__ uint32_t patches[2][kWords][kPatchStride];
-  __shared__ uint32_t weights[2][kTileChannels][kWeightStride];
+  using L = Layout<kMath>;
+  extern __shared__ float4 shared_words[];
+  float* const shared = reinterpret_cast<float*>(shared_words);
   const int group = blockIdx.z;
   const int64_t first_pixel = static_cast<int64_t>(blockIdx.x) * kTilePixels;
   const int first_channel = blockIdx.y * kTileChannels;  // within the group
 
-  // The gather: this thread's pixel, and the words of each stage it loads.
+  // The gather: this thread's pixel, and its rows of each stage's patch tile (every other k from
+  // gather_row). A pixel past the batch starts its window far above the input, so that no table
+  // step reaches a row inside it.
   const int gather_pixel = threadIdx.x % kTilePixels;
-  const int gather_word = threadIdx.x / kTilePixels;  // then every other word
-  PatchRow row{};
+  const int gather_row = threadIdx.x / kTilePixels;
+  const float* group_x = p.x;
+  int window_origin = 0, top = -(1 << 20), left = 0;
   {
     const int64_t pixel = first_pixel + gather_pixel;
-    row.valid = pixel < p.pixels;
-    if (row.valid) {
+    if (pixel < p.pixels) {
       const int64_t sample = pixel / p.out_plane;
       const int within = static_cast<int>(pixel - sample * p.out_plane);
       const int oh = within / p.out_width;
       const int ow = within - oh * p.out_width;
-      row.top = oh * p.stride_height - p.padding_height;
-      row.left = ow * p.stride_width - p.padding_width;
-      row.window_origin = static_cast<int64_t>(row.top) * p.in_width + row.left;
-      row.group_x = p.x + (sample * p.in_channels + static_cast<int64_t>(group) * p.group_in) *
-                              p.in_height * p.in_width;
+      top = oh * p.stride_height - p.padding_height;
+      left = ow * p.stride_width - p.padding_width;
+      window_origin = top * p.in_width + left;
+      group_x = p.x + (sample * p.in_channels + static_cast<int64_t>(group) * p.group_in) *
+                          p.in_height * p.in_width;
     }
   }
-  // The weight loads: channel rows threadIdx / 16 + 16 j, word threadIdx % 16.
-  const int load_channel = threadIdx.x / kWords;
-  const int load_word = threadIdx.x % kWords;
-  const uint32_t* weight_rows =
-      p.weight + (static_cast<int64_t>(group) * p.group_out + first_channel) * p.row_words;
+  const unsigned height = static_cast<unsigned>(p.in_height);
+  const unsigned width = static_cast<unsigned>(p.in_width);
+  // The weight copies: channel row threadIdx / 4, 16 bytes (4 words) at threadIdx % 4.
+  const int load_channel = threadIdx.x / 4;
+  const int load_word = (threadIdx.x % 4) * 4;
+  const bool channel_inside = first_channel + load_channel < p.group_out;
+  const uint32_t* weight_row =
+      p.weight + (static_cast<int64_t>(group) * p.group_out + first_channel +
+                  (channel_inside ? load_channel : 0)) *
+                     p.row_words +
+      load_word;
 
-  uint32_t patch_words[kPatchWordsPerThread];
-  uint32_t weight_words[kWeightWordsPerThread];
-  auto load_stage = [&](int stage) {
-    const int base = stage * kWords;
+  auto issue_stage = [&](int stage, int buffer) {
+    float* patches = shared + buffer * L::kStageWords;
+    const int2* entries = p.table + stage * L::kK + gather_row;
 #pragma unroll
-    for (int j = 0; j < kPatchWordsPerThread; ++j) {
-      patch_words[j] = patch_word<kMath>(p, row, base + gather_word + 2 * j);
+    for (int j = 0; j < L::kGatherRows; ++j) {
+      const int2 entry = __ldg(entries + 2 * j);
+      const unsigned ih = static_cast<unsigned>(top + (entry.y >> 16));
+      const unsigned iw = static_cast<unsigned>(left + (entry.y & 0xffff));
+      const bool inside = ih < height && iw < width;
+      const float* source = inside ? group_x + (window_origin + entry.x) : p.x;
+      __pipeline_memcpy_async(patches + (gather_row + 2 * j) * L::kPatchStride + gather_pixel,
+                              source, 4, inside ? 0 : 4);
     }
-#pragma unroll
-    for (int j = 0; j < kWeightWordsPerThread; ++j) {
-      const int channel = load_channel + 16 * j;
-      weight_words[j] =
-          first_channel + channel < p.group_out
-              ? weight_word<kMath>(__ldg(weight_rows + channel * p.row_words + base + load_word))
-              : 0u;
-    }
-  };
-  auto store_stage = [&](int buffer) {
-#pragma unroll
-    for (int j = 0; j < kPatchWordsPerThread; ++j) {
-      patches[buffer][gather_word + 2 * j][gather_pixel] = patch_words[j];
-    }
-#pragma unroll
-    for (int j = 0; j < kWeightWordsPerThread; ++j) {
-      weights[buffer][load_channel + 16 * j][load_word] = weight_words[j];
-    }
+    uint32_t* weights = reinterpret_cast<uint32_t*>(patches + L::kPatchFloats);
+    __pipeline_memcpy_async(weights + load_channel * kWeightStride + load_word,
+                            weight_row + stage * kWords, 16, channel_inside ? 0 : 16);
   };
 
   const int warp = threadIdx.x / 32;
@@ -187,38 +175,44 @@ __global__ void __launch_bounds__(kThreads)
   const int warp_channel = (warp / 4) * 32;
   float acc[2][4][4] = {};
 
-  load_stage(0);
-  store_stage(0);
-  __syncthreads();
+  for (int stage = 0; stage < kRing - 1; ++stage) {
+    if (stage < p.stages) issue_stage(stage, stage);
+    __pipeline_commit();
+  }
   for (int stage = 0; stage < p.stages; ++stage) {
-    const int buffer = stage & 1;
-    if (stage + 1 < p.stages) load_stage(stage + 1);
+    __pipeline_wait_prior(kRing - 2);
+    __syncthreads();
+    const int ahead = stage + kRing - 1;
+    if (ahead < p.stages) issue_stage(ahead, ahead % kRing);
+    __pipeline_commit();
+    const float* patches = shared + (stage % kRing) * L::kStageWords;
+    const uint32_t* weights = reinterpret_cast<const uint32_t*>(patches + L::kPatchFloats);
 #pragma unroll
     for (int step = 0; step < kWords / 8; ++step) {
-      const int w = step * 8 + t;
+      // Patch rows of this k-step: t and t + 4 (tf32), or 2t, 2t + 1 and 2t + 8, 2t + 9.
+      constexpr int kHigh = is_half(kMath) ? 8 : 4;
+      const int k = is_half(kMath) ? 16 * step + 2 * t : 8 * step + t;
       Fragment<kMath, 4> a[2];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const int r = warp_pixel + 16 * i + g;
-        a[i].set(0, patches[buffer][w][r]);
-        a[i].set(1, patches[buffer][w][r + 8]);
-        a[i].set(2, patches[buffer][w + 4][r]);
-        a[i].set(3, patches[buffer][w + 4][r + 8]);
+        const float* at = patches + k * L::kPatchStride + warp_pixel + 16 * i + g;
+        a[i].set(0, patch_operand<kMath>(at, L::kPatchStride));
+        a[i].set(1, patch_operand<kMath>(at + 8, L::kPatchStride));
+        a[i].set(2, patch_operand<kMath>(at + kHigh * L::kPatchStride, L::kPatchStride));
+        a[i].set(3, patch_operand<kMath>(at + kHigh * L::kPatchStride + 8, L::kPatchStride));
       }
+      const int w = step * 8 + t;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int c = warp_channel + 8 * j + g;
         Fragment<kMath, 2> b;
-        b.set(0, weights[buffer][c][w]);
-        b.set(1, weights[buffer][c][w + 4]);
+        b.set(0, weights[c * kWeightStride + w]);
+        b.set(1, weights[c * kWeightStride + w + 4]);
 #pragma unroll
         for (int i = 0; i < 2; ++i) multiply<kMath>(acc[i][j], a[i], b);
       }
     }
-    if (stage + 1 < p.stages) store_stage(buffer ^ 1);
-    __syncthreads();
   }
-
   // Epilogue: accumulator (i, j, e) is pixel warp_pixel + 16 i + g (+ 8 for e >= 2) and channel
   // warp_channel + 8 j + 2 t (+ 1 for odd e).
 #pragma unroll
@@ -248,10 +242,33 @@ __global__ void __launch_bounds__(kThreads)
 
 template <TensorCoreMath kMath>
 void launch_form(const ConvGemmParams& params, dim3 grid, const char* name, cudaStream_t stream) {
-  launch_kernel(conv2d_implicit_gemm_kernel<kMath>, name, grid, kThreads, 0, stream, params);
+  launch_kernel(conv2d_implicit_gemm_kernel<kMath>, name, grid, kThreads,
+                static_cast<size_t>(Layout<kMath>::kSharedBytes), stream, params);
+}
+
+template <TensorCoreMath kMath>
+bool allow_shared_memory(const DeviceInfo& device) {
+  constexpr int bytes = Layout<kMath>::kSharedBytes;
+  if (static_cast<size_t>(bytes) > device.shared_per_block_optin) return false;
+  return cudaFuncSetAttribute(conv2d_implicit_gemm_kernel<kMath>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
 }
 
 }  // namespace
+
+bool prepare_conv2d_implicit_gemm(TensorCoreMath math, const DeviceInfo& device) {
+  switch (math) {
+    case TensorCoreMath::Tf32:
+      return allow_shared_memory<TensorCoreMath::Tf32>(device);
+    case TensorCoreMath::Tf32x3:
+      return allow_shared_memory<TensorCoreMath::Tf32x3>(device);
+    case TensorCoreMath::Fp16:
+      return allow_shared_memory<TensorCoreMath::Fp16>(device);
+    case TensorCoreMath::Bf16:
+      return allow_shared_memory<TensorCoreMath::Bf16>(device);
+  }
+  return false;
+}
 
 void launch_conv2d_implicit_gemm(const ConvGemmPlan& plan, const Conv2dArgs& args,
                                  cudaStream_t stream) {
@@ -275,7 +292,6 @@ void launch_conv2d_implicit_gemm(const ConvGemmPlan& plan, const Conv2dArgs& arg
   p.padding_width = args.padding_width;
   p.group_in = args.in_channels / args.groups;
   p.group_out = args.out_channels / args.groups;
-  p.k = plan.k;
   p.row_words = plan.row_words;
   p.stages = plan.row_words / kWords;
   p.epilogue = args.epilogue;

@@ -35,20 +35,29 @@ struct ConvGemmPlan {
 
 // K elements one stage of the kernel covers: 16 tf32 values or 32 16-bit values (16 words).
 constexpr int kConvGemmStageWords = 16;
+// The table's row step for k past the filter: no window row reaches it, since planned inputs
+// and paddings are under 16384 rows.
+constexpr int32_t kConvGemmNowhere = 0x7fff;
 
 // Whether the kernel takes `geometry` (the Conv2dArgs' window, channels and sizes; its pointers
-// and batch are ignored) in `math` on `device`: compute capability 8.0 or newer, and offsets
-// within a sample that fit 32 bits. Fills `plan` (not its image) when it does.
+// and batch are ignored) in `math` on `device`: compute capability 8.0 or newer, offsets within
+// a sample that fit 32 bits, input heights and paddings under 16384. Fills `plan` (not its image)
+// when it does.
 bool plan_conv_gemm(const Conv2dArgs& geometry, TensorCoreMath math, const DeviceInfo& device,
                     ConvGemmPlan* plan);
 
 // The image the kernel reads, in 32-bit words: padded_k table entries of two words
 // {offset of (channel, kh x dilation, kw x dilation) in a group's input, (kh x dilation) << 16 |
-// kw x dilation}, then out_channels rows of row_words words (fp32 bits for tf32 forms, two
+// kw x dilation} (past k: a row step of kConvGemmNowhere, which leaves every input), then
+// out_channels rows of row_words words (fp32 bits for 3xTF32, rounded to tf32 for tf32, two
 // 16-bit values per word, the lower k in the low half, for fp16 and bf16; zeros past k).
 // `weight` is PyTorch's [out_channels][in_channels / groups][kernel_h][kernel_w].
 std::vector<uint32_t> build_conv_gemm_image(const ConvGemmPlan& plan, const Conv2dArgs& geometry,
                                             const float* weight);
+
+// Sets the kernel's shared-memory limit for `math` (once per process is enough; the backend
+// calls it at load). False where the device cannot give it.
+bool prepare_conv2d_implicit_gemm(TensorCoreMath math, const DeviceInfo& device);
 
 // y = epilogue(conv(x) + bias) for args.batch samples; args.weight is unused (the plan's image
 // holds W).

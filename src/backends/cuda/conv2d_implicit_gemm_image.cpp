@@ -19,6 +19,14 @@ uint32_t bits_of(float value) {
   return bits;
 }
 
+// Rounded to tf32 (10 fraction bits) to nearest, ties away from zero, as cvt.rna does; infinity
+// and NaN kept.
+uint32_t tf32_bits_of(float value) {
+  const uint32_t bits = bits_of(value);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return bits;
+  return (bits + 0x1000u) & 0xffffe000u;
+}
+
 }  // namespace
 
 bool plan_conv_gemm(const Conv2dArgs& g, TensorCoreMath math, const DeviceInfo& device,
@@ -42,7 +50,8 @@ bool plan_conv_gemm(const Conv2dArgs& g, TensorCoreMath math, const DeviceInfo& 
   if (k <= 0 || window_rows >= 32768 || window_columns >= 32768 ||
       group_input + int64_t{g.in_width} * window_rows > kInt32Max || out_plane > kInt32Max ||
       row_words * g.out_channels > kInt32Max || 2 * padded_k > kInt32Max ||
-      column_tiles > 65535 || g.groups > 65535) {
+      column_tiles > 65535 || g.groups > 65535 || g.in_height >= 16384 ||
+      g.padding_height >= 16384) {
     return false;
   }
   plan->usable = true;
@@ -61,6 +70,9 @@ std::vector<uint32_t> build_conv_gemm_image(const ConvGemmPlan& plan, const Conv
   std::vector<uint32_t> image(2 * static_cast<size_t>(plan.padded_k) +
                                   static_cast<size_t>(plan.row_words) * g.out_channels,
                               0u);
+  for (int k = plan.k; k < plan.padded_k; ++k) {
+    image[2 * k + 1] = static_cast<uint32_t>(kConvGemmNowhere) << 16;
+  }
   for (int k = 0; k < plan.k; ++k) {
     const int channel = k / taps;
     const int tap = k % taps;
@@ -76,7 +88,9 @@ std::vector<uint32_t> build_conv_gemm_image(const ConvGemmPlan& plan, const Conv
     const float* w = weight + static_cast<int64_t>(oc) * plan.k;
     uint32_t* row = rows + static_cast<int64_t>(oc) * plan.row_words;
     if (!half) {
-      for (int k = 0; k < plan.k; ++k) row[k] = bits_of(w[k]);
+      for (int k = 0; k < plan.k; ++k) {
+        row[k] = plan.math == TensorCoreMath::Tf32 ? tf32_bits_of(w[k]) : bits_of(w[k]);
+      }
       continue;
     }
     auto narrow = [&](int k) -> uint32_t {

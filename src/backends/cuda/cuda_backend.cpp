@@ -630,7 +630,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         {
           const Conv2dArgs geometry = conv2d_geometry(step.window);
           if (conv_runs_as_gemm(geometry, precision_) &&
-              plan_conv_gemm(geometry, tensor_core_math(precision_), device_, &op.conv_gemm)) {
+              plan_conv_gemm(geometry, tensor_core_math(precision_), device_, &op.conv_gemm) &&
+              prepare_conv2d_implicit_gemm(op.conv_gemm.math, device_)) {
             if (precision_ != Precision::FP32) effective_precision_ = precision_;
             const std::vector<uint32_t> image =
                 build_conv_gemm_image(op.conv_gemm, geometry, constant(step.weight).data());

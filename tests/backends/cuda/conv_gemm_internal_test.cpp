@@ -68,7 +68,8 @@ float image_weight(const ConvGemmPlan& plan, const uint32_t* rows, int oc, int k
 
 // The convolution computed from the image alone, as the kernel gathers it: table entry k gives
 // the element's offset from the window's origin and its step inside the window; steps that leave
-// the input read zero.
+// the input read zero. Every k of the padded stages is visited, as the kernel does: the padding's
+// steps must leave the input.
 std::vector<float> convolve_from_image(const ConvGemmPlan& plan, const std::vector<uint32_t>& image,
                                        const Conv2dArgs& g, const std::vector<float>& x,
                                        int batch) {
@@ -86,7 +87,7 @@ std::vector<float> convolve_from_image(const ConvGemmPlan& plan, const std::vect
           const int top = oh * g.stride_height - g.padding_height;
           const int left = ow * g.stride_width - g.padding_width;
           double sum = 0.0;
-          for (int k = 0; k < plan.k; ++k) {
+          for (int k = 0; k < plan.padded_k; ++k) {
             const auto offset = static_cast<int32_t>(image[2 * k]);
             const int ih = top + static_cast<int>(image[2 * k + 1] >> 16);
             const int iw = left + static_cast<int>(image[2 * k + 1] & 0xffffu);
@@ -154,8 +155,15 @@ TEST(ConvGemmInternal, ImageReproducesTheCpuConvolution) {
           ASSERT_EQ(image_weight(plan, rows, oc, k), 0.0f) << "oc " << oc << ", k " << k;
         }
       }
-      // The reference gets W rounded as the image stores it.
+      // The reference gets W rounded as the image stores it (tf32: to nearest, ties away).
       std::vector<float> rounded = weight;
+      if (math == TensorCoreMath::Tf32) {
+        for (float& v : rounded) {
+          uint32_t bits;
+          std::memcpy(&bits, &v, sizeof bits);
+          v = float_of((bits + 0x1000u) & 0xffffe000u);
+        }
+      }
       if (half) {
         for (float& v : rounded) {
           v = math == TensorCoreMath::Fp16
