@@ -278,8 +278,9 @@ bool conv_runs_as_gemm(const Conv2dArgs& geometry, Precision precision) {
 // Whether a reduced-precision model runs a Conv2d the fused conv + pool kernel could take as an
 // implicit GEMM instead (its pooling then runs as a kernel of its own): where the product fills
 // tensor-core tiles, from 32 output channels a group and 64-long dot products. Conv2d 64->64 3x3
-// on 14 x 14 at batch 256 in bf16 took 81 us as an implicit GEMM against 143 us on the fused
-// kernel (in fp32) on an H200 (2026-11-26); LeNet-5's convolutions (6 and 16 channels) stay.
+// on 14 x 14 at batch 256 in bf16 took 59 us as an implicit GEMM against 143 us on the fused
+// kernel (in fp32) on an H200 (2026-11-26, b42a0dd); LeNet-5's convolutions (6 and 16 channels)
+// stay.
 bool reduced_precision_prefers_gemm(const Conv2dArgs& geometry, Precision precision) {
   if (precision == Precision::FP32 || reduced_tensor_cores_off() || implicit_gemm_knob() == "0") {
     return false;
