@@ -618,30 +618,34 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         }
         break;
       }
-      case StepKind::Conv2d:
-        if (fused_conv &&
-            !reduced_precision_prefers_gemm(conv2d_geometry(step.window), precision_) &&
-            lower_conv_pool(p, s, consumers, device_, &op)) {
+      case StepKind::Conv2d: {
+        // The implicit GEMM's plan, made ready (its module loaded) only where it may run.
+        const Conv2dArgs geometry = conv2d_geometry(step.window);
+        ConvGemmPlan gemm;
+        auto ready_gemm = [&] {
+          return conv_runs_as_gemm(geometry, precision_) &&
+                 plan_conv_gemm(geometry, tensor_core_math(precision_), device_, &gemm) &&
+                 prepare_conv2d_implicit_gemm(gemm.math, device_);
+        };
+        const bool prefer_gemm = reduced_precision_prefers_gemm(geometry, precision_);
+        bool gemm_ready = prefer_gemm && ready_gemm();
+        if (fused_conv && !gemm_ready && lower_conv_pool(p, s, consumers, device_, &op)) {
           ref.weight = blob.add(build_conv_pool_weights(op.conv_pool, constant(step.weight)));
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
           break;
         }
         op.kind = OpKind::Conv2d;
         if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
-        {
-          const Conv2dArgs geometry = conv2d_geometry(step.window);
-          if (conv_runs_as_gemm(geometry, precision_) &&
-              plan_conv_gemm(geometry, tensor_core_math(precision_), device_, &op.conv_gemm) &&
-              prepare_conv2d_implicit_gemm(op.conv_gemm.math, device_)) {
-            if (precision_ != Precision::FP32) effective_precision_ = precision_;
-            const std::vector<uint32_t> image =
-                build_conv_gemm_image(op.conv_gemm, geometry, constant(step.weight).data());
-            add_image(image);
-            break;
-          }
+        if (!prefer_gemm) gemm_ready = ready_gemm();
+        if (gemm_ready) {
+          op.conv_gemm = gemm;
+          if (precision_ != Precision::FP32) effective_precision_ = precision_;
+          add_image(build_conv_gemm_image(op.conv_gemm, geometry, constant(step.weight).data()));
+          break;
         }
         ref.weight = blob.add(constant(step.weight));
         break;
+      }
       case StepKind::MaxPool2d:
         op.kind = OpKind::MaxPool2d;
         break;

@@ -3,6 +3,7 @@
 // must reproduce the CPU backend's convolution, and the backend must route the convolutions
 // conv2d_implicit_gemm.hpp names to it. Whether the kernel's results are right is
 // implicit_gemm_conv_test.cpp's to check.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -148,7 +149,12 @@ TEST(ConvGemmInternal, ImageReproducesTheCpuConvolution) {
                                                                                weight.data());
       ASSERT_EQ(image.size(), 2 * static_cast<size_t>(plan.padded_k) +
                                   static_cast<size_t>(plan.row_words) * g.out_channels);
-      // The kernel multiplies the padding (past k) by zero patches: it must be zero, not NaN.
+      // Past k the table's row step must leave every input the plan admits (heights and
+      // paddings under 16384), and the weights must be zero, not NaN: the kernel copies zeros for
+      // those patches and multiplies them.
+      for (int k = plan.k; k < plan.padded_k; ++k) {
+        ASSERT_GE(static_cast<int>(image[2 * k + 1] >> 16), 2 * 16384 - 1) << "k " << k;
+      }
       const uint32_t* rows = image.data() + 2 * static_cast<size_t>(plan.padded_k);
       for (int oc = 0; oc < g.out_channels; ++oc) {
         for (int k = plan.k; k < plan.padded_k; ++k) {
@@ -182,12 +188,32 @@ TEST(ConvGemmInternal, ImageReproducesTheCpuConvolution) {
   }
 }
 
+// The limits the table's 16-bit steps and 32-bit offsets need: refused, the convolution stays on
+// the direct kernel.
+TEST(ConvGemmInternal, PlanRefusesWhatTheTableCannotHold) {
+  fusednn::cuda::DeviceInfo device;
+  device.major = 9;
+  ConvGemmPlan plan;
+  EXPECT_TRUE(fusednn::cuda::plan_conv_gemm(geometry(4, 16383, 8, 8, 3, 3, 1, 1, 1, 1),
+                                            TensorCoreMath::Bf16, device, &plan));
+  EXPECT_FALSE(fusednn::cuda::plan_conv_gemm(geometry(4, 16384, 8, 8, 3, 3, 1, 1, 1, 1),
+                                             TensorCoreMath::Bf16, device, &plan));
+  EXPECT_FALSE(fusednn::cuda::plan_conv_gemm(geometry(4000, 1000, 1000, 8, 3, 3, 1, 1, 1, 1),
+                                             TensorCoreMath::Bf16, device, &plan))
+      << "4000 x 1000 x 1000 floats: offsets past 32 bits";
+  device.major = 7;
+  EXPECT_FALSE(fusednn::cuda::plan_conv_gemm(geometry(4, 12, 12, 8, 3, 3, 1, 1, 1, 1),
+                                             TensorCoreMath::Fp16, device, &plan))
+      << "no tf32 / bf16 mma.sync before compute capability 8.0";
+}
+
 // The model's convolution ops: fused conv + pool, or Conv2d and whether it runs as an implicit
-// GEMM (and in which math).
+// GEMM (and in which math, with its image on the device).
 struct ConvRoute {
   bool fused;
   bool gemm;
   TensorCoreMath math;
+  bool has_image;
 };
 
 std::vector<ConvRoute> conv_routes(const Net& net, fdnn_precision precision) {
@@ -201,9 +227,10 @@ std::vector<ConvRoute> conv_routes(const Net& net, fdnn_precision precision) {
   if (backend != nullptr) {
     for (const fusednn::cuda::Op& op : backend->ops()) {
       if (op.kind == fusednn::cuda::OpKind::Conv2d) {
-        routes.push_back({false, op.conv_gemm.usable, op.conv_gemm.math});
+        routes.push_back({false, op.conv_gemm.usable, op.conv_gemm.math,
+                          op.conv_gemm.image != nullptr});
       } else if (op.kind == fusednn::cuda::OpKind::ConvPool) {
-        routes.push_back({true, false, op.conv_gemm.math});
+        routes.push_back({true, false, op.conv_gemm.math, false});
       }
     }
   }
@@ -211,8 +238,18 @@ std::vector<ConvRoute> conv_routes(const Net& net, fdnn_precision precision) {
   return routes;
 }
 
+// Skips below compute capability 8.0, where no convolution runs as an implicit GEMM.
+#define REQUIRE_TENSOR_CORES()                                                      \
+  do {                                                                              \
+    int major_ = 0;                                                                 \
+    ASSERT_EQ(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, 0), \
+              cudaSuccess);                                                         \
+    if (major_ < 8) GTEST_SKIP() << "compute capability " << major_ << " below 8.0"; \
+  } while (0)
+
 TEST(ConvGemmInternal, WhichConvolutionsRunAsImplicitGemms) {
   REQUIRE_CUDA();
+  REQUIRE_TENSOR_CORES();
   ScopedEnvironment unfused("FUSEDNN_CUDA_FUSED_CONV", "0");
   Net small({3, 12, 12});  // a sample and a filter fit the direct kernel's 48 KB
   small.conv("conv", 3, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true);
@@ -225,6 +262,7 @@ TEST(ConvGemmInternal, WhichConvolutionsRunAsImplicitGemms) {
   routes = conv_routes(large, FDNN_PRECISION_FP32);
   ASSERT_EQ(routes.size(), 1u);
   EXPECT_TRUE(routes[0].gemm) << "fp32, too large to stage";
+  EXPECT_TRUE(routes[0].has_image);
   EXPECT_EQ(routes[0].math, TensorCoreMath::Tf32x3);
   const std::pair<fdnn_precision, TensorCoreMath> reduced[] = {
       {FDNN_PRECISION_TF32, TensorCoreMath::Tf32},
@@ -234,6 +272,7 @@ TEST(ConvGemmInternal, WhichConvolutionsRunAsImplicitGemms) {
     routes = conv_routes(small, precision);
     ASSERT_EQ(routes.size(), 1u);
     EXPECT_TRUE(routes[0].gemm) << "precision " << precision;
+    EXPECT_TRUE(routes[0].has_image);
     EXPECT_EQ(routes[0].math, math);
   }
   {
@@ -249,6 +288,7 @@ TEST(ConvGemmInternal, WhichConvolutionsRunAsImplicitGemms) {
 // fp32 keeps them on the fused kernel, and LeNet-class convolutions stay fused in every precision.
 TEST(ConvGemmInternal, ReducedPrecisionsTakeWideConvolutionsFromTheFusedKernel) {
   REQUIRE_CUDA();
+  REQUIRE_TENSOR_CORES();
   Net wide({64, 14, 14});
   wide.conv("conv", 64, 64, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
   wide.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
@@ -259,10 +299,12 @@ TEST(ConvGemmInternal, ReducedPrecisionsTakeWideConvolutionsFromTheFusedKernel) 
   std::vector<ConvRoute> routes = conv_routes(wide, FDNN_PRECISION_FP32);
   ASSERT_EQ(routes.size(), 1u);
   EXPECT_TRUE(routes[0].fused) << "fp32, 64 -> 64";
-  for (const fdnn_precision precision : {FDNN_PRECISION_TF32, FDNN_PRECISION_BF16}) {
+  for (const fdnn_precision precision :
+       {FDNN_PRECISION_TF32, FDNN_PRECISION_FP16, FDNN_PRECISION_BF16}) {
     routes = conv_routes(wide, precision);
     ASSERT_EQ(routes.size(), 1u);
     EXPECT_TRUE(routes[0].gemm) << "precision " << precision << ", 64 -> 64";
+    EXPECT_TRUE(routes[0].has_image);
     routes = conv_routes(narrow, precision);
     ASSERT_EQ(routes.size(), 1u);
     EXPECT_TRUE(routes[0].fused) << "precision " << precision << ", 6 -> 16";
