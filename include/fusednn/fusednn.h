@@ -137,16 +137,17 @@ typedef enum fdnn_device {
  * tensor cores in the requested precision, and wider lone Linear layers run on cuBLASLt (tf32:
  * its tf32 compute type on fp32 data; fp16 and bf16: weights and input rounded to that type,
  * fp32 accumulation and output). Convolutions run as implicit GEMMs on tensor cores in the
- * requested precision, except those the fused conv + pool kernel takes (LeNet-class: few
- * channels), which run in fp32 like the other layers. The model reports the requested precision
+ * requested precision, except those the fused conv + pool kernel takes and that have fewer than
+ * 32 output channels a group or dot products shorter than 64 (LeNet-class layers): those run
+ * in fp32 like the other layers. The model reports the requested precision
  * when some layer runs in it, ::FDNN_PRECISION_FP32 otherwise. A Tanh- or Sigmoid-squeezed output
  * can exceed the tf32 and bf16 bounds: docs/precision.md, "Saturating outputs".
  * In fp32, the GPU runs MLP chains of large batches (from one 16-row tile per SM), and lone
  * Linear layers wider than 256 at up to 32 rows (compute capability 9.0 and newer), and
  * convolutions too large for the direct kernel's shared memory, on tensor cores with 3xTF32 split
  * products (each operand split into two tf32 parts, three products
- * summed in fp32): about 2e-6 against the FMA kernels' 3e-7, inside the 1e-5 bound; tf32 runs
- * batches of up to 16 rows in fp32.
+ * summed in fp32): about 2e-6 against the FMA kernels' 3e-7, inside the 1e-5 bound (the
+ * convolutions: 0.4-1.6e-6 measured); tf32 runs batches of up to 16 rows in fp32.
  */
 typedef enum fdnn_precision {
   FDNN_PRECISION_FP32 = 0, /**< IEEE 754 binary32 throughout (exact; the default). */
