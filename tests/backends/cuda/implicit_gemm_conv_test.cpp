@@ -121,6 +121,17 @@ TEST(ImplicitGemmConv, ManySamplesAndInsideANetwork) {
   }
 }
 
+// Hooks that check the model reports running in `expected`.
+GpuHooks reports(fdnn_precision expected) {
+  GpuHooks hooks;
+  hooks.before_runs = [expected](fdnn_model* model) {
+    fdnn_precision runs_in = FDNN_PRECISION_FP32;
+    ASSERT_EQ(fdnn_model_precision(model, &runs_in), FDNN_STATUS_OK);
+    EXPECT_EQ(runs_in, expected);
+  };
+  return hooks;
+}
+
 // Unasked: in fp32 the convolution too large for the direct kernel's shared memory (and for the
 // fused conv + pool) runs as an implicit GEMM; in a reduced precision every unfused one does, and
 // the model reports that precision; a wide one the fused kernel could hold goes too.
@@ -132,13 +143,8 @@ TEST(ImplicitGemmConv, DefaultRouting) {
   uint32_t seed = 1500;
   for (const PrecisionBound& p : kPrecisions) {
     SCOPED_TRACE(p.name);
-    GpuHooks hooks;
-    hooks.before_runs = [&](fdnn_model* model) {
-      fdnn_precision runs_in = FDNN_PRECISION_FP32;
-      ASSERT_EQ(fdnn_model_precision(model, &runs_in), FDNN_STATUS_OK);
-      EXPECT_EQ(runs_in, p.precision);
-    };
-    expect_matches_cpu(large, {1, 5}, seed++, "16 -> 32 on 60 x 60", hooks, p.precision, p.bound);
+    expect_matches_cpu(large, {1, 5}, seed++, "16 -> 32 on 60 x 60", reports(p.precision),
+                       p.precision, p.bound);
   }
   // One the fused conv + pool kernel holds: fp32 keeps it there, the reduced precisions take it
   // to the implicit GEMM and pool after it.
@@ -147,14 +153,9 @@ TEST(ImplicitGemmConv, DefaultRouting) {
   wide.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
   for (const PrecisionBound& p : kPrecisions) {
     SCOPED_TRACE(p.name);
-    GpuHooks hooks;
-    hooks.before_runs = [&](fdnn_model* model) {
-      fdnn_precision runs_in = FDNN_PRECISION_FP32;
-      ASSERT_EQ(fdnn_model_precision(model, &runs_in), FDNN_STATUS_OK);
-      EXPECT_EQ(runs_in, p.precision) << "only the implicit GEMM runs a reduced precision here";
-    };
-    expect_matches_cpu(wide, few_batches(), seed++, "64 -> 64 on 14 x 14 + max pool", hooks,
-                       p.precision, p.bound);
+    // Only the implicit GEMM runs a reduced precision here.
+    expect_matches_cpu(wide, few_batches(), seed++, "64 -> 64 on 14 x 14 + max pool",
+                       reports(p.precision), p.precision, p.bound);
   }
 }
 
