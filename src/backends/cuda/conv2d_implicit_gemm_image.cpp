@@ -1,6 +1,4 @@
 // The implicit-GEMM convolution's plan and weight image, on the host (conv2d_implicit_gemm.hpp).
-#include <algorithm>
-#include <cstring>
 #include <limits>
 
 #include "backends/cuda/conv2d_implicit_gemm.hpp"
@@ -13,16 +11,10 @@ bool is_half_math(TensorCoreMath math) {
   return math == TensorCoreMath::Fp16 || math == TensorCoreMath::Bf16;
 }
 
-uint32_t bits_of(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
-
 // Rounded to tf32 (10 fraction bits) to nearest, ties away from zero, as cvt.rna does; infinity
 // and NaN kept.
 uint32_t tf32_bits_of(float value) {
-  const uint32_t bits = bits_of(value);
+  const uint32_t bits = bits_of_float(value);
   if ((bits & 0x7f800000u) == 0x7f800000u) return bits;
   return (bits + 0x1000u) & 0xffffe000u;
 }
@@ -89,7 +81,7 @@ std::vector<uint32_t> build_conv_gemm_image(const ConvGemmPlan& plan, const Conv
     uint32_t* row = rows + static_cast<int64_t>(oc) * plan.row_words;
     if (!half) {
       for (int k = 0; k < plan.k; ++k) {
-        row[k] = plan.math == TensorCoreMath::Tf32 ? tf32_bits_of(w[k]) : bits_of(w[k]);
+        row[k] = plan.math == TensorCoreMath::Tf32 ? tf32_bits_of(w[k]) : bits_of_float(w[k]);
       }
       continue;
     }

@@ -1034,15 +1034,12 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         break;
       }
       case OpKind::Conv2d: {
-        Conv2dArgs args;
+        Conv2dArgs args = conv2d_geometry(w);
         args.x = x;
         args.weight = op.weight;
         args.bias = op.bias;
         args.y = y;
         args.batch = batch;
-        set_conv_window(w, &args);
-        args.out_height = static_cast<int32_t>(w.out_height);
-        args.out_width = static_cast<int32_t>(w.out_width);
         args.epilogue = op.epilogue.front();
         if (op.conv_gemm.usable) {
           launch_conv2d_implicit_gemm(op.conv_gemm, args, stream);

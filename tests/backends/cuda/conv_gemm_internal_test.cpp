@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -46,12 +45,6 @@ Conv2dArgs geometry(int in, int height, int width, int out, int kernel_h, int ke
   return g;
 }
 
-float float_of(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
-
 // W[oc][k] as the image stores it, widened back to fp32.
 float image_weight(const ConvGemmPlan& plan, const uint32_t* rows, int oc, int k) {
   const uint32_t word = rows[static_cast<size_t>(oc) * plan.row_words +
@@ -60,7 +53,7 @@ float image_weight(const ConvGemmPlan& plan, const uint32_t* rows, int oc, int k
                                   ? k / 2
                                   : k)];
   if (plan.math != TensorCoreMath::Fp16 && plan.math != TensorCoreMath::Bf16) {
-    return float_of(word);
+    return fusednn::float_from_bits(word);
   }
   const auto half = static_cast<uint16_t>(k % 2 == 0 ? word & 0xffffu : word >> 16);
   return plan.math == TensorCoreMath::Fp16 ? fusednn::half_to_float(half)
@@ -165,9 +158,7 @@ TEST(ConvGemmInternal, ImageReproducesTheCpuConvolution) {
       std::vector<float> rounded = weight;
       if (math == TensorCoreMath::Tf32) {
         for (float& v : rounded) {
-          uint32_t bits;
-          std::memcpy(&bits, &v, sizeof bits);
-          v = float_of((bits + 0x1000u) & 0xffffe000u);
+          v = fusednn::float_from_bits((fusednn::bits_of_float(v) + 0x1000u) & 0xffffe000u);
         }
       }
       if (half) {
