@@ -935,6 +935,12 @@ def run_cases(bench: Bench) -> None:
     wide_name = "MLP 32-64-64-64-64-16"
     bench.run_case(wide_name, wide, 1 << 21, (32,), precision="fp16", use_compile=False)
     bench.run_case(wide_name, wide, 1 << 21, (32,), use_compile=False)
+    # The WarpRegisters form the Warpgroup form (wgmma, compute capability 9.0) replaced there.
+    wgmma_off = {"FUSEDNN_CUDA_WGMMA": "0"}
+    bench.run_case(seed_name, seed, 262144, (100,), precision="bf16", knobs=wgmma_off,
+                   use_compile=False)
+    bench.run_case(wide_name, wide, 1 << 21, (32,), precision="fp16", knobs=wgmma_off,
+                   use_compile=False)
     bench.run_case(gelu_name, gelu, 4096, (768,), precision="bf16", use_compile=False)
     # cuBLASLt on fp32 operands with a bf16 compute type, as before 16-bit weights.
     bench.run_case(gelu_name, gelu, 4096, (768,), precision="bf16", use_compile=False,

@@ -403,6 +403,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   int value = 0;
   FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, device_ordinal));
   device_.major = value;
+  FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMinor, device_ordinal));
+  device_.minor = value;
   FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device_ordinal));
   device_.sm_count = std::max(1, value);
   FDNN_CUDA_CHECK(

@@ -8,6 +8,7 @@ namespace fusednn::cuda {
 struct DeviceInfo {
   int ordinal = 0;
   int major = 0;  // compute capability
+  int minor = 0;
   int sm_count = 1;
   size_t shared_per_block_optin = 48 * 1024;  // the most one block may ask for
   size_t shared_per_sm = 48 * 1024;

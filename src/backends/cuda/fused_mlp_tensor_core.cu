@@ -483,7 +483,13 @@ bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCo
                           const TensorCoreRowTail& tail) {
   const char* knob = std::getenv("FUSEDNN_CUDA_TENSOR_CORE_FORM");
   const bool shared_only = knob != nullptr && std::string(knob) == "shared";
-  if (!shared_only && plan_warp_register_mlp(layers, math, device, tail, plan)) return true;
+  if (!shared_only && plan_warp_register_mlp(layers, math, device, tail, plan)) {
+    if (tail.kind == RowTailKind::None && is_half(math)) {
+      plan_warpgroup_mlp(layers, math, device, &plan->warpgroup);
+      plan->warpgroup_image_offset = (plan->image_bytes + 15u) / 16u * 16u;
+    }
+    return true;
+  }
   if (tail.kind != RowTailKind::None) return false;
   return plan_shared_tile_mlp(layers, math, device, plan);
 }
@@ -492,14 +498,25 @@ std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
                                                   const std::vector<const float*>& weights,
                                                   const std::vector<const float*>& biases,
                                                   const float* gamma, const float* beta) {
-  return plan.form == TensorCoreForm::WarpRegisters
-             ? build_warp_register_mlp_image(plan, weights, biases, gamma, beta)
-             : build_shared_tile_mlp_image(plan, weights, biases);
+  if (plan.form != TensorCoreForm::WarpRegisters) {
+    return build_shared_tile_mlp_image(plan, weights, biases);
+  }
+  std::vector<uint32_t> image = build_warp_register_mlp_image(plan, weights, biases, gamma, beta);
+  if (plan.warpgroup.layer_count > 0) {
+    image.resize(plan.warpgroup_image_offset / 4, 0u);
+    const std::vector<uint32_t> second = build_warpgroup_mlp_image(plan.warpgroup, weights, biases);
+    image.insert(image.end(), second.begin(), second.end());
+  }
+  return image;
 }
 
 void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
                             int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
-  if (plan.form == TensorCoreForm::WarpRegisters) {
+  if (plan.form == TensorCoreForm::WarpRegisters && warpgroup_mlp_takes(plan.warpgroup, x, rows)) {
+    launch_warpgroup_mlp(plan.warpgroup,
+                         static_cast<const char*>(plan.image) + plan.warpgroup_image_offset, x, y,
+                         rows, device, stream);
+  } else if (plan.form == TensorCoreForm::WarpRegisters) {
     launch_warp_register_mlp(plan, x, y, rows, device, stream);
   } else {
     launch_shared_tile_mlp(plan, x, y, rows, device, stream);

@@ -1,12 +1,14 @@
 // The fully fused MLP on tensor cores (compute capability 8.0 and newer): the same chains as
 // fused_mlp.hpp, with every layer's matrix work done by warp-level mma instructions.
 //
-// Two forms, both a persistent grid whose blocks copy all the chain's weights into shared memory
+// Three forms, each a persistent grid whose blocks copy all the chain's weights into shared memory
 // once, in the layout the mma fragments read:
 //   WarpRegisters (fused_mlp_tensor_core_registers.cu), the fast one: each warp takes 16 rows
 //     through every layer on its own, activations in registers (a layer's accumulator fragments
 //     are the next layer's operand fragments), no block barrier after the weights are in.
 //     Widths up to 256 (half forms) or 128 (tf32 forms).
+//   Warpgroup (fused_mlp_warpgroup.cu): fp16 and bf16 on compute capability 9.0 from a batch of
+//     a 64-row tile per SM, planned beside WarpRegisters: 64 rows per warpgroup through wgmma.
 //   SharedTiles (fused_mlp_tensor_core.cu): the block takes a tile of rows through each layer
 //     together, activations in shared memory, the next tile's input arriving by cp.async. Wider
 //     chains (tf32 forms up to 256, a first input up to 1024).
@@ -31,10 +33,11 @@
 #include "backends/cuda/device_epilogue.hpp"
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/fused_mlp.hpp"
+#include "backends/cuda/fused_mlp_warpgroup.hpp"
+#include "backends/cuda/tensor_core_math.hpp"
 
 namespace fusednn::cuda {
 
-enum class TensorCoreMath : int32_t { Tf32 = 0, Tf32x3 = 1, Fp16 = 2, Bf16 = 3 };
 enum class TensorCoreForm : int32_t { WarpRegisters = 0, SharedTiles = 1 };
 
 constexpr int kWarpRegisterTileRows = 16;  // rows per warp tile in the WarpRegisters form
@@ -87,6 +90,10 @@ struct TensorCoreMlpPlan {
   uint32_t gamma_offset = 0;     // bytes into the image, when tail.gamma
   uint32_t beta_offset = 0;      // bytes into the image, when tail.beta
   const void* image = nullptr;   // device copy of the image, set once uploaded
+  // WarpRegisters chains in fp16 or bf16 on compute capability 9.0 also get the Warpgroup form
+  // (fused_mlp_warpgroup.hpp) for large batches; its image follows the first form's in `image`.
+  WarpgroupMlpPlan warpgroup;
+  uint32_t warpgroup_image_offset = 0;  // bytes
 };
 
 // Whether the chain runs on tensor cores on this device with `math`; fills *plan (but not

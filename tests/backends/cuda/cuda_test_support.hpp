@@ -438,15 +438,16 @@ inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batch
 // per pair of buffers where they cannot be), a second stream, and runs queued back to back
 // before one synchronisation; three rounds, so that graphs made in the first are reused.
 // misaligned: one more set of buffers, starting 4 bytes past a 256-byte boundary (for plans
-// whose kernels accept any float alignment).
+// whose kernels accept any float alignment). `precision` and `tolerance` as expect_matches_cpu's.
 inline void expect_rotating_buffers_match(const Net& net, uint32_t seed, const std::string& what,
-                                          bool misaligned = false) {
+                                          bool misaligned = false, int64_t batch = 33,
+                                          fdnn_precision precision = FDNN_PRECISION_FP32,
+                                          double tolerance = kTolerance) {
   SCOPED_TRACE(what);
   std::mt19937 random(seed);
   const auto weights = draw_weights(net, random);
-  const int64_t batch = 33;
   fdnn_model* cpu = create_model(net.spec(), FDNN_DEVICE_CPU, batch, 1);
-  fdnn_model* gpu = create_model(net.spec(), FDNN_DEVICE_CUDA, batch, 1);
+  fdnn_model* gpu = create_model(net.spec(), FDNN_DEVICE_CUDA, batch, 1, precision);
   ASSERT_TRUE(cpu && gpu);
   set_weights(cpu, net, weights);
   set_weights(gpu, net, weights);
@@ -500,7 +501,7 @@ inline void expect_rotating_buffers_match(const Net& net, uint32_t seed, const s
       std::vector<float> got(out_count);
       CUDA_OK(cudaMemcpy(got.data(), device_out[k], out_count * sizeof(float),
                          cudaMemcpyDeviceToHost));
-      EXPECT_LE(relative_error(got, expected[k]), kTolerance)
+      EXPECT_LE(relative_error(got, expected[k]), tolerance)
           << "round " << round << " set " << k;
     }
   }

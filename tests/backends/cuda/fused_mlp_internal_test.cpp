@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -14,6 +15,8 @@
 
 #include "api/handles.hpp"
 #include "backends/cuda/cuda_executor.hpp"
+#include "backends/cuda/fused_mlp_warpgroup.hpp"
+#include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
 #include "fusednn/fusednn.h"
 
@@ -28,6 +31,8 @@ using fusednn::cuda::OpKind;
 using fusednn::cuda::TensorCoreForm;
 using fusednn::cuda::TensorCoreMath;
 using fusednn::cuda::TensorCoreMlpPlan;
+using fusednn::cuda::WarpgroupMlpLayer;
+using fusednn::cuda::WarpgroupMlpPlan;
 
 // The model's CUDA backend, or null for a CPU model.
 const CudaBackend* backend_of(fdnn_model* model) {
@@ -238,6 +243,150 @@ TEST(FusedMlpInternal, Fp32ChainsSplitTheirWeightsWhereTheyFit) {
     EXPECT_EQ(plan->form, TensorCoreForm::WarpRegisters);
     EXPECT_EQ(plan->math, TensorCoreMath::Tf32x3);
     EXPECT_EQ(plan->split_weights, split) << net.spec();
+  }
+}
+
+// The Warpgroup form's image read the way its wgmma descriptors address it (B's element (k, n)
+// of k-step s at weight_offset + 256 s + (n / 8) * k_steps * 256 + (k / 8) * 128 + (n % 8) * 16 +
+// (k % 8) * 2) and multiplied with A fragments built the way the kernel builds them (the first
+// layer's thread t holds columns 16 s + 4t .. 4t + 3 of its rows as k 2t, 2t + 1, 2t + 8,
+// 2t + 9; later layers hold C tiles 2s and 2s + 1) gives each layer's product with its weights
+// narrowed to 16 bits, and the bias sits where the kernel reads it. Host code only.
+TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
+  const std::vector<std::vector<int>> chains = {{100, 128, 64, 10}, {32, 64, 64, 16}, {12, 40, 24, 3}};
+  std::mt19937 random(12);
+  std::normal_distribution<float> normal_value(0.0f, 1.0f);
+  for (const std::vector<int>& widths : chains) {
+    for (TensorCoreMath math : {TensorCoreMath::Fp16, TensorCoreMath::Bf16}) {
+      const size_t count = widths.size() - 1;
+      std::vector<FusedMlpLayerDesc> layers(count);
+      std::vector<std::vector<float>> weights(count), biases(count);
+      std::vector<const float*> weight_pointers, bias_pointers;
+      for (size_t l = 0; l < count; ++l) {
+        layers[l].in = widths[l];
+        layers[l].out = widths[l + 1];
+        weights[l].resize(static_cast<size_t>(widths[l]) * widths[l + 1]);
+        for (float& v : weights[l]) v = normal_value(random);
+        biases[l].resize(static_cast<size_t>(widths[l + 1]));
+        for (float& v : biases[l]) v = normal_value(random);
+        weight_pointers.push_back(weights[l].data());
+        bias_pointers.push_back(biases[l].data());
+      }
+      WarpgroupMlpPlan plan;
+      ASSERT_TRUE(fusednn::cuda::lay_out_warpgroup_mlp(layers, math, 3, 2, &plan));
+      const std::vector<uint32_t> image =
+          fusednn::cuda::build_warpgroup_mlp_image(plan, weight_pointers, bias_pointers);
+      ASSERT_EQ(image.size() * 4, plan.image_bytes);
+      auto value_at = [&](uint32_t byte) {
+        uint16_t bits;
+        std::memcpy(&bits, reinterpret_cast<const char*>(image.data()) + byte, sizeof bits);
+        return math == TensorCoreMath::Fp16 ? fusednn::half_to_float(bits)
+                                            : fusednn::bfloat16_to_float(bits);
+      };
+      auto narrowed = [&](float v) {
+        return math == TensorCoreMath::Fp16 ? fusednn::half_to_float(fusednn::float_to_half(v))
+                                            : fusednn::bfloat16_to_float(
+                                                  fusednn::float_to_bfloat16(v));
+      };
+      for (size_t l = 0; l < count; ++l) {
+        const WarpgroupMlpLayer& layer = plan.layers[l];
+        SCOPED_TRACE("layer " + std::to_string(l) + " of " + std::to_string(widths[0]));
+        EXPECT_GE(layer.n, layer.out);
+        EXPECT_EQ(layer.k_steps * 16, plan.width_class);
+        std::vector<float> x(static_cast<size_t>(layer.in));
+        for (float& v : x) v = normal_value(random);
+        // A's value at k-step s, position kk (0..15), as the kernel's fragments hold it.
+        auto operand = [&](int s, int kk) -> float {
+          const int column = l > 0 ? 16 * s + kk
+                                   : 16 * s + 4 * ((kk % 8) / 2) + 2 * (kk / 8) + kk % 2;
+          return column < layer.in ? x[column] : 0.0f;
+        };
+        const uint32_t n_stride = static_cast<uint32_t>(layer.k_steps) * 256u;
+        for (int n = 0; n < layer.n; ++n) {
+          double product = 0.0, expected = 0.0;
+          for (int s = 0; s < layer.k_steps; ++s) {
+            for (int kk = 0; kk < 16; ++kk) {
+              const uint32_t byte = layer.weight_offset + 256u * s + (n / 8) * n_stride +
+                                    (kk / 8) * 128u + (n % 8) * 16u + (kk % 8) * 2u;
+              product += double(operand(s, kk)) * value_at(byte);
+            }
+          }
+          for (int k = 0; k < layer.in && n < layer.out; ++k) {
+            expected += double(x[k]) * narrowed(weights[l][size_t(n) * layer.in + k]);
+          }
+          EXPECT_NEAR(product, expected, 1e-9 * (1.0 + std::fabs(expected))) << "column " << n;
+          float bias;
+          std::memcpy(&bias, reinterpret_cast<const char*>(image.data()) + layer.bias_offset +
+                                 4 * n, sizeof bias);
+          EXPECT_EQ(bias, n < layer.out ? biases[l][n] : 0.0f) << "column " << n;
+        }
+      }
+      // The input buffers (a tile's rows as they lie in memory) after the image, then the
+      // mbarriers.
+      EXPECT_EQ(plan.stage_bytes, 64u * widths[0] * 4u);
+      EXPECT_EQ(plan.stage_offset, plan.image_bytes);
+      EXPECT_EQ(plan.barrier_offset, plan.stage_offset + 6 * plan.stage_bytes);
+      EXPECT_EQ(plan.shared_bytes,
+                plan.barrier_offset + size_t(plan.warpgroups) * size_t(plan.stages) * 8);
+    }
+  }
+  // What the form does not take: inputs that are not whole 16-byte rows, widths over 128, tf32.
+  std::vector<FusedMlpLayerDesc> odd(1), wide(1);
+  odd[0].in = 10, odd[0].out = 8;
+  wide[0].in = 16, wide[0].out = 129;
+  WarpgroupMlpPlan plan;
+  EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(odd, TensorCoreMath::Bf16, 3, 2, &plan));
+  EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(wide, TensorCoreMath::Bf16, 3, 2, &plan));
+  wide[0].out = 8;
+  EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(wide, TensorCoreMath::Tf32, 3, 2, &plan));
+}
+
+// On compute capability 9.0 the fp16 and bf16 chains that fit get the Warpgroup form beside
+// WarpRegisters (from a 64-row tile per SM); tf32 chains, chains with a folded row op and
+// FUSEDNN_CUDA_WGMMA=0 do not.
+TEST(FusedMlpInternal, HalfChainsGetTheWarpgroupFormOnComputeCapability90) {
+  REQUIRE_CUDA();
+  int major = 0, minor = 0, sm_count = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  if (major != 9 || minor != 0) {
+    GTEST_SKIP() << "compute capability " << major << "." << minor << ": no sm_90a kernels";
+  }
+  Net seed({100});
+  seed.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
+  seed.linear("fc2", 128, 64).act(R"({"type": "ReLU"})");
+  seed.linear("fc3", 64, 10);
+  Net softmax = seed;
+  softmax.layer(R"({"type": "Softmax", "dim": -1})");
+  struct Case {
+    const Net* net;
+    fdnn_precision precision;
+    const char* knob;
+    bool warpgroup;
+  };
+  for (const Case& c : {Case{&seed, FDNN_PRECISION_BF16, "", true},
+                        Case{&seed, FDNN_PRECISION_FP16, "", true},
+                        Case{&seed, FDNN_PRECISION_BF16, "0", false},
+                        Case{&seed, FDNN_PRECISION_TF32, "", false},
+                        Case{&softmax, FDNN_PRECISION_BF16, "", false}}) {
+    SCOPED_TRACE(std::string(c.knob) + " precision " + std::to_string(c.precision));
+    ScopedEnvironment knob("FUSEDNN_CUDA_WGMMA", c.knob);
+    std::mt19937 random(13);
+    const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
+        create_model(c.net->spec(), FDNN_DEVICE_CUDA, 100000, 1, c.precision),
+        fdnn_model_destroy);
+    ASSERT_NE(model, nullptr);
+    set_weights(model.get(), *c.net, draw_weights(*c.net, random));
+    const TensorCoreMlpPlan* plan = chain_plan(model.get());
+    ASSERT_NE(plan, nullptr);
+    EXPECT_EQ(plan->warpgroup.layer_count > 0, c.warpgroup);
+    if (c.warpgroup) {
+      EXPECT_EQ(plan->warpgroup.min_rows, int64_t{sm_count} * fusednn::cuda::kWarpgroupTileRows);
+      EXPECT_EQ(plan->warpgroup.width_class, 128);
+      EXPECT_GE(plan->warpgroup.warpgroups, 2);
+      EXPECT_EQ(plan->warpgroup_image_offset % 16, 0u);
+    }
   }
 }
 

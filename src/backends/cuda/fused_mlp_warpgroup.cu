@@ -1,0 +1,429 @@
+// The Warpgroup form of the tensor-core fused MLP (fused_mlp_warpgroup.hpp): kernel, plan and
+// launch. Layout of the weights and of A's fragments: fused_mlp_warpgroup_image.cpp.
+//
+// Why: the WarpRegisters form issues one mma.sync per 16 x 8 x 16 product and loads its B
+// fragment from shared memory first, so at large batches its warps spend their issue slots on
+// loads, mma and their dependencies (bench/cuda/NOTES.md, versions 9-11: seed bf16 at batch
+// 262144 74 us, 64-wide fp16 at 2^21 339 us, against ~24 and ~84 us of fp32 input and output at
+// an H200's copy rate). Here one wgmma multiplies 64 rows by a whole layer's k-step with B read by
+// the tensor cores themselves, asynchronously: a 64-wide layer is 4 instructions per warp for 64
+// rows instead of 32 mma and 16 loads per 16 rows.
+//
+// Napkin math, 64-wide fp16 MLP (32-64-64-64-64-16) at batch 2^21 on an H200: 32 G
+// multiply-adds, ~60 us at the dense fp16 rate; 268 MB of fp32 input and 134 MB of output, ~95 us
+// at 4.2 TB/s: memory-bound if the input streams while the tensor cores work. Hence a ring of
+// input tiles per warpgroup, filled by bulk copies a warp issues as soon as a buffer is read.
+//
+// Shape: one block per SM of 3 or 4 warpgroups (registers: accumulators are N / 2 floats a
+// thread); each warpgroup loops over 64-row tiles. A tile: wait for its input stage, read each
+// thread's rows as A fragments (16 bytes per row and k-step), release the stage (named barrier,
+// then the next copy), then per layer: accumulators from the bias, wgmma over the k-steps,
+// commit and wait, the activation packed into the next layer's A fragments (cvt.relu for ReLU),
+// or fp32 stores for the last layer.
+#include "backends/cuda/fused_mlp_warpgroup.hpp"
+
+#include <cuda_pipeline.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "backends/cuda/epilogue.cuh"
+#include "backends/cuda/launch.hpp"
+#include "backends/cuda/mbarrier.cuh"
+#include "backends/cuda/wgmma.cuh"
+
+namespace fusednn::cuda {
+namespace {
+
+struct WarpgroupParams {
+  const float* x;
+  float* y;
+  const uint4* image;
+  int64_t rows;
+  int64_t tiles;  // of kWarpgroupTileRows rows
+  int32_t layer_count;
+  int32_t input_width;
+  uint32_t stage_bytes;
+  int32_t input_steps;
+  int32_t stages;
+  int32_t vector_output;  // y on 16 bytes and an even last width: float2 stores
+  uint32_t image_chunks;  // 16-byte chunks
+  uint32_t stage_offset;
+  uint32_t barrier_offset;
+  WarpgroupMlpLayer layers[kFusedMlpMaxLayers];
+};
+
+// Warpgroups a block holds at most: registers allow 4 at width 64 (~100 a thread), 3 at 128
+// (two 32-register operand arrays and 64 accumulators).
+__host__ __device__ constexpr int max_warpgroups(int width_class) {
+  return width_class <= 64 ? 4 : 3;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+template <int kSteps>
+using Operands = uint32_t[kSteps][4];
+
+// Two fp32 values as a 16-bit pair (low first), clamped at zero with kRelu (cvt's .relu).
+template <TensorCoreMath kMath, bool kRelu>
+__device__ __forceinline__ uint32_t pack(float low, float high) {
+  uint32_t bits;
+  if constexpr (kMath == TensorCoreMath::Fp16) {
+    if constexpr (kRelu) {
+      asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(bits) : "f"(high), "f"(low));
+    } else {
+      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(bits) : "f"(high), "f"(low));
+    }
+  } else {
+    if constexpr (kRelu) {
+      asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;" : "=r"(bits) : "f"(high), "f"(low));
+    } else {
+      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(bits) : "f"(high), "f"(low));
+    }
+  }
+  return bits;
+}
+
+__device__ __forceinline__ void wait_for_parity(uint32_t barrier, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+__device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
+  asm volatile("bar.sync %0, 128;" ::"r"(1 + warpgroup) : "memory");
+}
+
+// The rows of `tile` into the stage buffer at `buffer` as one bulk copy (rows are contiguous and
+// a multiple of 16 bytes), counted on `barrier`. One thread.
+__device__ __forceinline__ void stage_tile(const WarpgroupParams& p, int64_t tile, uint32_t buffer,
+                                           uint32_t barrier) {
+  const int64_t first = tile * kWarpgroupTileRows;
+  const int64_t count = p.rows - first < kWarpgroupTileRows ? p.rows - first : kWarpgroupTileRows;
+  const uint32_t bytes = static_cast<uint32_t>(count * p.input_width) * 4u;
+  expect_bytes(barrier, bytes);
+  bulk_copy(buffer, p.x + first * p.input_width, bytes, barrier);
+}
+
+// The first layer's A fragments from this warp's 16 staged rows: 4 consecutive columns per
+// thread and k-step (the weights' k order matches, fused_mlp_warpgroup_image.cpp); zeros past
+// the input's width (a multiple of 4, so a thread's 4 columns are all in or all out).
+template <TensorCoreMath kMath, int kSteps>
+__device__ __forceinline__ void load_input(const float* rows, int stride, int input_steps, int g,
+                                           int t, Operands<kSteps>& a) {
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[s][i] = 0u;
+    if (s < input_steps && 16 * s + 4 * t < stride) {
+      const float4 low = *reinterpret_cast<const float4*>(rows + g * stride + 16 * s + 4 * t);
+      const float4 high =
+          *reinterpret_cast<const float4*>(rows + (g + 8) * stride + 16 * s + 4 * t);
+      a[s][0] = pack<kMath, false>(low.x, low.y);
+      a[s][1] = pack<kMath, false>(high.x, high.y);
+      a[s][2] = pack<kMath, false>(low.z, low.w);
+      a[s][3] = pack<kMath, false>(high.z, high.w);
+    }
+  }
+}
+
+// acc (holding the bias) += a x W^T over the layer's k-steps.
+template <TensorCoreMath kMath, int kSteps, int kN>
+__device__ __forceinline__ void multiply(const WarpgroupMlpLayer& layer, uint32_t shared_base,
+                                         Operands<kSteps>& a, float (&acc)[kN / 2]) {
+  const uint32_t weights = shared_base + layer.weight_offset;
+  const uint32_t n_stride = static_cast<uint32_t>(layer.k_steps) * 256u;
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) wgmma::pin(acc[i]);
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) wgmma::pin(a[s][i]);
+  }
+  wgmma::fence();
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    wgmma::multiply<kMath, kN>(acc, a[s], wgmma::descriptor(weights + 256u * s, n_stride));
+  }
+  wgmma::commit();
+  wgmma::wait_all();
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) wgmma::pin(acc[i]);
+}
+
+// Any activation but none and ReLU, value by value in a loop laid out away from the common path.
+template <int kCount>
+__device__ __forceinline__ void activate_general(const DeviceEpilogue& epilogue,
+                                                 float (&acc)[kCount]) {
+  float values[kCount];
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) values[i] = acc[i];
+#pragma unroll 1
+  for (int i = 0; i < kCount; ++i) values[i] = apply_epilogue(epilogue, values[i]);
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) acc[i] = values[i];
+}
+
+// The next layer's A fragments: accumulator tiles 2s and 2s + 1 are k-step s; zeros past N (the
+// next layer multiplies them by zero weights, and stale registers could hold NaN).
+template <TensorCoreMath kMath, int kSteps, int kN, bool kRelu>
+__device__ __forceinline__ void pack_next(const float (&acc)[kN / 2], Operands<kSteps>& next) {
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    next[j / 2][(j % 2) * 2] = pack<kMath, kRelu>(acc[4 * j], acc[4 * j + 1]);
+    next[j / 2][(j % 2) * 2 + 1] = pack<kMath, kRelu>(acc[4 * j + 2], acc[4 * j + 3]);
+  }
+#pragma unroll
+  for (int s = kN / 16; s < kSteps; ++s) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) next[s][i] = 0u;
+  }
+}
+
+// Rows row_lo and row_lo + 8 of the output (those below `valid`, counted from the warp's first
+// row), columns 8j + 2t and 8j + 2t + 1.
+template <int kN>
+__device__ __forceinline__ void store_output(const WarpgroupParams& p, int out, int64_t row_lo,
+                                             int64_t valid, int g, int t, bool relu,
+                                             float (&acc)[kN / 2]) {
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    const int col = 8 * j + 2 * t;
+    if (col >= out) break;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (g + 8 * h >= valid) continue;
+      float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+      if (relu) v0 = fmaxf(v0, 0.0f), v1 = fmaxf(v1, 0.0f);
+      float* destination = p.y + (row_lo + 8 * h) * out + col;
+      if (p.vector_output) {
+        *reinterpret_cast<float2*>(destination) = make_float2(v0, v1);
+      } else {
+        destination[0] = v0;
+        if (col + 1 < out) destination[1] = v1;
+      }
+    }
+  }
+}
+
+template <TensorCoreMath kMath, int kSteps, int kN>
+__device__ __forceinline__ void run_layer(const WarpgroupParams& p, const WarpgroupMlpLayer& layer,
+                                          bool last, const char* smem, uint32_t shared_base,
+                                          int64_t row_lo, int64_t valid, int g, int t,
+                                          Operands<kSteps>& a, Operands<kSteps>& next) {
+  float acc[kN / 2];
+  const float2* bias = reinterpret_cast<const float2*>(smem + layer.bias_offset) + t;
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    const float2 b = bias[4 * j];
+    acc[4 * j] = b.x, acc[4 * j + 1] = b.y, acc[4 * j + 2] = b.x, acc[4 * j + 3] = b.y;
+  }
+  multiply<kMath, kSteps, kN>(layer, shared_base, a, acc);
+  const bool relu = layer.epilogue.count == 1 && layer.epilogue.kind[0] == kOpReLU;
+  if (__builtin_expect(layer.epilogue.count != 0 && !relu, 0)) {
+    activate_general(layer.epilogue, acc);
+  }
+  if (last) {
+    store_output<kN>(p, layer.out, row_lo, valid, g, t, relu, acc);
+  } else if (relu) {
+    pack_next<kMath, kSteps, kN, true>(acc, next);
+  } else {
+    pack_next<kMath, kSteps, kN, false>(acc, next);
+  }
+}
+
+// Layer l from `a` into `next`; true when it was the last.
+template <TensorCoreMath kMath, int kSteps>
+__device__ __forceinline__ bool run_layer_at(const WarpgroupParams& p, int l, const char* smem,
+                                             uint32_t shared_base, int64_t row_lo, int64_t valid,
+                                             int g, int t, Operands<kSteps>& a,
+                                             Operands<kSteps>& next) {
+  const WarpgroupMlpLayer& layer = p.layers[l];
+  const bool last = l + 1 == p.layer_count;
+  switch (layer.n) {
+    case 16:
+      run_layer<kMath, kSteps, 16>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
+      break;
+    case 32:
+      run_layer<kMath, kSteps, 32>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
+      break;
+    case 64:
+      run_layer<kMath, kSteps, 64>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
+      break;
+    default:
+      if constexpr (kSteps * 16 >= 128) {
+        run_layer<kMath, kSteps, 128>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a,
+                                      next);
+      }
+      break;
+  }
+  return last;
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+template <TensorCoreMath kMath, int kWidth>
+__global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
+    warpgroup_mlp_kernel(const __grid_constant__ WarpgroupParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kSteps = kWidth / 16;
+  constexpr int kRows = kWarpgroupTileRows;
+  extern __shared__ __align__(128) uint4 shared_memory[];
+  const int warpgroups = static_cast<int>(blockDim.x) / 128;
+  const int warpgroup = static_cast<int>(threadIdx.x) / 128;
+  const int warp = (static_cast<int>(threadIdx.x) / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const char* const smem = reinterpret_cast<const char*>(shared_memory);
+  const uint32_t shared_base = shared_address(shared_memory);
+  const int width = p.input_width;
+  const uint32_t stage_bytes = p.stage_bytes;
+
+  for (uint32_t i = threadIdx.x; i < p.image_chunks; i += blockDim.x) {
+    __pipeline_memcpy_async(shared_memory + i, p.image + i, 16);
+  }
+  __pipeline_commit();
+  if (static_cast<int>(threadIdx.x) < warpgroups * p.stages) {
+    init_single_arrival(shared_base + p.barrier_offset + 8u * threadIdx.x);
+  }
+  __pipeline_wait_prior(0);
+  // The weights arrived through the generic proxy and wgmma reads them through the async one.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  publish_mbarrier_init();
+  __syncthreads();
+
+  const int64_t grid_step = int64_t{gridDim.x} * warpgroups;
+  const int64_t first_tile = int64_t{blockIdx.x} * warpgroups + warpgroup;
+  const int ring_first = warpgroup * p.stages;
+  const uint32_t ring = shared_base + p.stage_offset + static_cast<uint32_t>(ring_first) * stage_bytes;
+  const uint32_t barriers = shared_base + p.barrier_offset + 8u * static_cast<uint32_t>(ring_first);
+  const bool issuer = threadIdx.x % 128 == 0;
+  if (issuer) {
+    for (int s = 0; s < p.stages; ++s) {
+      const int64_t tile = first_tile + s * grid_step;
+      if (tile < p.tiles) stage_tile(p, tile, ring + s * stage_bytes, barriers + 8u * s);
+    }
+  }
+  int stage = 0;
+  uint32_t parity = 0;
+  for (int64_t tile = first_tile; tile < p.tiles; tile += grid_step) {
+    wait_for_parity(barriers + 8u * stage, parity);
+    const float* rows = reinterpret_cast<const float*>(smem + p.stage_offset +
+                                                       size_t(ring_first + stage) * stage_bytes) +
+                        warp * 16 * width;
+    Operands<kSteps> a, b;
+    load_input<kMath, kSteps>(rows, width, p.input_steps, g, t, a);
+    warpgroup_barrier(warpgroup);  // every thread has read the stage
+    if (issuer) {
+      const int64_t ahead = tile + int64_t{p.stages} * grid_step;
+      if (ahead < p.tiles) stage_tile(p, ahead, ring + stage * stage_bytes, barriers + 8u * stage);
+    }
+    if (++stage == p.stages) stage = 0, parity ^= 1u;
+    const int64_t warp_row = tile * kRows + warp * 16;
+    const int64_t row_lo = warp_row + g;
+    const int64_t valid = p.rows - warp_row;
+    // Two layers per trip, each writing the other's operands: no copy between layers.
+    for (int l = 0; l < p.layer_count; l += 2) {
+      if (run_layer_at<kMath, kSteps>(p, l, smem, shared_base, row_lo, valid, g, t, a, b)) break;
+      if (run_layer_at<kMath, kSteps>(p, l + 1, smem, shared_base, row_lo, valid, g, t, b, a)) {
+        break;
+      }
+    }
+  }
+#else
+  (void)p;
+#endif
+}
+
+using KernelFunction = void (*)(WarpgroupParams);
+
+KernelFunction kernel_for(TensorCoreMath math, int width_class) {
+  if (math == TensorCoreMath::Fp16) {
+    return width_class <= 64 ? warpgroup_mlp_kernel<TensorCoreMath::Fp16, 64>
+                             : warpgroup_mlp_kernel<TensorCoreMath::Fp16, 128>;
+  }
+  return width_class <= 64 ? warpgroup_mlp_kernel<TensorCoreMath::Bf16, 64>
+                           : warpgroup_mlp_kernel<TensorCoreMath::Bf16, 128>;
+}
+
+bool knob_off() {
+  const char* knob = std::getenv("FUSEDNN_CUDA_WGMMA");
+  return knob != nullptr && std::string(knob) == "0";
+}
+
+}  // namespace
+
+bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
+                        const DeviceInfo& device, WarpgroupMlpPlan* plan) {
+#if defined(FUSEDNN_WGMMA_BUILT)
+  // sm_90a code runs on compute capability 9.0 alone.
+  if (knob_off() || device.major != 9 || device.minor != 0) return false;
+  WarpgroupMlpPlan result;
+  if (!lay_out_warpgroup_mlp(layers, math, 1, 1, &result)) return false;
+  // The most warpgroups whose input buffers fit, three stages each where they fit, else two.
+  bool fits = false;
+  for (int warpgroups = max_warpgroups(result.width_class); warpgroups >= 1 && !fits;
+       --warpgroups) {
+    for (int stages = 3; stages >= 2 && !fits; --stages) {
+      lay_out_warpgroup_mlp(layers, math, warpgroups, stages, &result);
+      fits = result.shared_bytes <= device.shared_per_block_optin;
+    }
+  }
+  if (!fits) return false;
+  const KernelFunction kernel = kernel_for(math, result.width_class);
+  int blocks = 0;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(result.shared_bytes)) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 128 * result.warpgroups,
+                                                    result.shared_bytes) != cudaSuccess ||
+      blocks < 1) {
+    (void)cudaGetLastError();  // not sticky: the WarpRegisters form runs instead
+    return false;
+  }
+  result.min_rows = int64_t{device.sm_count} * kWarpgroupTileRows;
+  *plan = result;
+  return true;
+#else
+  (void)layers, (void)math, (void)device, (void)plan, (void)knob_off;
+  return false;
+#endif
+}
+
+bool warpgroup_mlp_takes(const WarpgroupMlpPlan& plan, const float* x, int64_t rows) {
+  return plan.layer_count > 0 && rows >= plan.min_rows &&
+         reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const float* x,
+                          float* y, int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
+  if (rows <= 0) return;
+  WarpgroupParams p{};
+  p.x = x;
+  p.y = y;
+  p.image = static_cast<const uint4*>(image);
+  p.rows = rows;
+  p.tiles = (rows + kWarpgroupTileRows - 1) / kWarpgroupTileRows;
+  p.layer_count = plan.layer_count;
+  p.input_width = plan.layers[0].in;
+  p.stage_bytes = plan.stage_bytes;
+  p.input_steps = plan.input_steps;
+  p.stages = plan.stages;
+  p.vector_output = plan.layers[plan.layer_count - 1].out % 2 == 0 &&
+                    reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  p.image_chunks = plan.image_bytes / 16;
+  p.stage_offset = plan.stage_offset;
+  p.barrier_offset = plan.barrier_offset;
+  for (int l = 0; l < plan.layer_count; ++l) p.layers[l] = plan.layers[l];
+  const int64_t blocks = (p.tiles + plan.warpgroups - 1) / plan.warpgroups;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks, device.sm_count));
+  launch_kernel(kernel_for(plan.math, plan.width_class), "warpgroup_mlp_kernel", dim3(grid),
+                dim3(128 * plan.warpgroups), plan.shared_bytes, stream, p);
+}
+
+}  // namespace fusednn::cuda

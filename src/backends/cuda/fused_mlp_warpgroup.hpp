@@ -1,0 +1,77 @@
+// The Warpgroup form of the tensor-core fused MLP: fp16 and bf16 chains on compute capability 9.0,
+// for large batches. A warpgroup (4 warps) takes 64 rows through every layer with wgmma
+// (sm_90a): activations in registers as in the WarpRegisters form, weights read by the tensor
+// cores straight from shared memory, and each warpgroup's next input tiles arriving by bulk
+// copies while it computes. fused_mlp_tensor_core.hpp plans it next to the WarpRegisters form of
+// the same chain, and launch_tensor_core_mlp() takes it from min_rows rows on.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backends/cuda/device_epilogue.hpp"
+#include "backends/cuda/device_info.hpp"
+#include "backends/cuda/fused_mlp.hpp"
+#include "backends/cuda/tensor_core_math.hpp"
+
+namespace fusednn::cuda {
+
+constexpr int kWarpgroupTileRows = 64;  // wgmma's M: the rows a warpgroup multiplies at once
+constexpr int kWarpgroupMaxWidth = 128;
+
+struct WarpgroupMlpLayer {
+  int32_t in = 0, out = 0;
+  int32_t k_steps = 0;         // 16-column steps: the width class's, zero weights past `in`
+  int32_t n = 0;               // the wgmma's N: out rounded up to 16, 32, 64 or 128
+  uint32_t weight_offset = 0;  // bytes into shared memory, 8 x 8 core matrices (the .cpp says how)
+  uint32_t bias_offset = 0;    // bytes into shared memory: n floats, zero past out
+  DeviceEpilogue epilogue;
+};
+
+struct WarpgroupMlpPlan {
+  TensorCoreMath math = TensorCoreMath::Bf16;
+  int32_t layer_count = 0;      // 0: no plan
+  int32_t width_class = 0;      // 64 or 128: the kernel's register arrays
+  int32_t warpgroups = 0;       // per block; one block per SM
+  int32_t stages = 0;           // input tiles each warpgroup has in flight
+  uint32_t stage_bytes = 0;     // per input buffer: a tile's rows as they lie in memory
+  int32_t input_steps = 0;      // k-steps over the first layer's input
+  uint32_t image_bytes = 0;     // weights and biases, copied to shared memory offset 0
+  uint32_t stage_offset = 0;    // bytes into shared memory of the input buffers
+  uint32_t barrier_offset = 0;  // bytes into shared memory of their mbarriers
+  size_t shared_bytes = 0;
+  int64_t min_rows = 0;         // the batch rows from which it runs
+  WarpgroupMlpLayer layers[kFusedMlpMaxLayers];
+};
+
+// Fills *plan when the library holds the sm_90a kernels, the device is compute capability 9.0,
+// math is Fp16 or Bf16, every width is at most kWarpgroupMaxWidth, the first layer's input is a
+// multiple of 4 columns (rows are copied 16 bytes at a time) and everything fits one block's
+// shared memory. FUSEDNN_CUDA_WGMMA=0 turns the form off (a knob for tests and benchmarks).
+bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
+                        const DeviceInfo& device, WarpgroupMlpPlan* plan);
+
+// The layout alone (no device queries; plan_warpgroup_mlp() calls it, then checks the device):
+// the layers' wgmma shapes and offsets, and shared memory for `warpgroups` x `stages` input
+// buffers. False where the chain does not fit the form's widths.
+bool lay_out_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
+                           int warpgroups, int stages, WarpgroupMlpPlan* plan);
+
+// The plan's shared-memory image (plan.image_bytes bytes): weights[l] is [out][in] as PyTorch
+// stores it, biases[l] may be null.
+std::vector<uint32_t> build_warpgroup_mlp_image(const WarpgroupMlpPlan& plan,
+                                                const std::vector<const float*>& weights,
+                                                const std::vector<const float*>& biases);
+
+// Whether a launch with these buffers can take the form: x on 16 bytes (its rows are bulk
+// copies); decided by the 16-byte alignment classes the context keys its graphs by.
+bool warpgroup_mlp_takes(const WarpgroupMlpPlan& plan, const float* x, int64_t rows);
+
+// y[rows][last out] = chain(x[rows][first in]); `image` is the uploaded image.
+void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const float* x,
+                          float* y, int64_t rows, const DeviceInfo& device, cudaStream_t stream);
+
+}  // namespace fusednn::cuda
