@@ -177,10 +177,10 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
 
 // fp16 and bf16 chains at batches of a 64-row tile per SM and more: the Warpgroup form (wgmma) on
 // compute capability 9.0 where the library holds it, the WarpRegisters form elsewhere; either way
-// within the precision's bound. Widths of every wgmma N (16 to 128), inputs that are not whole
-// k-steps, odd and even layer counts, every activation, a batch ending in a partial 64-row tile,
-// and caller buffers 4 bytes off 16 (the input can then not be bulk-copied: the WarpRegisters
-// form runs, and graphs are kept per alignment).
+// within the precision's bound. Both width classes (64 and 128), every wgmma N (16 to 128),
+// inputs that are not whole k-steps, layer counts 2 to 4, every activation, batches ending in a
+// partial 64-row tile, and caller buffers 4 bytes off 16 (the input can then not be bulk-copied:
+// the WarpRegisters form runs, and graphs are kept per alignment).
 TEST(CudaBackend, HalfChainsAtLargeBatches) {
   REQUIRE_CUDA();
   uint32_t seed = 900;
@@ -207,9 +207,16 @@ TEST(CudaBackend, HalfChainsAtLargeBatches) {
     // A Tanh output in bf16 is held to twice the bound, as in implicit_gemm_conv_test.cpp:
     // exact rounding lands there (docs/precision.md, "Saturating outputs"; the Warpgroup form
     // measured 1.01e-2 here at batch 9000 on an H200, on weights and inputs drawn like these).
+    Net four({8});
+    for (int l = 0; l < 3; ++l) {
+      four.linear("l" + std::to_string(l), l == 0 ? 8 : 64, 64).act(R"({"type": "ReLU"})");
+    }
+    four.linear("l3", 64, 8);
+    expect_matches_cpu(four, {8448, 8511}, seed++, std::string("8-64x3-8, ") + c.name, {},
+                       c.precision, c.bound);
     for (const auto& [name, layer] : activations()) {
       Net fused({36});
-      fused.linear("fc1", 36, 70).act(layer).linear("fc2", 70, 9).act(layer);
+      fused.linear("fc1", 36, 60).act(layer).linear("fc2", 60, 9).act(layer);
       const bool squeezed = name == "Tanh" && c.precision == FDNN_PRECISION_BF16;
       expect_matches_cpu(fused, {9000}, seed++, name + ", large batch, " + c.name, {},
                          c.precision, squeezed ? 2 * c.bound : c.bound);
