@@ -7,8 +7,8 @@
 //     through every layer on its own, activations in registers (a layer's accumulator fragments
 //     are the next layer's operand fragments), no block barrier after the weights are in.
 //     Widths up to 256 (half forms) or 128 (tf32 forms).
-//   Warpgroup (fused_mlp_warpgroup.cu): fp16 and bf16 on compute capability 9.0 from a batch of
-//     a 64-row tile per SM, planned beside WarpRegisters: 64 rows per warpgroup through wgmma.
+//   Warpgroup (fused_mlp_warpgroup.cu): fp16 and bf16 on compute capability 9.0 from 512 rows,
+//     planned beside WarpRegisters: 64 rows per warpgroup through wgmma.
 //   SharedTiles (fused_mlp_tensor_core.cu): the block takes a tile of rows through each layer
 //     together, activations in shared memory, the next tile's input arriving by cp.async. Wider
 //     chains (tf32 forms up to 256, a first input up to 1024).

@@ -352,9 +352,11 @@ KernelFunction kernel_for(TensorCoreMath math, int width_class) {
                            : warpgroup_mlp_kernel<TensorCoreMath::Bf16, 128>;
 }
 
-bool knob_off() {
-  const char* knob = std::getenv("FUSEDNN_CUDA_WGMMA");
-  return knob != nullptr && std::string(knob) == "0";
+// FUSEDNN_CUDA_WGMMA: "0" never plans the form, "1" takes it at every batch (for tests and
+// benchmarks), anything else from min_rows rows.
+std::string knob() {
+  const char* value = std::getenv("FUSEDNN_CUDA_WGMMA");
+  return value != nullptr ? value : "";
 }
 
 }  // namespace
@@ -363,7 +365,7 @@ bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCore
                         const DeviceInfo& device, WarpgroupMlpPlan* plan) {
 #if defined(FUSEDNN_WGMMA_BUILT)
   // sm_90a code runs on compute capability 9.0 alone.
-  if (knob_off() || device.major != 9 || device.minor != 0) return false;
+  if (knob() == "0" || device.major != 9 || device.minor != 0) return false;
   WarpgroupMlpPlan result;
   if (!lay_out_warpgroup_mlp(layers, math, 1, 1, &result)) return false;
   // The most warpgroups whose input buffers fit, three stages each where they fit, else two.
@@ -386,11 +388,13 @@ bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCore
     (void)cudaGetLastError();  // not sticky: the WarpRegisters form runs instead
     return false;
   }
-  result.min_rows = int64_t{device.sm_count} * kWarpgroupTileRows;
+  // From 512 rows: on an H200 it beat WarpRegisters at every batch measured from there (seed MLP
+  // bf16: 6.6 against 7.2 us at 512, 16.2 against 25.5 at 65536; bench/cuda/NOTES.md, version 17).
+  result.min_rows = knob() == "1" ? 0 : kWarpgroupMinRows;
   *plan = result;
   return true;
 #else
-  (void)layers, (void)math, (void)device, (void)plan, (void)knob_off;
+  (void)layers, (void)math, (void)device, (void)plan, (void)knob;
   return false;
 #endif
 }

@@ -1,5 +1,5 @@
 // The Warpgroup form of the tensor-core fused MLP: fp16 and bf16 chains on compute capability 9.0,
-// for large batches. A warpgroup (4 warps) takes 64 rows through every layer with wgmma
+// from 512 rows. A warpgroup (4 warps) takes 64 rows through every layer with wgmma
 // (sm_90a): activations in registers as in the WarpRegisters form, weights read by the tensor
 // cores straight from shared memory, and each warpgroup's next input tiles arriving by bulk
 // copies while it computes. fused_mlp_tensor_core.hpp plans it next to the WarpRegisters form of
@@ -21,6 +21,7 @@ namespace fusednn::cuda {
 
 constexpr int kWarpgroupTileRows = 64;  // wgmma's M: the rows a warpgroup multiplies at once
 constexpr int kWarpgroupMaxWidth = 128;
+constexpr int64_t kWarpgroupMinRows = 512;  // the batch rows from which the form runs
 
 struct WarpgroupMlpLayer {
   int32_t in = 0, out = 0;
@@ -50,7 +51,8 @@ struct WarpgroupMlpPlan {
 // Fills *plan when the library holds the sm_90a kernels, the device is compute capability 9.0,
 // math is Fp16 or Bf16, every width is at most kWarpgroupMaxWidth, the first layer's input is a
 // multiple of 4 columns (rows are copied 16 bytes at a time) and everything fits one block's
-// shared memory. FUSEDNN_CUDA_WGMMA=0 turns the form off (a knob for tests and benchmarks).
+// shared memory. FUSEDNN_CUDA_WGMMA=0 turns the form off, =1 takes it at every batch (knobs for
+// tests and benchmarks).
 bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
                         const DeviceInfo& device, WarpgroupMlpPlan* plan);
 

@@ -175,7 +175,7 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
   }
 }
 
-// fp16 and bf16 chains at batches of a 64-row tile per SM and more: the Warpgroup form (wgmma) on
+// fp16 and bf16 chains at batches of 512 rows and more: the Warpgroup form (wgmma) on
 // compute capability 9.0 where the library holds it, the WarpRegisters form elsewhere; either way
 // within the precision's bound. Both width classes (64 and 128), every wgmma N (16 to 128),
 // inputs that are not whole k-steps, layer counts 2 to 4, every activation, batches ending in a
@@ -225,6 +225,14 @@ TEST(CudaBackend, HalfChainsAtLargeBatches) {
     expect_rotating_buffers_match(seed_mlp(), seed++, std::string("seed MLP, ") + c.name, true,
                                   20000, c.precision, c.bound);
 #endif
+    // Forced at every batch: tiles mostly empty, warpgroups with no tile at all.
+    ScopedEnvironment every_batch("FUSEDNN_CUDA_WGMMA", "1");
+    expect_matches_cpu(seed_mlp(), {1, 33, 65, 129, 1000}, seed++,
+                       std::string("seed MLP, Warpgroup form at every batch, ") + c.name, {},
+                       c.precision, c.bound);
+    expect_matches_cpu(mixed, {1, 63, 64, 65}, seed++,
+                       std::string("12-40-24-3, Warpgroup form at every batch, ") + c.name, {},
+                       c.precision, c.bound);
   }
 }
 
