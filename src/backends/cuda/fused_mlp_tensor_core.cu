@@ -484,8 +484,8 @@ bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCo
   const char* knob = std::getenv("FUSEDNN_CUDA_TENSOR_CORE_FORM");
   const bool shared_only = knob != nullptr && std::string(knob) == "shared";
   if (!shared_only && plan_warp_register_mlp(layers, math, device, tail, plan)) {
-    if (tail.kind == RowTailKind::None && is_half(math)) {
-      plan_warpgroup_mlp(layers, math, device, &plan->warpgroup);
+    if (is_half(math)) {
+      plan_warpgroup_mlp(layers, math, device, tail, &plan->warpgroup);
       plan->warpgroup_image_offset = (plan->image_bytes + 15u) / 16u * 16u;
     }
     return true;
@@ -504,7 +504,8 @@ std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
   std::vector<uint32_t> image = build_warp_register_mlp_image(plan, weights, biases, gamma, beta);
   if (plan.warpgroup.layer_count > 0) {
     image.resize(plan.warpgroup_image_offset / 4, 0u);
-    const std::vector<uint32_t> second = build_warpgroup_mlp_image(plan.warpgroup, weights, biases);
+    const std::vector<uint32_t> second =
+        build_warpgroup_mlp_image(plan.warpgroup, weights, biases, gamma, beta);
     image.insert(image.end(), second.begin(), second.end());
   }
   return image;

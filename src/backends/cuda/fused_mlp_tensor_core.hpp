@@ -35,6 +35,7 @@
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/fused_mlp_warpgroup.hpp"
 #include "backends/cuda/tensor_core_math.hpp"
+#include "backends/cuda/tensor_core_row_tail.hpp"
 
 namespace fusednn::cuda {
 
@@ -43,20 +44,6 @@ enum class TensorCoreForm : int32_t { WarpRegisters = 0, SharedTiles = 1 };
 constexpr int kWarpRegisterTileRows = 16;  // rows per warp tile in the WarpRegisters form
 
 const char* tensor_core_math_name(TensorCoreMath math);
-
-// A Softmax or LayerNorm over the chain's output rows, folded into the last layer's epilogue
-// (WarpRegisters form only): a row's columns live in the 4 lanes of one fragment group, so the
-// row statistics are two shuffles away.
-enum class RowTailKind : int32_t { None = 0, Softmax = 1, LayerNorm = 2 };
-
-// The chain's last layer may have no activation or ReLU; an activation after the LayerNorm is
-// the caller's to run.
-struct TensorCoreRowTail {
-  RowTailKind kind = RowTailKind::None;
-  float eps = 0.0f;           // LayerNorm
-  bool gamma = false;         // LayerNorm's scale [out] present
-  bool beta = false;          // LayerNorm's shift [out] present
-};
 
 struct TensorCoreMlpLayer {
   int32_t in = 0, out = 0;
@@ -86,7 +73,7 @@ struct TensorCoreMlpPlan {
   size_t shared_bytes = 0;
   int blocks_per_sm = 0;
   bool split_weights = false;    // WarpRegisters Tf32x3: weights split into tf32 parts at load
-  TensorCoreRowTail tail;        // WarpRegisters only
+  TensorCoreRowTail tail;        // WarpRegisters (and its Warpgroup companion) only
   uint32_t gamma_offset = 0;     // bytes into the image, when tail.gamma
   uint32_t beta_offset = 0;      // bytes into the image, when tail.beta
   const void* image = nullptr;   // device copy of the image, set once uploaded
@@ -100,7 +87,8 @@ struct TensorCoreMlpPlan {
 // plan->image). Needs compute capability 8.0+, 1..kFusedMlpMaxLayers layers, widths <= 256.
 // The WarpRegisters form where it fits, else SharedTiles; FUSEDNN_CUDA_TENSOR_CORE_FORM=shared
 // forces the second (a knob for tests and benchmarks).
-// With a `tail` (kind != None) only the WarpRegisters form qualifies.
+// With a `tail` (kind != None) only the WarpRegisters form (and its Warpgroup companion)
+// qualifies.
 bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
                           const DeviceInfo& device, TensorCoreMlpPlan* plan,
                           const TensorCoreRowTail& tail = {});

@@ -7,6 +7,7 @@
 #include <cuda_pipeline.h>
 
 #include "backends/cuda/epilogue.cuh"
+#include "backends/cuda/row_tail.cuh"
 #include "backends/cuda/tensor_core_mma.cuh"
 
 namespace fusednn::cuda::warp_registers {
@@ -317,21 +318,8 @@ __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorC
   }
 }
 
-// The sum (or the max) of the values of row g (h = 0) or g + 8 (h = 1) across the 4 lanes of the
-// fragment group, which together hold every column of the row.
-__device__ __forceinline__ float group_sum(float value) {
-  value += __shfl_xor_sync(0xffffffffu, value, 1);
-  return value + __shfl_xor_sync(0xffffffffu, value, 2);
-}
-__device__ __forceinline__ float group_max(float value) {
-  value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 1));
-  return fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 2));
-}
-
 // The last layer (bias, then ReLU or nothing) followed by the folded Softmax or LayerNorm over
-// each output row, with the CPU backend's formulas: exp(x - max) / sum; (x - mean) * rstd
-// [* gamma + beta] with the variance around the mean and rstd = 1 / sqrt(variance + eps), for
-// rows of at most kMaxTailColumns. An activation after the LayerNorm runs as an in-place pass
+// each output row (row_tail.cuh), for rows of at most kMaxTailColumns. An activation after the LayerNorm runs as an in-place pass
 // (cuda_backend.cpp): inlining the general epilogue here for every value quadrupled this file's
 // compile time.
 template <TensorCoreMath kMath, bool kSplit, int kSteps>
@@ -357,63 +345,14 @@ __device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams&
   const bool relu = layer.epilogue.count == 1;  // the planner folds after none or ReLU only
   const int out = layer.out;
   const bool softmax = p.tail_kind == static_cast<int32_t>(RowTailKind::Softmax);
-  float first[2] = {softmax ? -INFINITY : 0.0f, softmax ? -INFINITY : 0.0f};
-#pragma unroll
-  for (int n = 0; n < kTiles; ++n) {
-    if (n >= layer.out_frags) break;
-    const int col = n * 8 + 2 * t;
-    const float4 b = bias[4 * n];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      acc[n][i] += (i & 1) ? b.y : b.x;
-      if (relu) acc[n][i] = fmaxf(acc[n][i], 0.0f);
-      if (col + (i & 1) < out) {
-        first[i / 2] = softmax ? fmaxf(first[i / 2], acc[n][i]) : first[i / 2] + acc[n][i];
-      }
-    }
-  }
-  float second[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    first[h] = softmax ? group_max(first[h]) : group_sum(first[h]) / static_cast<float>(out);
-  }
-  // Softmax: exp(x - max) and its sum; LayerNorm: the squared deviations from the mean.
-#pragma unroll
-  for (int n = 0; n < kTiles; ++n) {
-    if (n >= layer.out_frags) break;
-    const int col = n * 8 + 2 * t;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float centred = acc[n][i] - first[i / 2];
-      if (softmax) acc[n][i] = expf(centred);
-      if (col + (i & 1) < out) second[i / 2] += softmax ? acc[n][i] : centred * centred;
-    }
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    second[h] = group_sum(second[h]);
-    if (!softmax) second[h] = 1.0f / sqrtf(second[h] / static_cast<float>(out) + p.tail_eps);
-  }
   const float* gamma = reinterpret_cast<const float*>(smem + p.gamma_offset);
   const float* beta = reinterpret_cast<const float*>(smem + p.beta_offset);
+  normalize_rows(acc, layer.out_frags, out, t, bias, relu, softmax, p.tail_eps,
+                 p.gamma_offset != 0 ? gamma : nullptr, p.beta_offset != 0 ? beta : nullptr);
 #pragma unroll
   for (int n = 0; n < kTiles; ++n) {
     if (n >= layer.out_frags) break;
-    const int col = n * 8 + 2 * t;
-    float v[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (softmax) {
-        v[i] = acc[n][i] / second[i / 2];
-      } else {
-        const int c = col + (i & 1);
-        float y = (acc[n][i] - first[i / 2]) * second[i / 2];
-        if (p.gamma_offset != 0) y = y * gamma[c];
-        if (p.beta_offset != 0) y = y + beta[c];
-        v[i] = y;
-      }
-    }
-    store_output(p, out, row_lo, col, v);
+    store_output(p, out, row_lo, n * 8 + 2 * t, acc[n]);
   }
 }
 

@@ -31,6 +31,7 @@
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/launch.hpp"
 #include "backends/cuda/mbarrier.cuh"
+#include "backends/cuda/row_tail.cuh"
 #include "backends/cuda/wgmma.cuh"
 
 namespace fusednn::cuda {
@@ -51,6 +52,10 @@ struct WarpgroupParams {
   uint32_t image_chunks;  // 16-byte chunks
   uint32_t stage_offset;
   uint32_t barrier_offset;
+  int32_t tail_kind;      // RowTailKind
+  float tail_eps;
+  uint32_t gamma_offset;  // bytes into shared memory; 0: none
+  uint32_t beta_offset;
   WarpgroupMlpLayer layers[kFusedMlpMaxLayers];
 };
 
@@ -213,7 +218,12 @@ __device__ __forceinline__ void store_output(const WarpgroupParams& p, int out, 
   }
 }
 
-template <TensorCoreMath kMath, int kSteps, int kN>
+// The widest last layer a folded row op takes (the planner's limit). kTail: the kernel folds a
+// Softmax or LayerNorm (a kernel of its own: the row statistics' code made ptxas spill registers
+// of the width-128 kernel, which every chain without a tail would have paid for).
+constexpr int kMaxTailN = kWarpgroupMaxTailColumns;
+
+template <TensorCoreMath kMath, int kSteps, int kN, bool kTail>
 __device__ __forceinline__ void run_layer(const WarpgroupParams& p, const WarpgroupMlpLayer& layer,
                                           bool last, const char* smem, uint32_t shared_base,
                                           int64_t row_lo, int64_t valid, int g, int t,
@@ -230,7 +240,16 @@ __device__ __forceinline__ void run_layer(const WarpgroupParams& p, const Warpgr
   if (__builtin_expect(layer.epilogue.count != 0 && !relu, 0)) {
     activate_general(layer.epilogue, acc);
   }
-  if (last) {
+  if (kTail && kN <= kMaxTailN && last) {
+    // The folded Softmax or LayerNorm (the planner folds after none or ReLU only).
+    float(&tiles)[kN / 8][4] = *reinterpret_cast<float(*)[kN / 8][4]>(&acc[0]);
+    const float* gamma = reinterpret_cast<const float*>(smem + p.gamma_offset);
+    const float* beta = reinterpret_cast<const float*>(smem + p.beta_offset);
+    normalize_rows(tiles, (layer.out + 7) / 8, layer.out, t, nullptr, relu,
+                   p.tail_kind == static_cast<int32_t>(RowTailKind::Softmax), p.tail_eps,
+                   p.gamma_offset != 0 ? gamma : nullptr, p.beta_offset != 0 ? beta : nullptr);
+    store_output<kN>(p, layer.out, row_lo, valid, g, t, false, acc);
+  } else if (last) {
     store_output<kN>(p, layer.out, row_lo, valid, g, t, relu, acc);
   } else if (relu) {
     pack_next<kMath, kSteps, kN, true>(acc, next);
@@ -240,7 +259,7 @@ __device__ __forceinline__ void run_layer(const WarpgroupParams& p, const Warpgr
 }
 
 // Layer l from `a` into `next`; true when it was the last.
-template <TensorCoreMath kMath, int kSteps>
+template <TensorCoreMath kMath, int kSteps, bool kTail>
 __device__ __forceinline__ bool run_layer_at(const WarpgroupParams& p, int l, const char* smem,
                                              uint32_t shared_base, int64_t row_lo, int64_t valid,
                                              int g, int t, Operands<kSteps>& a,
@@ -249,17 +268,17 @@ __device__ __forceinline__ bool run_layer_at(const WarpgroupParams& p, int l, co
   const bool last = l + 1 == p.layer_count;
   switch (layer.n) {
     case 16:
-      run_layer<kMath, kSteps, 16>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
+      run_layer<kMath, kSteps, 16, kTail>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
       break;
     case 32:
-      run_layer<kMath, kSteps, 32>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
+      run_layer<kMath, kSteps, 32, kTail>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
       break;
     case 64:
-      run_layer<kMath, kSteps, 64>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
+      run_layer<kMath, kSteps, 64, kTail>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
       break;
     default:
       if constexpr (kSteps * 16 >= 128) {
-        run_layer<kMath, kSteps, 128>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a,
+        run_layer<kMath, kSteps, 128, kTail>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a,
                                       next);
       }
       break;
@@ -269,7 +288,7 @@ __device__ __forceinline__ bool run_layer_at(const WarpgroupParams& p, int l, co
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <TensorCoreMath kMath, int kWidth>
+template <TensorCoreMath kMath, int kWidth, bool kTail>
 __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     warpgroup_mlp_kernel(const __grid_constant__ WarpgroupParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -330,8 +349,8 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     const int64_t valid = p.rows - warp_row;
     // Two layers per trip, each writing the other's operands: no copy between layers.
     for (int l = 0; l < p.layer_count; l += 2) {
-      if (run_layer_at<kMath, kSteps>(p, l, smem, shared_base, row_lo, valid, g, t, a, b)) break;
-      if (run_layer_at<kMath, kSteps>(p, l + 1, smem, shared_base, row_lo, valid, g, t, b, a)) {
+      if (run_layer_at<kMath, kSteps, kTail>(p, l, smem, shared_base, row_lo, valid, g, t, a, b)) break;
+      if (run_layer_at<kMath, kSteps, kTail>(p, l + 1, smem, shared_base, row_lo, valid, g, t, b, a)) {
         break;
       }
     }
@@ -343,13 +362,19 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
 
 using KernelFunction = void (*)(WarpgroupParams);
 
-KernelFunction kernel_for(TensorCoreMath math, int width_class) {
+template <TensorCoreMath kMath, bool kTail>
+KernelFunction kernel_for_width(int width_class) {
+  return width_class <= 64 ? warpgroup_mlp_kernel<kMath, 64, kTail>
+                           : warpgroup_mlp_kernel<kMath, 128, kTail>;
+}
+
+KernelFunction kernel_for(TensorCoreMath math, int width_class, bool tail) {
   if (math == TensorCoreMath::Fp16) {
-    return width_class <= 64 ? warpgroup_mlp_kernel<TensorCoreMath::Fp16, 64>
-                             : warpgroup_mlp_kernel<TensorCoreMath::Fp16, 128>;
+    return tail ? kernel_for_width<TensorCoreMath::Fp16, true>(width_class)
+                : kernel_for_width<TensorCoreMath::Fp16, false>(width_class);
   }
-  return width_class <= 64 ? warpgroup_mlp_kernel<TensorCoreMath::Bf16, 64>
-                           : warpgroup_mlp_kernel<TensorCoreMath::Bf16, 128>;
+  return tail ? kernel_for_width<TensorCoreMath::Bf16, true>(width_class)
+              : kernel_for_width<TensorCoreMath::Bf16, false>(width_class);
 }
 
 // FUSEDNN_CUDA_WGMMA: "0" never plans the form, "1" takes it at every batch (for tests and
@@ -362,23 +387,25 @@ std::string knob() {
 }  // namespace
 
 bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
-                        const DeviceInfo& device, WarpgroupMlpPlan* plan) {
+                        const DeviceInfo& device, const TensorCoreRowTail& tail,
+                        WarpgroupMlpPlan* plan) {
 #if defined(FUSEDNN_WGMMA_BUILT)
   // sm_90a code runs on compute capability 9.0 alone.
   if (knob() == "0" || device.major != 9 || device.minor != 0) return false;
   WarpgroupMlpPlan result;
-  if (!lay_out_warpgroup_mlp(layers, math, 1, 1, &result)) return false;
+  if (!lay_out_warpgroup_mlp(layers, math, tail, 1, 1, &result)) return false;
   // The most warpgroups whose input buffers fit, three stages each where they fit, else two.
   bool fits = false;
   for (int warpgroups = max_warpgroups(result.width_class); warpgroups >= 1 && !fits;
        --warpgroups) {
     for (int stages = 3; stages >= 2 && !fits; --stages) {
-      lay_out_warpgroup_mlp(layers, math, warpgroups, stages, &result);
+      lay_out_warpgroup_mlp(layers, math, tail, warpgroups, stages, &result);
       fits = result.shared_bytes <= device.shared_per_block_optin;
     }
   }
   if (!fits) return false;
-  const KernelFunction kernel = kernel_for(math, result.width_class);
+  const KernelFunction kernel =
+      kernel_for(math, result.width_class, tail.kind != RowTailKind::None);
   int blocks = 0;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(result.shared_bytes)) != cudaSuccess ||
@@ -394,7 +421,7 @@ bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCore
   *plan = result;
   return true;
 #else
-  (void)layers, (void)math, (void)device, (void)plan, (void)knob;
+  (void)layers, (void)math, (void)device, (void)tail, (void)plan, (void)knob;
   return false;
 #endif
 }
@@ -423,10 +450,15 @@ void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const
   p.image_chunks = plan.image_bytes / 16;
   p.stage_offset = plan.stage_offset;
   p.barrier_offset = plan.barrier_offset;
+  p.tail_kind = static_cast<int32_t>(plan.tail.kind);
+  p.tail_eps = plan.tail.eps;
+  p.gamma_offset = plan.gamma_offset;
+  p.beta_offset = plan.beta_offset;
   for (int l = 0; l < plan.layer_count; ++l) p.layers[l] = plan.layers[l];
   const int64_t blocks = (p.tiles + plan.warpgroups - 1) / plan.warpgroups;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks, device.sm_count));
-  launch_kernel(kernel_for(plan.math, plan.width_class), "warpgroup_mlp_kernel", dim3(grid),
+  launch_kernel(kernel_for(plan.math, plan.width_class, plan.tail.kind != RowTailKind::None),
+                "warpgroup_mlp_kernel", dim3(grid),
                 dim3(128 * plan.warpgroups), plan.shared_bytes, stream, p);
 }
 

@@ -16,12 +16,14 @@
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/tensor_core_math.hpp"
+#include "backends/cuda/tensor_core_row_tail.hpp"
 
 namespace fusednn::cuda {
 
 constexpr int kWarpgroupTileRows = 64;  // wgmma's M: the rows a warpgroup multiplies at once
 constexpr int kWarpgroupMaxWidth = 128;
 constexpr int64_t kWarpgroupMinRows = 512;  // the batch rows from which the form runs
+constexpr int kWarpgroupMaxTailColumns = 64;  // the widest last layer a folded row op follows
 
 struct WarpgroupMlpLayer {
   int32_t in = 0, out = 0;
@@ -45,6 +47,9 @@ struct WarpgroupMlpPlan {
   uint32_t barrier_offset = 0;  // bytes into shared memory of their mbarriers
   size_t shared_bytes = 0;
   int64_t min_rows = 0;         // the batch rows from which it runs
+  TensorCoreRowTail tail;       // a folded Softmax or LayerNorm after the last layer
+  uint32_t gamma_offset = 0;    // bytes into the image, when tail.gamma (0: none)
+  uint32_t beta_offset = 0;     // bytes into the image, when tail.beta (0: none)
   WarpgroupMlpLayer layers[kFusedMlpMaxLayers];
 };
 
@@ -54,19 +59,24 @@ struct WarpgroupMlpPlan {
 // shared memory. FUSEDNN_CUDA_WGMMA=0 turns the form off, =1 takes it at every batch (knobs for
 // tests and benchmarks).
 bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
-                        const DeviceInfo& device, WarpgroupMlpPlan* plan);
+                        const DeviceInfo& device, const TensorCoreRowTail& tail,
+                        WarpgroupMlpPlan* plan);
 
 // The layout alone (no device queries; plan_warpgroup_mlp() calls it, then checks the device):
 // the layers' wgmma shapes and offsets, and shared memory for `warpgroups` x `stages` input
 // buffers. False where the chain does not fit the form's widths.
 bool lay_out_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
-                           int warpgroups, int stages, WarpgroupMlpPlan* plan);
+                           const TensorCoreRowTail& tail, int warpgroups, int stages,
+                           WarpgroupMlpPlan* plan);
 
 // The plan's shared-memory image (plan.image_bytes bytes): weights[l] is [out][in] as PyTorch
-// stores it, biases[l] may be null.
+// stores it, biases[l] may be null; gamma and beta: the tail's LayerNorm constants [last out],
+// when the plan's tail has them.
 std::vector<uint32_t> build_warpgroup_mlp_image(const WarpgroupMlpPlan& plan,
                                                 const std::vector<const float*>& weights,
-                                                const std::vector<const float*>& biases);
+                                                const std::vector<const float*>& biases,
+                                                const float* gamma = nullptr,
+                                                const float* beta = nullptr);
 
 // Whether a launch with these buffers can take the form: x on 16 bytes (its rows are bulk
 // copies); decided by the 16-byte alignment classes the context keys its graphs by.

@@ -28,7 +28,8 @@ int wgmma_n(int out) { return out <= 16 ? 16 : out <= 32 ? 32 : out <= 64 ? 64 :
 }  // namespace
 
 bool lay_out_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
-                           int warpgroups, int stages, WarpgroupMlpPlan* plan) {
+                           const TensorCoreRowTail& tail, int warpgroups, int stages,
+                           WarpgroupMlpPlan* plan) {
   if (math != TensorCoreMath::Fp16 && math != TensorCoreMath::Bf16) return false;
   if (layers.empty() || layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) return false;
   if (layers.front().in % 4 != 0) return false;
@@ -49,6 +50,7 @@ bool lay_out_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorC
     widest = std::max({widest, round_up(desc.in, 16), layer.n});
   }
   result.width_class = widest <= 64 ? 64 : 128;
+  if (tail.kind != RowTailKind::None && layers.back().out > kWarpgroupMaxTailColumns) return false;
   result.input_steps = (layers.front().in + 15) / 16;
   // Every layer runs the width class's k-steps (zero weights past its input): a k loop with a
   // run-time trip count put the multiplies on divergent paths, and ptxas serialized them.
@@ -60,6 +62,17 @@ bool lay_out_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorC
     offset += static_cast<uint32_t>(layer.n * layer.k_steps * 32);
     layer.bias_offset = offset;
     offset += static_cast<uint32_t>(round_up(layer.n * 4, 128));
+  }
+  // The tail's LayerNorm constants after the weights (offsets > 0), N floats each: the kernel
+  // reads them up to the last layer's N, zeros past out.
+  result.tail = tail;
+  const int last_n = result.layers[result.layer_count - 1].n;
+  const auto constants = static_cast<uint32_t>(round_up(last_n * 4, 128));
+  if (tail.kind == RowTailKind::LayerNorm && tail.gamma) {
+    result.gamma_offset = offset, offset += constants;
+  }
+  if (tail.kind == RowTailKind::LayerNorm && tail.beta) {
+    result.beta_offset = offset, offset += constants;
   }
   result.image_bytes = offset;
   result.warpgroups = warpgroups;
@@ -78,7 +91,8 @@ bool lay_out_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorC
 
 std::vector<uint32_t> build_warpgroup_mlp_image(const WarpgroupMlpPlan& plan,
                                                 const std::vector<const float*>& weights,
-                                                const std::vector<const float*>& biases) {
+                                                const std::vector<const float*>& biases,
+                                                const float* gamma, const float* beta) {
   std::vector<uint32_t> image(plan.image_bytes / 4, 0u);
   auto narrow = [&](float value) -> uint32_t {
     return plan.math == TensorCoreMath::Fp16 ? float_to_half(value) : float_to_bfloat16(value);
@@ -102,6 +116,13 @@ std::vector<uint32_t> build_warpgroup_mlp_image(const WarpgroupMlpPlan& plan,
     if (biases[l] != nullptr) {
       std::memcpy(image.data() + layer.bias_offset / 4, biases[l], sizeof(float) * layer.out);
     }
+  }
+  const size_t out = static_cast<size_t>(plan.layers[plan.layer_count - 1].out);
+  if (plan.gamma_offset != 0 && gamma != nullptr) {
+    std::memcpy(image.data() + plan.gamma_offset / 4, gamma, sizeof(float) * out);
+  }
+  if (plan.beta_offset != 0 && beta != nullptr) {
+    std::memcpy(image.data() + plan.beta_offset / 4, beta, sizeof(float) * out);
   }
   return image;
 }

@@ -273,7 +273,7 @@ TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
         bias_pointers.push_back(biases[l].data());
       }
       WarpgroupMlpPlan plan;
-      ASSERT_TRUE(fusednn::cuda::lay_out_warpgroup_mlp(layers, math, 3, 2, &plan));
+      ASSERT_TRUE(fusednn::cuda::lay_out_warpgroup_mlp(layers, math, {}, 3, 2, &plan));
       const std::vector<uint32_t> image =
           fusednn::cuda::build_warpgroup_mlp_image(plan, weight_pointers, bias_pointers);
       ASSERT_EQ(image.size() * 4, plan.image_bytes);
@@ -335,14 +335,14 @@ TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
   odd[0].in = 10, odd[0].out = 8;
   wide[0].in = 16, wide[0].out = 129;
   WarpgroupMlpPlan plan;
-  EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(odd, TensorCoreMath::Bf16, 3, 2, &plan));
-  EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(wide, TensorCoreMath::Bf16, 3, 2, &plan));
+  EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(odd, TensorCoreMath::Bf16, {}, 3, 2, &plan));
+  EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(wide, TensorCoreMath::Bf16, {}, 3, 2, &plan));
   wide[0].out = 8;
-  EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(wide, TensorCoreMath::Tf32, 3, 2, &plan));
+  EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(wide, TensorCoreMath::Tf32, {}, 3, 2, &plan));
 }
 
 // On compute capability 9.0 the fp16 and bf16 chains that fit get the Warpgroup form beside
-// WarpRegisters (from kWarpgroupMinRows rows); tf32 chains, chains with a folded row op and
+// WarpRegisters (from kWarpgroupMinRows rows), a folded Softmax included; tf32 chains and
 // FUSEDNN_CUDA_WGMMA=0 do not.
 TEST(FusedMlpInternal, HalfChainsGetTheWarpgroupFormOnComputeCapability90) {
   REQUIRE_CUDA();
@@ -368,7 +368,7 @@ TEST(FusedMlpInternal, HalfChainsGetTheWarpgroupFormOnComputeCapability90) {
                         Case{&seed, FDNN_PRECISION_FP16, "", true},
                         Case{&seed, FDNN_PRECISION_BF16, "0", false},
                         Case{&seed, FDNN_PRECISION_TF32, "", false},
-                        Case{&softmax, FDNN_PRECISION_BF16, "", false}}) {
+                        Case{&softmax, FDNN_PRECISION_BF16, "", true}}) {
     SCOPED_TRACE(std::string(c.knob) + " precision " + std::to_string(c.precision));
     ScopedEnvironment knob("FUSEDNN_CUDA_WGMMA", c.knob);
     std::mt19937 random(13);
@@ -381,6 +381,9 @@ TEST(FusedMlpInternal, HalfChainsGetTheWarpgroupFormOnComputeCapability90) {
     ASSERT_NE(plan, nullptr);
     EXPECT_EQ(plan->warpgroup.layer_count > 0, c.warpgroup);
     if (c.warpgroup) {
+      EXPECT_EQ(plan->warpgroup.tail.kind, c.net == &softmax
+                                               ? fusednn::cuda::RowTailKind::Softmax
+                                               : fusednn::cuda::RowTailKind::None);
       EXPECT_EQ(plan->warpgroup.min_rows, fusednn::cuda::kWarpgroupMinRows);
       EXPECT_EQ(plan->warpgroup.width_class, 128);
       EXPECT_GE(plan->warpgroup.warpgroups, 2);
