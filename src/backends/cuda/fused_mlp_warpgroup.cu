@@ -266,23 +266,24 @@ __device__ __forceinline__ bool run_layer_at(const WarpgroupParams& p, int l, co
                                              Operands<kSteps>& next) {
   const WarpgroupMlpLayer& layer = p.layers[l];
   const bool last = l + 1 == p.layer_count;
+#define FDNN_RUN_LAYER(n)                                                                     \
+  run_layer<kMath, kSteps, n, kTail>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, \
+                                     next)
   switch (layer.n) {
     case 16:
-      run_layer<kMath, kSteps, 16, kTail>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
+      FDNN_RUN_LAYER(16);
       break;
     case 32:
-      run_layer<kMath, kSteps, 32, kTail>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
+      FDNN_RUN_LAYER(32);
       break;
     case 64:
-      run_layer<kMath, kSteps, 64, kTail>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, next);
+      FDNN_RUN_LAYER(64);
       break;
     default:
-      if constexpr (kSteps * 16 >= 128) {
-        run_layer<kMath, kSteps, 128, kTail>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a,
-                                      next);
-      }
+      if constexpr (kSteps * 16 >= 128) FDNN_RUN_LAYER(128);
       break;
   }
+#undef FDNN_RUN_LAYER
   return last;
 }
 
@@ -320,8 +321,10 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
   const int64_t grid_step = int64_t{gridDim.x} * warpgroups;
   const int64_t first_tile = int64_t{blockIdx.x} * warpgroups + warpgroup;
   const int ring_first = warpgroup * p.stages;
-  const uint32_t ring = shared_base + p.stage_offset + static_cast<uint32_t>(ring_first) * stage_bytes;
-  const uint32_t barriers = shared_base + p.barrier_offset + 8u * static_cast<uint32_t>(ring_first);
+  const uint32_t ring =
+      shared_base + p.stage_offset + static_cast<uint32_t>(ring_first) * stage_bytes;
+  const uint32_t barriers =
+      shared_base + p.barrier_offset + 8u * static_cast<uint32_t>(ring_first);
   const bool issuer = threadIdx.x % 128 == 0;
   if (issuer) {
     for (int s = 0; s < p.stages; ++s) {
@@ -349,8 +352,12 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     const int64_t valid = p.rows - warp_row;
     // Two layers per trip, each writing the other's operands: no copy between layers.
     for (int l = 0; l < p.layer_count; l += 2) {
-      if (run_layer_at<kMath, kSteps, kTail>(p, l, smem, shared_base, row_lo, valid, g, t, a, b)) break;
-      if (run_layer_at<kMath, kSteps, kTail>(p, l + 1, smem, shared_base, row_lo, valid, g, t, b, a)) {
+      if (run_layer_at<kMath, kSteps, kTail>(p, l, smem, shared_base, row_lo, valid, g, t, a,
+                                             b)) {
+        break;
+      }
+      if (run_layer_at<kMath, kSteps, kTail>(p, l + 1, smem, shared_base, row_lo, valid, g, t,
+                                             b, a)) {
         break;
       }
     }

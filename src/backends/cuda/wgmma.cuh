@@ -59,8 +59,9 @@ __device__ __forceinline__ void multiply(float (&d)[kN / 2], const uint32_t (&a)
                    : FDNN_A_DESC_ONE);
     }
   } else if constexpr (kN == 32) {
-#define FDNN_N32 \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+#define FDNN_N32                                                                         \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, " \
+  "%19}, %20, p, 1, 1, 0;\n}\n"
     if constexpr (kMath == TensorCoreMath::Fp16) {
       asm volatile(FDNN_WGMMA_PREDICATE "21, 0;\n"
                    "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 " FDNN_N32

@@ -253,7 +253,8 @@ TEST(FusedMlpInternal, Fp32ChainsSplitTheirWeightsWhereTheyFit) {
 // 2t + 9; later layers hold C tiles 2s and 2s + 1) gives each layer's product with its weights
 // narrowed to 16 bits, and the bias sits where the kernel reads it. Host code only.
 TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
-  const std::vector<std::vector<int>> chains = {{100, 128, 64, 10}, {32, 64, 64, 16}, {12, 40, 24, 3}};
+  const std::vector<std::vector<int>> chains = {
+      {100, 128, 64, 10}, {32, 64, 64, 16}, {12, 40, 24, 3}};
   std::mt19937 random(12);
   std::normal_distribution<float> normal_value(0.0f, 1.0f);
   for (const std::vector<int>& widths : chains) {
