@@ -117,13 +117,8 @@ std::vector<uint32_t> build_warpgroup_mlp_image(const WarpgroupMlpPlan& plan,
       std::memcpy(image.data() + layer.bias_offset / 4, biases[l], sizeof(float) * layer.out);
     }
   }
-  const size_t out = static_cast<size_t>(plan.layers[plan.layer_count - 1].out);
-  if (plan.gamma_offset != 0 && gamma != nullptr) {
-    std::memcpy(image.data() + plan.gamma_offset / 4, gamma, sizeof(float) * out);
-  }
-  if (plan.beta_offset != 0 && beta != nullptr) {
-    std::memcpy(image.data() + plan.beta_offset / 4, beta, sizeof(float) * out);
-  }
+  copy_row_tail_constants(image, plan.gamma_offset, plan.beta_offset, gamma, beta,
+                          static_cast<size_t>(plan.layers[plan.layer_count - 1].out));
   return image;
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace fusednn::cuda {
 
@@ -17,5 +19,18 @@ struct TensorCoreRowTail {
   bool gamma = false;  // LayerNorm's scale [out] present
   bool beta = false;   // LayerNorm's shift [out] present
 };
+
+// The tail's LayerNorm constants ([count] each, where present) into a form's image at their byte
+// offsets (0: the image has none).
+inline void copy_row_tail_constants(std::vector<uint32_t>& image, uint32_t gamma_offset,
+                                    uint32_t beta_offset, const float* gamma, const float* beta,
+                                    size_t count) {
+  if (gamma_offset != 0 && gamma != nullptr) {
+    std::memcpy(image.data() + gamma_offset / 4, gamma, sizeof(float) * count);
+  }
+  if (beta_offset != 0 && beta != nullptr) {
+    std::memcpy(image.data() + beta_offset / 4, beta, sizeof(float) * count);
+  }
+}
 
 }  // namespace fusednn::cuda

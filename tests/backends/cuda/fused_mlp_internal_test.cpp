@@ -61,6 +61,40 @@ const FusedMlpPlan* fused_plan(fdnn_model* model) {
   return nullptr;
 }
 
+// A chain of `widths` (in, hidden..., out) with fresh normal weights and biases; the layer at
+// `no_bias` (if any) has none. Host memory, as the image builders take it.
+struct RandomChain {
+  std::vector<FusedMlpLayerDesc> layers;
+  std::vector<std::vector<float>> weights, biases;
+  std::vector<const float*> weight_pointers, bias_pointers;
+};
+
+RandomChain random_chain(const std::vector<int>& widths, std::mt19937& random,
+                         int no_bias = -1) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t count = widths.size() - 1;
+  RandomChain chain;
+  chain.layers.resize(count);
+  chain.weights.resize(count);
+  chain.biases.resize(count);
+  for (size_t l = 0; l < count; ++l) {
+    chain.layers[l].in = widths[l];
+    chain.layers[l].out = widths[l + 1];
+    chain.layers[l].padded_out = (widths[l + 1] + 3) / 4 * 4;
+    chain.weights[l].resize(static_cast<size_t>(widths[l]) * widths[l + 1]);
+    for (float& v : chain.weights[l]) v = normal(random);
+    if (static_cast<int>(l) != no_bias) {
+      chain.biases[l].resize(static_cast<size_t>(widths[l + 1]));
+      for (float& v : chain.biases[l]) v = normal(random);
+    }
+  }
+  for (size_t l = 0; l < count; ++l) {  // after every resize: the pointers stay valid
+    chain.weight_pointers.push_back(chain.weights[l].data());
+    chain.bias_pointers.push_back(chain.biases[l].empty() ? nullptr : chain.biases[l].data());
+  }
+  return chain;
+}
+
 // The cluster form's image, as fused_mlp.hpp describes it, built here independently: block r of
 // 4 owns output groups [G r / 4, G (r + 1) / 4) of a layer with G groups of 4 outputs; its run
 // holds, layer after layer, those rows of W (in floats each, padded to a multiple of 4 with
@@ -70,25 +104,11 @@ TEST(FusedMlpInternal, ClusterImageGivesEachBlockItsRowsAndBiases) {
   const int blocks = fusednn::cuda::kFusedMlpClusterBlocks;
   const std::vector<std::vector<int>> chains = {{5, 3, 7}, {37, 200, 13, 10}, {100, 128, 64, 10}};
   std::mt19937 random(10);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const std::vector<int>& widths : chains) {
     const size_t count = widths.size() - 1;
-    std::vector<FusedMlpLayerDesc> layers(count);
-    std::vector<std::vector<float>> weights(count), biases(count);
-    std::vector<const float*> weight_pointers, bias_pointers;
-    for (size_t l = 0; l < count; ++l) {
-      layers[l].in = widths[l];
-      layers[l].out = widths[l + 1];
-      layers[l].padded_out = (widths[l + 1] + 3) / 4 * 4;
-      weights[l].resize(static_cast<size_t>(widths[l]) * widths[l + 1]);
-      for (float& v : weights[l]) v = normal(random);
-      weight_pointers.push_back(weights[l].data());
-      if (l != 1) {  // the second layer has no bias
-        biases[l].resize(static_cast<size_t>(widths[l + 1]));
-        for (float& v : biases[l]) v = normal(random);
-      }
-      bias_pointers.push_back(l != 1 ? biases[l].data() : nullptr);
-    }
+    const RandomChain chain = random_chain(widths, random, 1);  // the second layer has no bias
+    const auto& weights = chain.weights;
+    const auto& biases = chain.biases;
     std::vector<float> expected;
     for (int rank = 0; rank < blocks; ++rank) {
       for (size_t l = 0; l < count; ++l) {
@@ -107,7 +127,8 @@ TEST(FusedMlpInternal, ClusterImageGivesEachBlockItsRowsAndBiases) {
       }
     }
     const std::vector<float> image =
-        fusednn::cuda::build_fused_mlp_cluster_image(layers, weight_pointers, bias_pointers);
+        fusednn::cuda::build_fused_mlp_cluster_image(chain.layers, chain.weight_pointers,
+                                                     chain.bias_pointers);
     EXPECT_EQ(image, expected) << "chain of " << count << " layers from " << widths[0];
   }
 }
@@ -260,23 +281,13 @@ TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
   for (const std::vector<int>& widths : chains) {
     for (TensorCoreMath math : {TensorCoreMath::Fp16, TensorCoreMath::Bf16}) {
       const size_t count = widths.size() - 1;
-      std::vector<FusedMlpLayerDesc> layers(count);
-      std::vector<std::vector<float>> weights(count), biases(count);
-      std::vector<const float*> weight_pointers, bias_pointers;
-      for (size_t l = 0; l < count; ++l) {
-        layers[l].in = widths[l];
-        layers[l].out = widths[l + 1];
-        weights[l].resize(static_cast<size_t>(widths[l]) * widths[l + 1]);
-        for (float& v : weights[l]) v = normal_value(random);
-        biases[l].resize(static_cast<size_t>(widths[l + 1]));
-        for (float& v : biases[l]) v = normal_value(random);
-        weight_pointers.push_back(weights[l].data());
-        bias_pointers.push_back(biases[l].data());
-      }
+      const RandomChain chain = random_chain(widths, random);
+      const auto& weights = chain.weights;
+      const auto& biases = chain.biases;
       WarpgroupMlpPlan plan;
-      ASSERT_TRUE(fusednn::cuda::lay_out_warpgroup_mlp(layers, math, {}, 3, 2, &plan));
-      const std::vector<uint32_t> image =
-          fusednn::cuda::build_warpgroup_mlp_image(plan, weight_pointers, bias_pointers);
+      ASSERT_TRUE(fusednn::cuda::lay_out_warpgroup_mlp(chain.layers, math, {}, 3, 2, &plan));
+      const std::vector<uint32_t> image = fusednn::cuda::build_warpgroup_mlp_image(
+          plan, chain.weight_pointers, chain.bias_pointers);
       ASSERT_EQ(image.size() * 4, plan.image_bytes);
       auto value_at = [&](uint32_t byte) {
         uint16_t bits;
