@@ -268,15 +268,17 @@ void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, flo
   p.tiles = (rows + kRowsPerWarp - 1) / kRowsPerWarp;
   p.layer_count = plan.layer_count;
   p.input_width = plan.layers[0].in;
+  // Vector accesses only on 16-byte buffers: the context keys its graphs by 16-byte alignment,
+  // and a graph captured on a buffer 8 bytes off 16 is replayed for one 4 bytes off.
   p.vector_output = plan.layers[plan.layer_count - 1].out % 2 == 0 &&
-                    reinterpret_cast<uintptr_t>(y) % 8 == 0;
+                    reinterpret_cast<uintptr_t>(y) % 16 == 0;
   p.image_chunks = plan.image_bytes / 16;
   p.stage_offset = stage_offset(plan);
   p.stage_stride = stage_stride(plan);
   p.vector_copy = plan.layers[0].in % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int in_alignment = is_half(plan.math) ? 4 : 2;
   p.vector_input = plan.layers[0].in % in_alignment == 0 &&
-                   reinterpret_cast<uintptr_t>(x) % (4 * in_alignment) == 0;
+                   reinterpret_cast<uintptr_t>(x) % 16 == 0;
   p.tail_kind = static_cast<int32_t>(plan.tail.kind);
   p.tail_eps = plan.tail.eps;
   p.gamma_offset = plan.gamma_offset;

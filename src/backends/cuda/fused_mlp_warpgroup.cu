@@ -414,8 +414,10 @@ bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCore
   const KernelFunction kernel =
       kernel_for(math, result.width_class, tail.kind != RowTailKind::None);
   int blocks = 0;
+  // The limit is the kernel's, shared by every chain that runs it in this process: the device's
+  // (a chain's own size would refuse the larger chains planned before it).
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(result.shared_bytes)) != cudaSuccess ||
+                           static_cast<int>(device.shared_per_block_optin)) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 128 * result.warpgroups,
                                                     result.shared_bytes) != cudaSuccess ||
       blocks < 1) {

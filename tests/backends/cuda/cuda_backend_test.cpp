@@ -175,6 +175,25 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
   }
 }
 
+// A tensor-core chain after another kernel (a LayerNorm over the input), so that runs on the
+// caller's buffers are captured graphs, re-pointed across buffers 8 and then 4 bytes past 16: the
+// context keys graphs by 16-byte alignment, so the second set replays what the first captured,
+// and no kernel there may have chosen 8-byte accesses.
+TEST(CudaBackend, GraphsReplayedOnBuffersOffSixteenBytes) {
+  REQUIRE_CUDA();
+  [[maybe_unused]] uint32_t seed = 950;
+  for (const ReducedPrecision& c : reduced_precisions()) {
+    SCOPED_TRACE(c.name);
+    Net net({100});
+    net.layer_norm("norm", 100);
+    net.linear("fc1", 100, 64).act(R"({"type": "ReLU"})").linear("fc2", 64, 10);
+#if FUSEDNN_TEST_WITH_CUDART
+    expect_rotating_buffers_match(net, seed++, std::string("LayerNorm + chain, ") + c.name, true,
+                                  33, c.precision, c.bound);
+#endif
+  }
+}
+
 // fp16 and bf16 chains at batches of 512 rows and more: the Warpgroup form (wgmma) on
 // compute capability 9.0 where the library holds it, the WarpRegisters form elsewhere; either way
 // within the precision's bound. Both width classes (64 and 128), every wgmma N (16 to 128),
@@ -225,6 +244,49 @@ TEST(CudaBackend, HalfChainsAtLargeBatches) {
     expect_rotating_buffers_match(seed_mlp(), seed++, std::string("seed MLP, ") + c.name, true,
                                   20000, c.precision, c.bound);
 #endif
+    // A folded LayerNorm with its constants (37-wide inputs elsewhere keep it off this form).
+    Net norm({36});
+    norm.linear("a", 36, 120).act(R"({"type": "GELU", "approximate": "tanh"})");
+    norm.linear("b", 120, 50).layer_norm("norm", 50).act(R"({"type": "SiLU"})");
+    expect_matches_cpu(norm, {9000}, seed++, std::string("36-120-50 + LayerNorm, ") + c.name, {},
+                       c.precision, c.bound);
+    // Two models of one kernel in a process, the larger first: the later plan must not shrink the
+    // kernel's shared-memory limit under the first. (On an H200 this passed with the limit set
+    // to each chain's own size too, so it guards the scenario rather than reproducing a failure.)
+    {
+      std::mt19937 random(seed++);
+      const Net& large = seed_mlp();  // 207 KB a block
+      const std::vector<std::vector<float>> large_weights = draw_weights(large, random);
+      fdnn_model* cpu = create_model(large.spec(), FDNN_DEVICE_CPU, 1000, 1);
+      fdnn_model* first = create_model(large.spec(), FDNN_DEVICE_CUDA, 1000, 1, c.precision);
+      ASSERT_TRUE(cpu && first);
+      set_weights(cpu, large, large_weights);
+      set_weights(first, large, large_weights);
+      const std::vector<float> input = normal(1000 * 100, random, 0.0f, 1.0f);
+      std::vector<float> got(1000 * 10, NAN), expected(1000 * 10, NAN);
+      // A run prepares the model: its plan sets the kernel's limit first.
+      ASSERT_EQ(fdnn_model_run(first, 1000, input.data(), input.size(), got.data(), got.size()),
+                FDNN_STATUS_OK)
+          << fdnn_last_error_message();
+      std::fill(got.begin(), got.end(), NAN);
+      fdnn_model* second = create_model(wide.spec(), FDNN_DEVICE_CUDA, 1000, 1, c.precision);
+      ASSERT_NE(second, nullptr);
+      set_weights(second, wide, draw_weights(wide, random));
+      ASSERT_EQ(fdnn_model_run(second, 1000, normal(1000 * 36, random, 0.0f, 1.0f).data(),
+                               1000 * 36, std::vector<float>(1000 * 9).data(), 1000 * 9),
+                FDNN_STATUS_OK)
+          << fdnn_last_error_message();
+      ASSERT_EQ(fdnn_model_run(first, 1000, input.data(), input.size(), got.data(), got.size()),
+                FDNN_STATUS_OK)
+          << fdnn_last_error_message();
+      ASSERT_EQ(fdnn_model_run(cpu, 1000, input.data(), input.size(), expected.data(),
+                               expected.size()),
+                FDNN_STATUS_OK);
+      EXPECT_LE(relative_error(got, expected), c.bound) << "the first model after the second";
+      fdnn_model_destroy(second);
+      fdnn_model_destroy(first);
+      fdnn_model_destroy(cpu);
+    }
     // Forced at every batch: tiles mostly empty, warpgroups with no tile at all.
     ScopedEnvironment every_batch("FUSEDNN_CUDA_WGMMA", "1");
     expect_matches_cpu(seed_mlp(), {1, 33, 65, 129, 1000}, seed++,

@@ -437,8 +437,8 @@ inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batch
 // The device path with the caller's buffers changing between runs (graphs re-pointed, or kept
 // per pair of buffers where they cannot be), a second stream, and runs queued back to back
 // before one synchronisation; three rounds, so that graphs made in the first are reused.
-// misaligned: one more set of buffers, starting 4 bytes past a 256-byte boundary (for plans
-// whose kernels accept any float alignment). `precision` and `tolerance` as expect_matches_cpu's.
+// misaligned: two more sets of buffers, starting 8 and 4 bytes past a 256-byte boundary (for
+// plans whose kernels accept any float alignment). `precision` and `tolerance` as expect_matches_cpu's.
 inline void expect_rotating_buffers_match(const Net& net, uint32_t seed, const std::string& what,
                                           bool misaligned = false, int64_t batch = 33,
                                           fdnn_precision precision = FDNN_PRECISION_FP32,
@@ -459,8 +459,10 @@ inline void expect_rotating_buffers_match(const Net& net, uint32_t seed, const s
   fdnn_context* context = nullptr;
   ASSERT_EQ(fdnn_context_create(gpu, &context), FDNN_STATUS_OK) << fdnn_last_error_message();
 
-  const int sets = misaligned ? 4 : 3;
-  const size_t skip = 1;  // floats before the misaligned set's data
+  // Misaligned sets: 8 bytes past a 256-byte boundary, then 4. The context keys its graphs by
+  // 16-byte alignment, so the second replays the graph the first captured: a kernel that chose
+  // 8-byte vector accesses there must not have.
+  const int sets = misaligned ? 5 : 3;
   std::vector<std::vector<float>> inputs, expected;
   std::vector<float*> allocations, device_in, device_out;
   cudaStream_t streams[2] = {};
@@ -469,7 +471,7 @@ inline void expect_rotating_buffers_match(const Net& net, uint32_t seed, const s
   }
   const std::vector<float> poison(out_count, NAN);
   for (int k = 0; k < sets; ++k) {
-    const size_t offset = k == 3 ? skip : 0;
+    const size_t offset = k == 3 ? 2 : k == 4 ? 1 : 0;  // floats before the set's data
     inputs.push_back(normal(in_count, random, 0.0f, 1.0f));
     expected.emplace_back(out_count, NAN);
     ASSERT_EQ(fdnn_model_run(cpu, batch, inputs[k].data(), in_count, expected[k].data(),
