@@ -90,18 +90,6 @@ __device__ __forceinline__ uint32_t pack(float low, float high) {
   return bits;
 }
 
-__device__ __forceinline__ void wait_for_parity(uint32_t barrier, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(barrier), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-
 __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
   asm volatile("bar.sync %0, 128;" ::"r"(1 + warpgroup) : "memory");
 }
@@ -218,10 +206,9 @@ __device__ __forceinline__ void store_output(const WarpgroupParams& p, int out, 
   }
 }
 
-// The widest last layer a folded row op takes (the planner's limit). kTail: the kernel folds a
-// Softmax or LayerNorm (a kernel of its own: the row statistics' code made ptxas spill registers
-// of the width-128 kernel, which every chain without a tail would have paid for).
-constexpr int kMaxTailN = kWarpgroupMaxTailColumns;
+// kTail: the kernel folds a Softmax or LayerNorm after a last layer of at most
+// kWarpgroupMaxTailColumns (a kernel of its own: the row statistics' code made ptxas spill
+// registers of the width-128 kernel, which every chain without a tail would have paid for).
 
 template <TensorCoreMath kMath, int kSteps, int kN, bool kTail>
 __device__ __forceinline__ void run_layer(const WarpgroupParams& p, const WarpgroupMlpLayer& layer,
@@ -240,7 +227,7 @@ __device__ __forceinline__ void run_layer(const WarpgroupParams& p, const Warpgr
   if (__builtin_expect(layer.epilogue.count != 0 && !relu, 0)) {
     activate_general(layer.epilogue, acc);
   }
-  if (kTail && kN <= kMaxTailN && last) {
+  if (kTail && kN <= kWarpgroupMaxTailColumns && last) {
     // The folded Softmax or LayerNorm (the planner folds after none or ReLU only).
     float(&tiles)[kN / 8][4] = *reinterpret_cast<float(*)[kN / 8][4]>(&acc[0]);
     const float* gamma = reinterpret_cast<const float*>(smem + p.gamma_offset);

@@ -1,6 +1,6 @@
 // The mbarrier waits, shared-memory addresses and counted remote stores the cluster kernels share
 // (the small-batch Linear's and the small-batch MLP's cluster forms, the whole-network conv
-// kernel): sm_90 and newer only.
+// kernel) and the Warpgroup MLP's input ring: sm_90 and newer only.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,20 @@ __device__ __forceinline__ void wait_for_phase_zero(uint32_t barrier) {
 }
 
 #undef FDNN_TRY_WAIT_PARITY_ZERO
+
+// Spins until the mbarrier at `barrier` (a shared address) completes the phase of `parity` (a
+// ring of buffers reuses each mbarrier, phase after phase; block scope).
+__device__ __forceinline__ void wait_for_parity(uint32_t barrier, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
 
 // The same shared-memory location in block `rank` of the cluster.
 __device__ __forceinline__ uint32_t in_block(uint32_t address, int rank) {
