@@ -924,6 +924,11 @@ def run_cases(bench: Bench) -> None:
     bench.run_case("LeNet-5", lenet, 1, (1, 28, 28), knobs=separate_conv, use_compile=False)
     bench.run_case("LeNet-5", lenet, 16384, (1, 28, 28), use_compile=False)
     bench.run_case("LeNet-5", lenet, 16384, (1, 28, 28), knobs=separate_conv, use_compile=False)
+    # The head whole on the fused FMA kernel, as before the split chain (fused_mlp_split.hpp).
+    whole_head = {"FUSEDNN_CUDA_SPLIT_MLP": "0"}
+    bench.run_case("LeNet-5", lenet, 16384, (1, 28, 28), knobs=whole_head, use_compile=False)
+    bench.run_case("LeNet-5", lenet, 4096, (1, 28, 28), use_compile=False)
+    bench.run_case("LeNet-5", lenet, 4096, (1, 28, 28), knobs=whole_head, use_compile=False)
     bench.run_case(seed_name, seed, 1, (100,), knobs={"FUSEDNN_CUDA_SMALL_BATCH_MLP": "block"},
                    use_compile=False)
     fp32_tensor_cores = {"FUSEDNN_CUDA_FP32_TENSOR_CORES": "1"}

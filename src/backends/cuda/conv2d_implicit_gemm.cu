@@ -13,6 +13,14 @@
 // banks: patch (k, pixel) with g = lane / 4 and t = lane % 4 reads k = t (tf32) or 2t (halves)
 // and pixel g, at stride 136 (8 mod 32) or 132 (4 mod 32) floats; weight (g, t) at stride 20.
 //
+// Dense rows (kDenseRows: a 1 x 1 convolution over 1 x 1 images, which is a Linear layer, the
+// first layer of a split MLP chain; fused_mlp_split.hpp): patch row `pixel` is x's row, K values
+// in a row, so a stage copies 16-byte pieces of rows into [pixel][k] tiles instead of gathering
+// 4-byte elements through the table. Row strides of kK + 4 floats (tf32: lane (g, t) reads row g,
+// k t) and kK + 8 (halves: a float2 of k 2t, 2t + 1, conflict-free per half warp) keep fragment
+// loads on distinct banks. The gather on LeNet-5's 400 -> 120 head layer at batch 16384 (3xTF32)
+// took ~80 us on an H200, for ~10 us of tensor-core work.
+//
 // The gather was first written with registers carrying the next stage and a branch per element:
 // ncu (H200, bf16, 64 -> 64 3x3 on 56 x 56 at batch 32) counted 594 instructions a warp per stage,
 // mostly integer and branch work, and long-scoreboard stalls at the stores that waited for the
@@ -21,6 +29,8 @@
 #include "backends/cuda/conv2d_implicit_gemm.hpp"
 
 #include <cuda_pipeline.h>
+
+#include <cstdint>
 
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/launch.hpp"
@@ -38,14 +48,15 @@ constexpr int kRing = 3;  // stages in flight
 constexpr int kWeightStride = kWords + 4;
 constexpr int kWeightWords = kTileChannels * kWeightStride;
 
-template <TensorCoreMath kMath>
+template <TensorCoreMath kMath, bool kDenseRows>
 struct Layout {
   static constexpr int kK = is_half(kMath) ? 2 * kWords : kWords;  // k values a stage
-  static constexpr int kPatchStride = kTilePixels + (is_half(kMath) ? 4 : 8);
-  static constexpr int kPatchFloats = kK * kPatchStride;
+  static constexpr int kPatchStride = kTilePixels + (is_half(kMath) ? 4 : 8);  // [k][pixel]
+  static constexpr int kRowStride = kK + (is_half(kMath) ? 8 : 4);             // [pixel][k]
+  static constexpr int kPatchFloats =
+      kDenseRows ? kTilePixels * kRowStride : kK * kPatchStride;
   static constexpr int kStageWords = kPatchFloats + kWeightWords;
   static constexpr int kSharedBytes = kRing * kStageWords * 4;
-  static constexpr int kGatherRows = kK * kTilePixels / kThreads;  // patch elements a thread
 };
 
 struct ConvGemmParams {
@@ -73,6 +84,18 @@ __device__ __forceinline__ uint32_t patch_operand(const float* at, int next) {
     return to_tf32(at[0]);
   } else {
     return __float_as_uint(at[0]);
+  }
+}
+
+// The same from a dense [pixel][k] tile, where k and k + 1 are adjacent: one 8-byte load for a
+// half pair (`at` is on 8 bytes: k is even and the row stride a multiple of 4).
+template <TensorCoreMath kMath>
+__device__ __forceinline__ uint32_t dense_operand(const float* at) {
+  if constexpr (is_half(kMath)) {
+    const float2 pair = *reinterpret_cast<const float2*>(at);
+    return pack_pair<kMath>(pair.x, pair.y);
+  } else {
+    return patch_operand<kMath>(at, 1);
   }
 }
 
@@ -106,10 +129,10 @@ __device__ __forceinline__ void multiply(float (&d)[4], const Fragment<kMath, 4>
   }
 }
 
-template <TensorCoreMath kMath>
+template <TensorCoreMath kMath, bool kDenseRows>
 __global__ void __launch_bounds__(kThreads)
     conv2d_implicit_gemm_kernel(const __grid_constant__ ConvGemmParams p) {
-  using L = Layout<kMath>;
+  using L = Layout<kMath, kDenseRows>;
   extern __shared__ float4 shared_words[];
   float* const shared = reinterpret_cast<float*>(shared_words);
   const int group = blockIdx.z;
@@ -151,16 +174,34 @@ __global__ void __launch_bounds__(kThreads)
 
   auto issue_stage = [&](int stage, int buffer) {
     float* patches = shared + buffer * L::kStageWords;
-    const int2* entries = p.table + stage * L::kK + gather_row;
+    if constexpr (kDenseRows) {
+      // The tile's 16-byte pieces, a row's consecutive ones in consecutive threads.
+      constexpr int kPiecesPerRow = L::kK / 4;
+      constexpr int kPiecesPerThread = kTilePixels * kPiecesPerRow / kThreads;
 #pragma unroll
-    for (int j = 0; j < L::kGatherRows; ++j) {
-      const int2 entry = __ldg(entries + 2 * j);
-      const unsigned ih = static_cast<unsigned>(top + (entry.y >> 16));
-      const unsigned iw = static_cast<unsigned>(left + (entry.y & 0xffff));
-      const bool inside = ih < height && iw < width;
-      const float* source = inside ? group_x + (window_origin + entry.x) : p.x;
-      __pipeline_memcpy_async(patches + (gather_row + 2 * j) * L::kPatchStride + gather_pixel,
-                              source, 4, inside ? 0 : 4);
+      for (int j = 0; j < kPiecesPerThread; ++j) {
+        const int piece = threadIdx.x + j * kThreads;
+        const int row = piece / kPiecesPerRow;
+        const int k = stage * L::kK + (piece % kPiecesPerRow) * 4;
+        const int64_t pixel = first_pixel + row;
+        const bool inside = pixel < p.pixels && k < p.group_in;
+        const float* source = inside ? p.x + pixel * p.group_in + k : p.x;
+        __pipeline_memcpy_async(patches + row * L::kRowStride + (k - stage * L::kK), source, 16,
+                                inside ? 0 : 16);
+      }
+    } else {
+      constexpr int kGatherRows = L::kK * kTilePixels / kThreads;  // patch elements a thread
+      const int2* entries = p.table + stage * L::kK + gather_row;
+#pragma unroll
+      for (int j = 0; j < kGatherRows; ++j) {
+        const int2 entry = __ldg(entries + 2 * j);
+        const unsigned ih = static_cast<unsigned>(top + (entry.y >> 16));
+        const unsigned iw = static_cast<unsigned>(left + (entry.y & 0xffff));
+        const bool inside = ih < height && iw < width;
+        const float* source = inside ? group_x + (window_origin + entry.x) : p.x;
+        __pipeline_memcpy_async(patches + (gather_row + 2 * j) * L::kPatchStride + gather_pixel,
+                                source, 4, inside ? 0 : 4);
+      }
     }
     uint32_t* weights = reinterpret_cast<uint32_t*>(patches + L::kPatchFloats);
     __pipeline_memcpy_async(weights + load_channel * kWeightStride + load_word,
@@ -195,11 +236,19 @@ __global__ void __launch_bounds__(kThreads)
       Fragment<kMath, 4> a[2];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const float* at = patches + k * L::kPatchStride + warp_pixel + 16 * i + g;
-        a[i].set(0, patch_operand<kMath>(at, L::kPatchStride));
-        a[i].set(1, patch_operand<kMath>(at + 8, L::kPatchStride));
-        a[i].set(2, patch_operand<kMath>(at + kHigh * L::kPatchStride, L::kPatchStride));
-        a[i].set(3, patch_operand<kMath>(at + kHigh * L::kPatchStride + 8, L::kPatchStride));
+        if constexpr (kDenseRows) {
+          const float* at = patches + (warp_pixel + 16 * i + g) * L::kRowStride + k;
+          a[i].set(0, dense_operand<kMath>(at));
+          a[i].set(1, dense_operand<kMath>(at + 8 * L::kRowStride));
+          a[i].set(2, dense_operand<kMath>(at + kHigh));
+          a[i].set(3, dense_operand<kMath>(at + 8 * L::kRowStride + kHigh));
+        } else {
+          const float* at = patches + k * L::kPatchStride + warp_pixel + 16 * i + g;
+          a[i].set(0, patch_operand<kMath>(at, L::kPatchStride));
+          a[i].set(1, patch_operand<kMath>(at + 8, L::kPatchStride));
+          a[i].set(2, patch_operand<kMath>(at + kHigh * L::kPatchStride, L::kPatchStride));
+          a[i].set(3, patch_operand<kMath>(at + kHigh * L::kPatchStride + 8, L::kPatchStride));
+        }
       }
       const int w = step * 8 + t;
 #pragma unroll
@@ -253,31 +302,44 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <TensorCoreMath kMath>
-void launch_form(const ConvGemmParams& params, dim3 grid, const char* name, cudaStream_t stream) {
-  launch_kernel(conv2d_implicit_gemm_kernel<kMath>, name, grid, kThreads,
-                static_cast<size_t>(Layout<kMath>::kSharedBytes), stream, params);
+void launch_form(const ConvGemmParams& params, bool dense_rows, dim3 grid, const char* name,
+                 cudaStream_t stream) {
+  if (dense_rows) {
+    launch_kernel(conv2d_implicit_gemm_kernel<kMath, true>, name, grid, kThreads,
+                  static_cast<size_t>(Layout<kMath, true>::kSharedBytes), stream, params);
+  } else {
+    launch_kernel(conv2d_implicit_gemm_kernel<kMath, false>, name, grid, kThreads,
+                  static_cast<size_t>(Layout<kMath, false>::kSharedBytes), stream, params);
+  }
 }
 
-template <TensorCoreMath kMath>
+template <TensorCoreMath kMath, bool kDenseRows>
 bool allow_shared_memory(const DeviceInfo& device) {
-  constexpr int bytes = Layout<kMath>::kSharedBytes;
+  constexpr int bytes = Layout<kMath, kDenseRows>::kSharedBytes;
   if (static_cast<size_t>(bytes) > device.shared_per_block_optin) return false;
-  return cudaFuncSetAttribute(conv2d_implicit_gemm_kernel<kMath>,
+  return cudaFuncSetAttribute(conv2d_implicit_gemm_kernel<kMath, kDenseRows>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
+}
+
+// Both forms of kMath, the dense one where the plan may take it.
+template <TensorCoreMath kMath>
+bool allow_shared_memory(const DeviceInfo& device, bool dense_rows) {
+  return allow_shared_memory<kMath, false>(device) &&
+         (!dense_rows || allow_shared_memory<kMath, true>(device));
 }
 
 }  // namespace
 
-bool prepare_conv2d_implicit_gemm(TensorCoreMath math, const DeviceInfo& device) {
-  switch (math) {
+bool prepare_conv2d_implicit_gemm(const ConvGemmPlan& plan, const DeviceInfo& device) {
+  switch (plan.math) {
     case TensorCoreMath::Tf32:
-      return allow_shared_memory<TensorCoreMath::Tf32>(device);
+      return allow_shared_memory<TensorCoreMath::Tf32>(device, plan.dense_rows);
     case TensorCoreMath::Tf32x3:
-      return allow_shared_memory<TensorCoreMath::Tf32x3>(device);
+      return allow_shared_memory<TensorCoreMath::Tf32x3>(device, plan.dense_rows);
     case TensorCoreMath::Fp16:
-      return allow_shared_memory<TensorCoreMath::Fp16>(device);
+      return allow_shared_memory<TensorCoreMath::Fp16>(device, plan.dense_rows);
     case TensorCoreMath::Bf16:
-      return allow_shared_memory<TensorCoreMath::Bf16>(device);
+      return allow_shared_memory<TensorCoreMath::Bf16>(device, plan.dense_rows);
   }
   return false;
 }
@@ -315,18 +377,24 @@ void launch_conv2d_implicit_gemm(const ConvGemmPlan& plan, const Conv2dArgs& arg
   const dim3 grid(static_cast<unsigned>(pixel_tiles),
                   static_cast<unsigned>((p.group_out + kTileChannels - 1) / kTileChannels),
                   static_cast<unsigned>(args.groups));
+  // Dense rows need x on 16 bytes (the context keys its graphs by that alignment).
+  const bool dense = plan.dense_rows && reinterpret_cast<uintptr_t>(args.x) % 16 == 0;
   switch (plan.math) {
     case TensorCoreMath::Tf32:
-      launch_form<TensorCoreMath::Tf32>(p, grid, "conv2d_implicit_gemm_kernel<tf32>", stream);
+      launch_form<TensorCoreMath::Tf32>(p, dense, grid, "conv2d_implicit_gemm_kernel<tf32>",
+                                        stream);
       break;
     case TensorCoreMath::Tf32x3:
-      launch_form<TensorCoreMath::Tf32x3>(p, grid, "conv2d_implicit_gemm_kernel<3xtf32>", stream);
+      launch_form<TensorCoreMath::Tf32x3>(p, dense, grid, "conv2d_implicit_gemm_kernel<3xtf32>",
+                                          stream);
       break;
     case TensorCoreMath::Fp16:
-      launch_form<TensorCoreMath::Fp16>(p, grid, "conv2d_implicit_gemm_kernel<fp16>", stream);
+      launch_form<TensorCoreMath::Fp16>(p, dense, grid, "conv2d_implicit_gemm_kernel<fp16>",
+                                        stream);
       break;
     case TensorCoreMath::Bf16:
-      launch_form<TensorCoreMath::Bf16>(p, grid, "conv2d_implicit_gemm_kernel<bf16>", stream);
+      launch_form<TensorCoreMath::Bf16>(p, dense, grid, "conv2d_implicit_gemm_kernel<bf16>",
+                                        stream);
       break;
   }
 }

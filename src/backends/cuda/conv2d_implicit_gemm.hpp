@@ -31,6 +31,9 @@ struct ConvGemmPlan {
   int32_t k = 0;          // group_in x kernel_h x kernel_w
   int32_t padded_k = 0;   // k rounded up to a whole K stage
   int32_t row_words = 0;  // 32-bit words per W row in the image (padded_k, or padded_k / 2)
+  // A 1 x 1 convolution over 1 x 1 images with k a multiple of 4 (a Linear layer): the kernel
+  // copies x's rows whole where x is on 16 bytes, instead of gathering through the table.
+  bool dense_rows = false;
   const uint32_t* image = nullptr;  // device copy of build_conv_gemm_image's result
 };
 
@@ -56,9 +59,9 @@ bool plan_conv_gemm(const Conv2dArgs& geometry, TensorCoreMath math, const Devic
 std::vector<uint32_t> build_conv_gemm_image(const ConvGemmPlan& plan, const Conv2dArgs& geometry,
                                             const float* weight);
 
-// Sets the kernel's shared-memory limit for `math` (once per process is enough; the backend
-// calls it at load). False where the device cannot give it.
-bool prepare_conv2d_implicit_gemm(TensorCoreMath math, const DeviceInfo& device);
+// Sets the shared-memory limit of the kernels `plan` may launch (once per process is enough; the
+// backend calls it at load). False where the device cannot give it.
+bool prepare_conv2d_implicit_gemm(const ConvGemmPlan& plan, const DeviceInfo& device);
 
 // y = epilogue(conv(x) + bias) for args.batch samples; args.weight is unused (the plan's image
 // holds W).

@@ -51,6 +51,9 @@ bool plan_conv_gemm(const Conv2dArgs& g, TensorCoreMath math, const DeviceInfo& 
   plan->k = static_cast<int32_t>(k);
   plan->padded_k = static_cast<int32_t>(padded_k);
   plan->row_words = static_cast<int32_t>(row_words);
+  plan->dense_rows = g.groups == 1 && g.in_height == 1 && g.in_width == 1 &&
+                     g.kernel_height == 1 && g.kernel_width == 1 && g.padding_height == 0 &&
+                     g.padding_width == 0 && g.out_height == 1 && g.out_width == 1 && k % 4 == 0;
   plan->image = nullptr;
   return true;
 }

@@ -330,15 +330,28 @@ bool plan_conv_pool(const ConvPoolDesc& d, const DeviceInfo& device, ConvPoolPla
   if (d.epilogue.count < 0 || d.epilogue.count > kMaxEpilogueOps) return false;
 
   const int kernel_size = fixed_kernel_size(d);
+  // FUSEDNN_CUDA_CONV_TILE ("8x2x2": channels x rows x columns) takes that tile for large batches
+  // where the layer has it, instead of the cheapest estimate: a knob for comparing tiles.
+  const char* tile_knob = std::getenv("FUSEDNN_CUDA_CONV_TILE");
+  const std::string forced_tile = tile_knob == nullptr ? "" : tile_knob;
   ConvPoolPlan result;
   result.desc = d;
   double best_cost = 0.0;
+  bool forced = false;
   for (int index = 0; index < kVariantCount; ++index) {
     const Variant& v = kVariants[index];
     if (v.kernel_size != kernel_size) continue;
     const ConvPoolShape shape = fit_variant(d, index, device);
     if (shape.variant < 0) continue;
     if (v.small) result.small = shape;
+    const std::string tile = std::to_string(v.channels) + "x" + std::to_string(v.rows) + "x" +
+                             std::to_string(v.cols);
+    if (forced) continue;
+    if (tile == forced_tile) {
+      result.large = shape;
+      forced = true;
+      continue;
+    }
     const double cost = estimated_cost(d, v, shape);
     if (result.large.variant < 0 || cost < best_cost) {
       result.large = shape;

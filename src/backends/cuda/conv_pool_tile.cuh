@@ -198,6 +198,10 @@ __device__ __forceinline__ void finish_patch_to(const ConvPoolParams& p, const f
   // Pooled: only the first kWindowRows x kWindowCols are used.
   int out_row[kPositions], out_col[kPositions];
   float divisor[kWindowRows * kWindowCols];
+  // 1 / divisor where that is exact (divisors 1, 2 and 4: every window but those the pooling
+  // padding or a ragged edge cuts to 3), else 0. A product by it rounds as the division does,
+  // without the division's ~10 instructions a window and channel.
+  float exact_reciprocal[kWindowRows * kWindowCols];
   if (pooled) {
 #pragma unroll
     for (int pi = 0; pi < kWindowRows; ++pi)
@@ -222,6 +226,7 @@ __device__ __forceinline__ void finish_patch_to(const ConvPoolParams& p, const f
           }
         }
         divisor[w] = static_cast<float>(count);
+        exact_reciprocal[w] = count == 4 ? 0.25f : count == 2 ? 0.5f : count == 1 ? 1.0f : 0.0f;
       }
   } else {
 #pragma unroll
@@ -279,7 +284,11 @@ __device__ __forceinline__ void finish_patch_to(const ConvPoolParams& p, const f
                 sum += values[(2 * pi + a) * T::kC + 2 * pj + c];
               }
             }
-          result = divisor[w] == 0.0f ? 0.0f : sum / divisor[w];
+          if (exact_reciprocal[w] != 0.0f) {
+            result = sum * exact_reciprocal[w];
+          } else {
+            result = divisor[w] == 0.0f ? 0.0f : sum / divisor[w];
+          }
         }
         store(co0 + j, out_row[w], out_col[w], result);
       }

@@ -383,8 +383,9 @@ int launches_for(const Op& op, const Step& step) {
     }
     case OpKind::Concat:
       return static_cast<int>(step.inputs.size());
-    case OpKind::FusedMlp:  // the fused kernel and the row kernel below the tensor-core rows
-      return (op.row_tail_input >= 0 ? 2 : 1) + std::max(passes, 0);
+    case OpKind::FusedMlp:  // the fused kernel and the row kernel below the tensor-core rows,
+                            // or a split chain's two kernels
+      return (op.row_tail_input >= 0 || op.split.usable() ? 2 : 1) + std::max(passes, 0);
     default:
       return 1 + std::max(passes, 0);
   }
@@ -424,6 +425,15 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   // A Softmax or LayerNorm after a tensor-core MLP chain folded into its kernel: seed MLP +
   // Softmax in bf16 at batch 262144 took 149 us folded against 201 with the row kernel after it
   // on an H100 (2026-11-23). FUSEDNN_CUDA_FOLD_ROW_OPS=0 keeps the row kernel, for comparing.
+  // Chains with a first layer too wide for the tensor-core MLP kernels split in two at large
+  // batches (fused_mlp_split.hpp). FUSEDNN_CUDA_SPLIT_MLP=0 keeps them whole on the fused FMA
+  // kernel, =1 splits them at every batch: knobs for comparing and testing.
+  const char* split_knob = std::getenv("FUSEDNN_CUDA_SPLIT_MLP");
+  const std::string split_value = split_knob == nullptr ? "" : split_knob;
+  const bool split_mlps_always = split_value == "1";
+  const bool split_mlps = split_value != "0" && (precision_ == Precision::FP32
+                                                     ? fp32_tensor_cores_knob() != "0"
+                                                     : !reduced_tensor_cores_off());
   const char* fold_knob = std::getenv("FUSEDNN_CUDA_FOLD_ROW_OPS");
   const bool fold_row_ops = fold_knob == nullptr || std::string(fold_knob) != "0";
   // Lone wide Linear layers at up to 32 rows on the small-batch kernel rather than cuBLASLt (fp32
@@ -441,12 +451,18 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   std::vector<uint16_t> half_blob;         // cuBLASLt's 16-bit weights
   const bool lt_half_operands = use_cublaslt && half_operands(precision_, device_, &half_format_);
   std::vector<uint32_t> tensor_core_blob;  // tensor-core images (MLP chains, convolutions)
-  std::vector<size_t> tensor_core_offset;  // per op, kNone when it has none
-  // The image of the op being planned (ops_.size()), on 16 bytes.
-  auto add_image = [&](const std::vector<uint32_t>& image) {
+  // Per op, where its images start in tensor_core_blob (kNone where it has none): its
+  // tensor-core plan's or its implicit GEMM's, and a split chain's two.
+  struct ImageOffsets {
+    size_t main = kNone, split_first = kNone, split_rest = kNone;
+  };
+  std::vector<ImageOffsets> image_offsets;
+  // An image of the op being planned (ops_.size()), on 16 bytes.
+  auto add_image = [&](const std::vector<uint32_t>& image,
+                       size_t ImageOffsets::*which = &ImageOffsets::main) {
     tensor_core_blob.resize((tensor_core_blob.size() + 3) / 4 * 4, 0u);
-    tensor_core_offset.resize(ops_.size() + 1, kNone);
-    tensor_core_offset[ops_.size()] = tensor_core_blob.size();
+    image_offsets.resize(ops_.size() + 1);
+    image_offsets[ops_.size()].*which = tensor_core_blob.size();
     tensor_core_blob.insert(tensor_core_blob.end(), image.begin(), image.end());
   };
   std::vector<OpRefs> refs;
@@ -579,6 +595,19 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
               if (tail->bias >= 0) ref.bias = blob.add(constant(tail->bias));
             }
           }
+          // Chains too wide for that, split where the batch can reach the split's rows.
+          const bool split_reachable =
+              split_mlps_always ||
+              max_batch_ * step.rows_per_sample >= int64_t{device_.sm_count} * kWarpRegisterTileRows;
+          if (op.tensor_core.tile_rows == 0 && split_mlps && split_reachable &&
+              plan_split_mlp(op.mlp.layers, tensor_core_math(precision_), device_, &op.split)) {
+            if (split_mlps_always) op.split.min_rows = 0;
+            if (precision_ != Precision::FP32) effective_precision_ = precision_;
+            add_image(build_split_mlp_first_image(op.split, weights.front()),
+                      &ImageOffsets::split_first);
+            add_image(build_split_mlp_rest_image(op.split, weights, biases),
+                      &ImageOffsets::split_rest);
+          }
           if (op.tensor_core.tile_rows > 0) {
             const Step& after = p.steps[op.last_step];
             const bool has_tail = op.row_tail_input >= 0;
@@ -627,7 +656,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         auto ready_gemm = [&] {
           return conv_runs_as_gemm(geometry, precision_) &&
                  plan_conv_gemm(geometry, tensor_core_math(precision_), device_, &gemm) &&
-                 prepare_conv2d_implicit_gemm(gemm.math, device_);
+                 prepare_conv2d_implicit_gemm(gemm, device_);
         };
         const bool prefer_gemm = reduced_precision_prefers_gemm(geometry, precision_);
         bool gemm_ready = prefer_gemm && ready_gemm();
@@ -717,14 +746,18 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                tensor_core_blob.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
   }
   FDNN_LOAD_STAMP("backend: weights uploaded");
-  for (size_t i = 0; i < tensor_core_offset.size(); ++i) {
-    if (tensor_core_offset[i] == kNone) continue;
-    const uint32_t* image = tensor_core_images_.data() + tensor_core_offset[i];
+  for (size_t i = 0; i < image_offsets.size(); ++i) {
+    auto image_at = [&](size_t offset) -> const uint32_t* {
+      return offset == kNone ? nullptr : tensor_core_images_.data() + offset;
+    };
+    const ImageOffsets& at = image_offsets[i];
     if (ops_[i].kind == OpKind::Conv2d) {
-      ops_[i].conv_gemm.image = image;
+      ops_[i].conv_gemm.image = image_at(at.main);
     } else {
-      ops_[i].tensor_core.image = image;
+      ops_[i].tensor_core.image = image_at(at.main);
     }
+    ops_[i].split.first.image = image_at(at.split_first);
+    ops_[i].split.rest.image = image_at(at.split_rest);
   }
   const float* base = weights_.data();
   auto pointer = [&](size_t offset) -> const float* {
@@ -784,9 +817,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   FDNN_LOAD_STAMP("backend: per-layer kernels prepared");
   assign_workspace();
   // Whether a run touches memory of the context's: a workspace value an op reads or writes, or
-  // cuBLASLt (its workspace, the 16-bit staging).
+  // cuBLASLt (its workspace, the 16-bit staging), or a split chain's middle.
   for (const Op& op : ops_) {
-    bool workspace = op.kind == OpKind::CublasLtLinear;
+    bool workspace = op.kind == OpKind::CublasLtLinear || op.split.usable();
     std::vector<int> values = p.steps[op.first_step].inputs;
     values.push_back(p.steps[op.last_step].output);
     values.push_back(op.row_tail_input);
@@ -913,6 +946,16 @@ void CudaBackend::assign_workspace() {
   }
   half_staging_offset_ = (end + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
   if (staging_floats > 0) end = half_staging_offset_ + staging_floats;
+  // The first layer's output of the split chains, one region for all.
+  int64_t middle_floats = 0;
+  for (const Op& op : ops_) {
+    if (!op.split.usable()) continue;
+    const Step& step = p.steps[op.first_step];
+    middle_floats = std::max(middle_floats, max_batch_ * step.rows_per_sample *
+                                                int64_t{op.split.first_shape.out_channels});
+  }
+  split_middle_offset_ = (end + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+  if (middle_floats > 0) end = split_middle_offset_ + middle_floats;
   workspace_floats_ = end;
 }
 
@@ -993,6 +1036,9 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         const int64_t rows = batch * step.rows_per_sample;
         if (op.tensor_core.tile_rows > 0 && rows >= op.tensor_core_min_rows) {
           launch_tensor_core_mlp(op.tensor_core, x, y, rows, device_, stream);
+        } else if (op.split.usable() && rows >= op.split.min_rows) {
+          launch_split_mlp(op.split, x, op.mlp.layers.front().bias,
+                           workspace + split_middle_offset_, y, rows, device_, stream);
         } else if (op.row_tail_input < 0) {
           launch_fused_mlp(op.mlp, x, y, rows, device_, stream);
         } else {

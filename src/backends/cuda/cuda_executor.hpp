@@ -20,6 +20,7 @@
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/device_memory.hpp"
 #include "backends/cuda/fused_mlp.hpp"
+#include "backends/cuda/fused_mlp_split.hpp"
 #include "backends/cuda/fused_mlp_tensor_core.hpp"
 #include "backends/cuda/linear_cublaslt.hpp"
 #include "backends/cuda/small_batch_linear.hpp"
@@ -59,6 +60,10 @@ struct Op {
   // applies it; below tensor_core_min_rows the fused kernel writes the chain's output value and
   // the row kernel runs from there (LayerNorm's gamma and beta in weight and bias).
   int row_tail_input = -1;
+  // FusedMlp chains the tensor-core kernels cannot hold whole (a wide first layer): from
+  // split.min_rows rows the first layer on the implicit GEMM, the rest on tensor cores, through
+  // the context's workspace (CudaBackend::split_middle_offset()).
+  SplitMlpPlan split;
   std::unique_ptr<CublasLtLinear> lt;    // CublasLtLinear only
   // CublasLtLinear in fp16 and bf16 models: W in that type ([out][in]), which cuBLASLt reads
   // with x narrowed into the context's staging (CudaBackend::half_staging_offset()); null
@@ -106,6 +111,8 @@ class CudaBackend final : public Backend {
   int64_t workspace_floats() const { return workspace_floats_; }
   // Where in the workspace (floats) the 16-bit x of the ops with a half_weight is staged.
   int64_t half_staging_offset() const { return half_staging_offset_; }
+  // Where in the workspace (floats) split chains (Op::split) keep their first layer's output.
+  int64_t split_middle_offset() const { return split_middle_offset_; }
   int64_t input_floats() const { return max_batch_ * plan_->values[0].elements; }
   int64_t output_floats() const { return max_batch_ * plan_->values[plan_->output_value].elements; }
   // The workspace each context gives cuBLASLt; 0 when no step runs on it.
@@ -163,6 +170,7 @@ class CudaBackend final : public Backend {
   std::vector<int64_t> value_offset_;  // device workspace offset (floats) of each workspace value
   int64_t workspace_floats_ = 0;
   int64_t half_staging_offset_ = 0;
+  int64_t split_middle_offset_ = 0;
   int launches_per_run_ = 0;
   // The whole network as one kernel for the batches it takes (conv_net.hpp); none when the plan
   // is not a stack of fused conv layers with an optional MLP head.

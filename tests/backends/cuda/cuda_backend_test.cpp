@@ -298,6 +298,41 @@ TEST(CudaBackend, HalfChainsAtLargeBatches) {
   }
 }
 
+// Chains whose first layer is too wide for the tensor-core MLP kernels run split at large
+// batches (the first layer on the implicit GEMM, the rest on tensor cores; fused_mlp_split.hpp):
+// forced at every batch, and by default across the batch it starts from (sm_count x 16 rows, at
+// most 2112 on the GPUs here). LeNet-5's head in fp32 (3xTF32); in each reduced precision an
+// 1100-wide input (the SharedTiles form takes up to 1024); a Linear over several rows per sample;
+// graphs re-pointed between buffers.
+TEST(CudaBackend, WideFirstLayerChainsSplit) {
+  REQUIRE_CUDA();
+  Net head({400});
+  head.linear("f5", 400, 120).act(R"({"type": "Tanh"})");
+  head.linear("f6", 120, 84).act(R"({"type": "Tanh"})");
+  head.linear("f7", 84, 10);
+  {
+    ScopedEnvironment split("FUSEDNN_CUDA_SPLIT_MLP", "1");
+    expect_matches_cpu(head, with_large(few_batches(), 4097, 129), 960, "400-120-84-10, forced");
+    Net rows({3, 272});
+    rows.linear("a", 272, 40, false).act(R"({"type": "GELU"})").linear("b", 40, 7);
+    expect_matches_cpu(rows, {1, 5, 130}, 961, "272-40-7 over 3 rows a sample, forced");
+  }
+  expect_matches_cpu(head, {1, 1000, 2112, 4097}, 962, "400-120-84-10");
+#if FUSEDNN_TEST_WITH_CUDART
+  expect_rotating_buffers_match(head, 963, "400-120-84-10", true, 4097);
+#endif
+  uint32_t seed = 964;
+  for (const ReducedPrecision& c : reduced_precisions()) {
+    Net wide({1100});
+    wide.linear("a", 1100, 64).act(R"({"type": "ReLU"})").linear("b", 64, 10);
+    expect_matches_cpu(wide, {33, 5000}, seed++, std::string("1100-64-10, ") + c.name, {},
+                       c.precision, c.bound);
+    ScopedEnvironment split("FUSEDNN_CUDA_SPLIT_MLP", "1");
+    expect_matches_cpu(wide, {1, 33}, seed++, std::string("1100-64-10, forced, ") + c.name, {},
+                       c.precision, c.bound);
+  }
+}
+
 TEST(CudaBackend, Fp32ChainsOnFmaPipesOnly) {
   REQUIRE_CUDA();
   ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "0");
@@ -373,6 +408,47 @@ TEST(CudaBackend, EpilogueLongerThanOneKernelHolds) {
     elementwise.act(R"({"type": "GELU"})").act(R"({"type": "Scale", "alpha": 1.25})");
   }
   expect_matches_cpu(elementwise, few_batches(), 31, "six-op Elementwise step");
+}
+
+// Tanh and GELU(tanh) run on the special-function unit (epilogue.cuh). Over a sweep of
+// [-12, 12] with tiny and huge magnitudes, each value is within 5e-7 of the double-precision
+// formula for Tanh, and within 1e-6 max(1, |x|) for GELU(tanh) (its fp32 argument alone rounds
+// by more than 1e-6 relatively where GELU is tiny). tanh.approx (relative error 2^-11) fails.
+TEST(CudaBackend, TanhOnTheSpecialFunctionUnit) {
+  REQUIRE_CUDA();
+  std::vector<float> x;
+  for (int i = 0; i <= 24000; ++i) x.push_back(-12.0f + 0.001f * static_cast<float>(i));
+  for (float magnitude : {1e-30f, 1e-8f, 3e-6f, 1e-4f, 1e38f}) {
+    x.push_back(magnitude);
+    x.push_back(-magnitude);
+  }
+  x.push_back(INFINITY);
+  const int64_t width = static_cast<int64_t>(x.size());
+  for (const bool gelu : {false, true}) {
+    SCOPED_TRACE(gelu ? "GELU(tanh)" : "Tanh");
+    Net net({width});
+    net.act(gelu ? R"({"type": "GELU", "approximate": "tanh"})" : R"({"type": "Tanh"})");
+    fdnn_model* model = create_model(net.spec(), FDNN_DEVICE_CUDA, 1, 0);
+    ASSERT_NE(model, nullptr);
+    std::vector<float> y(x.size(), NAN);
+    ASSERT_EQ(fdnn_model_run(model, 1, x.data(), x.size(), y.data(), y.size()), FDNN_STATUS_OK)
+        << fdnn_last_error_message();
+    fdnn_model_destroy(model);
+    double worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      if (std::isinf(v)) {
+        EXPECT_EQ(y[i], gelu ? v : 1.0) << "x = +inf";
+        continue;
+      }
+      const double expected =
+          gelu ? 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+               : std::tanh(v);
+      const double scale = gelu ? 1e-6 * std::max(1.0, std::fabs(v)) : 5e-7;
+      worst = std::max(worst, std::fabs(y[i] - expected) / scale);
+    }
+    EXPECT_LE(worst, 1.0) << "the largest error over its bound";
+  }
 }
 
 TEST(CudaBackend, ChainLongerThanOneKernelHolds) {

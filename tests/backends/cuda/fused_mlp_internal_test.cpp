@@ -404,4 +404,72 @@ TEST(FusedMlpInternal, HalfChainsGetTheWarpgroupFormOnComputeCapability90) {
   }
 }
 
+// Chains whose first layer is too wide for the tensor-core MLP kernels split at large batches:
+// the first layer on the implicit GEMM, the rest in the WarpRegisters form, from the rows that
+// give every SM a warp tile. LeNet-5's 400-120-84-10 head in fp32, and in bf16 1100-64-10 (the
+// SharedTiles form takes first inputs up to 1024 in the reduced precisions). Not where the batch
+// cannot reach those rows, not with FUSEDNN_CUDA_SPLIT_MLP=0, not where the chain fits the
+// tensor-core kernels whole (the seed MLP).
+TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
+  REQUIRE_CUDA();
+  int major = 0, sm_count = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  if (major < 8) GTEST_SKIP() << "compute capability " << major << ": no tensor cores";
+  Net head({400});
+  head.linear("f5", 400, 120).act(R"({"type": "Tanh"})");
+  head.linear("f6", 120, 84).act(R"({"type": "Tanh"})");
+  head.linear("f7", 84, 10);
+  Net wide({1100});
+  wide.linear("a", 1100, 64).act(R"({"type": "ReLU"})").linear("b", 64, 10);
+  Net seed({100});
+  seed.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
+  seed.linear("fc2", 128, 64).act(R"({"type": "ReLU"})");
+  seed.linear("fc3", 64, 10);
+  const int64_t split_rows = int64_t{sm_count} * 16;
+  struct Case {
+    const Net* net;
+    fdnn_precision precision;
+    int64_t max_batch;
+    const char* knob;
+    bool split;
+    TensorCoreMath math;
+  };
+  for (const Case& c : {Case{&head, FDNN_PRECISION_FP32, 16384, "", true, TensorCoreMath::Tf32x3},
+                        Case{&head, FDNN_PRECISION_FP32, split_rows - 1, "", false, {}},
+                        Case{&head, FDNN_PRECISION_FP32, 16384, "0", false, {}},
+                        Case{&head, FDNN_PRECISION_FP32, 8, "1", true, TensorCoreMath::Tf32x3},
+                        Case{&wide, FDNN_PRECISION_BF16, 16384, "", true, TensorCoreMath::Bf16},
+                        Case{&seed, FDNN_PRECISION_FP32, 16384, "", false, {}}}) {
+    SCOPED_TRACE(std::string(c.knob) + " precision " + std::to_string(c.precision) +
+                 " max_batch " + std::to_string(c.max_batch) + " " + c.net->spec());
+    ScopedEnvironment knob("FUSEDNN_CUDA_SPLIT_MLP", c.knob);
+    std::mt19937 random(17);
+    const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
+        create_model(c.net->spec(), FDNN_DEVICE_CUDA, c.max_batch, 1, c.precision),
+        fdnn_model_destroy);
+    ASSERT_NE(model, nullptr);
+    set_weights(model.get(), *c.net, draw_weights(*c.net, random));
+    const CudaBackend* backend = backend_of(model.get());
+    ASSERT_NE(backend, nullptr);
+    const Op* chain = nullptr;
+    for (const Op& op : backend->ops()) {
+      if (op.kind == OpKind::FusedMlp) chain = &op;
+    }
+    ASSERT_NE(chain, nullptr);
+    EXPECT_EQ(chain->split.usable(), c.split);
+    if (!c.split) continue;
+    EXPECT_EQ(chain->split.min_rows, std::string(c.knob) == "1" ? 0 : split_rows);
+    EXPECT_EQ(chain->split.first.math, c.math);
+    EXPECT_EQ(chain->split.rest.math, c.math);
+    EXPECT_EQ(chain->split.rest.form, TensorCoreForm::WarpRegisters);
+    EXPECT_NE(chain->split.first.image, nullptr);
+    EXPECT_NE(chain->split.rest.image, nullptr);
+    EXPECT_EQ(chain->tensor_core.tile_rows, 0);
+    EXPECT_GE(backend->workspace_floats(),
+              backend->split_middle_offset() + c.max_batch * c.net->tensors()[0].shape[0]);
+    EXPECT_EQ(backend->split_middle_offset() % 4, 0);
+  }
+}
+
 }  // namespace

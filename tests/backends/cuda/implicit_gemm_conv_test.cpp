@@ -62,6 +62,10 @@ const Geometry kGeometries[] = {
     // Grid y and z together: two groups of 70 channels, each two channel tiles, one partial.
     {"8 -> 140, groups 2 (70 channels a group)", {8, 9, 9}, 140, {3, 3}, {1, 1}, {1, 1}, {1, 1},
      2, true, R"({"type": "ReLU"})"},
+    // 1x1 over 1 x 1 images with K a multiple of 4: the dense-rows form (x's rows copied whole),
+    // K off the 32-element stage.
+    {"1x1 on 1 x 1, 100 -> 70 (dense rows)", {100, 1, 1}, 70, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 1,
+     true, R"({"type": "Tanh"})"},
 };
 
 Net conv_only(const Geometry& g) {
