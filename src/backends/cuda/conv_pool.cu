@@ -69,6 +69,7 @@ struct Variant {
   int kernel_size;  // 3 or 5: square kernels at stride 1; 0: any up to kConvPoolMaxKernel
   int channels, rows, cols;
   bool small;  // the small-batch tile of its kernel size
+  int blocks_per_sm;  // its Tile's kBlocksPerSm
 };
 
 using Tile6x2x4 = Tile<6, 2, 4>;
@@ -76,16 +77,26 @@ using Tile8x2x4 = Tile<8, 2, 4>;
 using Tile8x2x2 = Tile<8, 2, 2>;
 
 const Variant kVariants[] = {
-    {conv_pool_kernel<5, Tile6x2x4>, "conv_pool_kernel<5x5, 6x2x4>", 5, 6, 2, 4, false},
-    {conv_pool_kernel<5, Tile8x2x4>, "conv_pool_kernel<5x5, 8x2x4>", 5, 8, 2, 4, false},
-    {conv_pool_kernel<5, Tile8x2x2>, "conv_pool_kernel<5x5, 8x2x2>", 5, 8, 2, 2, false},
-    {small_tile_conv_pool_kernel_5x5(), "conv_pool_kernel<5x5, 4x2x2>", 5, 4, 2, 2, true},
-    {conv_pool_kernel<3, Tile6x2x4>, "conv_pool_kernel<3x3, 6x2x4>", 3, 6, 2, 4, false},
-    {conv_pool_kernel<3, Tile8x2x4>, "conv_pool_kernel<3x3, 8x2x4>", 3, 8, 2, 4, false},
-    {conv_pool_kernel<3, Tile8x2x2>, "conv_pool_kernel<3x3, 8x2x2>", 3, 8, 2, 2, false},
-    {small_tile_conv_pool_kernel_3x3(), "conv_pool_kernel<3x3, 4x2x2>", 3, 4, 2, 2, true},
-    {conv_pool_kernel<0, Tile8x2x4>, "conv_pool_kernel<any, 8x2x4>", 0, 8, 2, 4, false},
-    {small_tile_conv_pool_kernel_any(), "conv_pool_kernel<any, 4x2x2>", 0, 4, 2, 2, true},
+    {conv_pool_kernel<5, Tile6x2x4>, "conv_pool_kernel<5x5, 6x2x4>", 5, 6, 2, 4, false,
+     Tile6x2x4::kBlocksPerSm},
+    {conv_pool_kernel<5, Tile8x2x4>, "conv_pool_kernel<5x5, 8x2x4>", 5, 8, 2, 4, false,
+     Tile8x2x4::kBlocksPerSm},
+    {conv_pool_kernel<5, Tile8x2x2>, "conv_pool_kernel<5x5, 8x2x2>", 5, 8, 2, 2, false,
+     Tile8x2x2::kBlocksPerSm},
+    {small_tile_conv_pool_kernel_5x5(), "conv_pool_kernel<5x5, 4x2x2>", 5, 4, 2, 2, true,
+     SmallTile::kBlocksPerSm},
+    {conv_pool_kernel<3, Tile6x2x4>, "conv_pool_kernel<3x3, 6x2x4>", 3, 6, 2, 4, false,
+     Tile6x2x4::kBlocksPerSm},
+    {conv_pool_kernel<3, Tile8x2x4>, "conv_pool_kernel<3x3, 8x2x4>", 3, 8, 2, 4, false,
+     Tile8x2x4::kBlocksPerSm},
+    {conv_pool_kernel<3, Tile8x2x2>, "conv_pool_kernel<3x3, 8x2x2>", 3, 8, 2, 2, false,
+     Tile8x2x2::kBlocksPerSm},
+    {small_tile_conv_pool_kernel_3x3(), "conv_pool_kernel<3x3, 4x2x2>", 3, 4, 2, 2, true,
+     SmallTile::kBlocksPerSm},
+    {conv_pool_kernel<0, Tile8x2x4>, "conv_pool_kernel<any, 8x2x4>", 0, 8, 2, 4, false,
+     Tile8x2x4::kBlocksPerSm},
+    {small_tile_conv_pool_kernel_any(), "conv_pool_kernel<any, 4x2x2>", 0, 4, 2, 2, true,
+     SmallTile::kBlocksPerSm},
 };
 constexpr int kVariantCount = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 
@@ -226,9 +237,10 @@ ConvPoolShape fit_variant(const ConvPoolDesc& d, int index, const DeviceInfo& de
 
   const int64_t one = shared_bytes(d, v, s, 1, patch_rows);
   if (one > static_cast<int64_t>(device.shared_per_block_optin)) return s;  // variant stays -1
-  // Up to two blocks per SM (the kernel's launch bounds), each with its 1 KB reserve.
-  const int64_t occupancy_budget = std::min(static_cast<int64_t>(device.shared_per_block_optin),
-                                            static_cast<int64_t>(device.shared_per_sm) / 2 - 1024);
+  // As many blocks per SM as the kernel's launch bounds plan for, each with its 1 KB reserve.
+  const int64_t occupancy_budget =
+      std::min(static_cast<int64_t>(device.shared_per_block_optin),
+               static_cast<int64_t>(device.shared_per_sm) / v.blocks_per_sm - 1024);
   const int64_t budget = std::max(one, occupancy_budget);
   int64_t max_samples = 1;
   while (max_samples < kMaxSamplesPerBlock &&
@@ -428,7 +440,7 @@ void launch_conv_pool(const ConvPoolPlan& plan, const float* x, const float* wei
   const ConvPoolDesc& d = plan.desc;
   const int64_t sms = std::max(1, device.sm_count);
   // Enough samples for a block per SM: the widest tile, as many samples per block as keep its
-  // threads busy while still leaving two blocks per SM. Fewer: the small tile, one sample per
+  // threads busy while still leaving its blocks per SM. Fewer: the small tile, one sample per
   // block, its rows split into slabs so that the blocks cover the SMs (with a warp's work each).
   const bool large = batch >= sms;
   const ConvPoolShape& s = large ? plan.large : plan.small;
@@ -437,7 +449,8 @@ void launch_conv_pool(const ConvPoolPlan& plan, const float* x, const float* wei
   int64_t samples = 1;
   int64_t slab_rows = s.patch_rows;
   if (large) {
-    const int64_t cap = std::min<int64_t>(s.max_samples, std::max<int64_t>(1, batch / (2 * sms)));
+    const int64_t cap = std::min<int64_t>(
+        s.max_samples, std::max<int64_t>(1, batch / (int64_t{v.blocks_per_sm} * sms)));
     samples = best_samples_for(items_per_row * s.patch_rows, cap);
   } else {
     const int64_t wanted_slabs = ceil_div(sms, batch);

@@ -15,7 +15,7 @@ constexpr int kStageLanes = 8;  // threads per staged input row
 
 // kK: 3 or 5 for square kernels at stride 1 (compile-time taps), 0 for any size and stride.
 template <int kK, class T>
-__global__ void __launch_bounds__(kConvPoolThreads, 2)
+__global__ void __launch_bounds__(kConvPoolThreads, T::kBlocksPerSm)
     conv_pool_kernel(const __grid_constant__ ConvPoolParams p) {
   extern __shared__ float4 shared_memory[];
   float* const weights = reinterpret_cast<float*>(shared_memory);  // p.weight_floats
