@@ -1,6 +1,7 @@
 // Device side of DeviceEpilogue: the formulas of common/elementwise_op.hpp's apply() (PyTorch's
 // definitions), with CUDA's correctly rounded division and its erff / expf (within 2 ulp; the
-// library is built without --use_fast_math). Tanh and GELU(tanh) go through exp2_fast below.
+// library is built without --use_fast_math). Tanh and GELU(tanh) go through exp2_fast below
+// (tanhf in the WarpRegisters kernels: apply_op's kLibmTanh).
 #pragma once
 
 #include "backends/cuda/device_epilogue.hpp"
@@ -38,6 +39,10 @@ __device__ __forceinline__ float gelu_tanh_fast(float x) {
   return x * reciprocal_fast(exp2_fast(kMinusTwoOverLn2 * inner) + 1.0f);
 }
 
+// kLibmTanh: Tanh and GELU(tanh) through tanhf, as before tanh_fast, for the WarpRegisters
+// kernels: with tanh_fast in their general epilogue the tf32 seed MLP (a ReLU chain, which never
+// runs that code) took 154-155 us against 144-146 at batch 262144 on an H200, A/B in one call.
+template <bool kLibmTanh = false>
 __device__ __forceinline__ float apply_op(int kind, float parameter, float x) {
   switch (kind) {
     case kOpReLU:
@@ -47,21 +52,33 @@ __device__ __forceinline__ float apply_op(int kind, float parameter, float x) {
     case kOpGeluErf:
       return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case kOpGeluTanh:
-      return gelu_tanh_fast(x);
+      if constexpr (kLibmTanh) {
+        const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+        return 0.5f * x * (1.0f + tanhf(inner));
+      } else {
+        return gelu_tanh_fast(x);
+      }
     case kOpSiLU:
       return x / (1.0f + expf(-x));
     case kOpSigmoid:
       return 1.0f / (1.0f + expf(-x));
     case kOpTanh:
-      return tanh_fast(x);
+      if constexpr (kLibmTanh) {
+        return tanhf(x);
+      } else {
+        return tanh_fast(x);
+      }
     case kOpScale:
       return x * parameter;
   }
   return x;
 }
 
+template <bool kLibmTanh = false>
 __device__ __forceinline__ float apply_epilogue(const DeviceEpilogue& epilogue, float x) {
-  for (int i = 0; i < epilogue.count; ++i) x = apply_op(epilogue.kind[i], epilogue.parameter[i], x);
+  for (int i = 0; i < epilogue.count; ++i) {
+    x = apply_op<kLibmTanh>(epilogue.kind[i], epilogue.parameter[i], x);
+  }
   return x;
 }
 

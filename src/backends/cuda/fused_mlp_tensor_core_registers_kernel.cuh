@@ -261,7 +261,7 @@ __device__ __forceinline__ void activate(const DeviceEpilogue& epilogue,
 #pragma unroll
   for (int i = 0; i < kTileGroup * 4; ++i) values[i] = v[i / 4][i % 4];
 #pragma unroll 1
-  for (int i = 0; i < kTileGroup * 4; ++i) values[i] = apply_epilogue(epilogue, values[i]);
+  for (int i = 0; i < kTileGroup * 4; ++i) values[i] = apply_epilogue<true>(epilogue, values[i]);
 #pragma unroll
   for (int i = 0; i < kTileGroup * 4; ++i) v[i / 4][i % 4] = values[i];
 }
