@@ -383,9 +383,9 @@ int launches_for(const Op& op, const Step& step) {
     }
     case OpKind::Concat:
       return static_cast<int>(step.inputs.size());
-    case OpKind::FusedMlp:  // the fused kernel and the row kernel below the tensor-core rows,
-                            // or a split chain's two kernels
-      return (op.row_tail_input >= 0 || op.split.usable() ? 2 : 1) + std::max(passes, 0);
+    case OpKind::FusedMlp:  // the fused kernel and the row kernel below the tensor-core rows
+                            // (a split chain's second kernel: CudaBackend::launches_per_run)
+      return (op.row_tail_input >= 0 ? 2 : 1) + std::max(passes, 0);
     default:
       return 1 + std::max(passes, 0);
   }
@@ -601,7 +601,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
               max_batch_ * step.rows_per_sample >= int64_t{device_.sm_count} * kWarpRegisterTileRows;
           if (op.tensor_core.tile_rows == 0 && split_mlps && split_reachable &&
               plan_split_mlp(op.mlp.layers, tensor_core_math(precision_), device_, &op.split)) {
-            if (split_mlps_always) op.split.min_rows = 0;
+            if (split_mlps_always) {
+              op.split.min_rows = precision_ == Precision::FP32
+                                      ? 0
+                                      : reduced_tensor_core_min_rows(precision_);
+            }
             if (precision_ != Precision::FP32) effective_precision_ = precision_;
             add_image(build_split_mlp_first_image(op.split, weights.front()),
                       &ImageOffsets::split_first);
@@ -817,9 +821,14 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   FDNN_LOAD_STAMP("backend: per-layer kernels prepared");
   assign_workspace();
   // Whether a run touches memory of the context's: a workspace value an op reads or writes, or
-  // cuBLASLt (its workspace, the 16-bit staging), or a split chain's middle.
+  // cuBLASLt (its workspace, the 16-bit staging); a split chain's middle counts from the batch
+  // that splits it (split_min_batches_).
   for (const Op& op : ops_) {
-    bool workspace = op.kind == OpKind::CublasLtLinear || op.split.usable();
+    if (op.split.usable()) {
+      const int64_t rows_per_sample = p.steps[op.first_step].rows_per_sample;
+      split_min_batches_.push_back((op.split.min_rows + rows_per_sample - 1) / rows_per_sample);
+    }
+    bool workspace = op.kind == OpKind::CublasLtLinear;
     std::vector<int> values = p.steps[op.first_step].inputs;
     values.push_back(p.steps[op.last_step].output);
     values.push_back(op.row_tail_input);

@@ -308,7 +308,7 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   // (bench/cuda/launch_floor.cu, docs/performance.md's ninth session).
   const bool shares_nothing = input_dtype == FDNN_DTYPE_FLOAT32 &&
                               output_dtype == FDNN_DTYPE_FLOAT32 &&
-                              !backend_.runs_touch_context_memory() &&
+                              !backend_.runs_touch_context_memory(batch) &&
                               backend_.launches_per_run(batch) < 2;
   const bool ordered = !caller_capturing && !shares_nothing;
   if (ordered) order_after_previous(stream);

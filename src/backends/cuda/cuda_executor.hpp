@@ -128,16 +128,18 @@ class CudaBackend final : public Backend {
   // host path's zero-copy runs, cuda_context.hpp): not when cuBLASLt (or the small-batch
   // Linear's bulk copies) reads or writes them, which are not relied on to reach host memory.
   bool host_mapped_io() const { return host_mapped_io_; }
-  // Whether a run reads or writes memory of the context's (workspace values, cuBLASLt's workspace
-  // or staging) rather than only the caller's buffers and the weights. Runs that touch none need
-  // no order against the context's other runs.
-  bool runs_touch_context_memory() const { return runs_touch_context_memory_; }
+  // Whether a run of `batch` samples reads or writes memory of the context's (workspace values,
+  // cuBLASLt's workspace or staging, a split chain's middle) rather than only the caller's
+  // buffers and the weights. Runs that touch none need no order against the context's others.
+  bool runs_touch_context_memory(int64_t batch) const {
+    return runs_touch_context_memory_ || splits_at(batch) > 0;
+  }
   // Called by a context that queued a run on a caller's stream with no event to wait on: the
   // destructor then waits for the device before it frees the weights.
   void note_unordered_run() const { unordered_runs_.store(true, std::memory_order_release); }
   // Kernel launches one run of `batch` samples makes (graphs pay off from two).
   int launches_per_run(int64_t batch) const {
-    return single_launch_.takes(batch) ? 1 : launches_per_run_;
+    return single_launch_.takes(batch) ? 1 : launches_per_run_ + splits_at(batch);
   }
   const std::vector<Op>& ops() const { return ops_; }
 
@@ -171,6 +173,14 @@ class CudaBackend final : public Backend {
   int64_t workspace_floats_ = 0;
   int64_t half_staging_offset_ = 0;
   int64_t split_middle_offset_ = 0;
+  // Per split chain (Op::split), the batch from which it runs split: two kernels, and the
+  // context's workspace between them.
+  std::vector<int64_t> split_min_batches_;
+  int splits_at(int64_t batch) const {
+    int count = 0;
+    for (const int64_t min_batch : split_min_batches_) count += batch >= min_batch ? 1 : 0;
+    return count;
+  }
   int launches_per_run_ = 0;
   // The whole network as one kernel for the batches it takes (conv_net.hpp); none when the plan
   // is not a stack of fused conv layers with an optional MLP head.

@@ -1,11 +1,13 @@
 // The split MLP chain (see fused_mlp_split.hpp): planning, images and the two launches.
 #include "backends/cuda/fused_mlp_split.hpp"
 
+#include "backends/cuda/fused_mlp_tensor_core_registers.hpp"
+
 namespace fusednn::cuda {
 
 bool plan_split_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
                     const DeviceInfo& device, SplitMlpPlan* plan) {
-  if (layers.size() < 2) return false;
+  if (layers.size() < 2 || layers.front().in <= warp_register_max_width(math)) return false;
   SplitMlpPlan result;
   Conv2dArgs& shape = result.first_shape;
   shape.in_channels = layers[0].in;
@@ -13,13 +15,13 @@ bool plan_split_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath
   shape.out_channels = layers[0].out;
   shape.out_height = shape.out_width = 1;
   shape.epilogue = layers[0].epilogue;
-  if (!plan_conv_gemm(shape, math, device, &result.first) ||
-      !prepare_conv2d_implicit_gemm(result.first, device)) {
-    return false;
-  }
+  // The host-side checks first; readying a kernel loads its module, which a chain that is not
+  // split should not wait for at load.
+  if (!plan_conv_gemm(shape, math, device, &result.first)) return false;
   const std::vector<FusedMlpLayerDesc> rest(layers.begin() + 1, layers.end());
   if (!plan_tensor_core_mlp(rest, math, device, &result.rest) ||
-      result.rest.form != TensorCoreForm::WarpRegisters) {
+      result.rest.form != TensorCoreForm::WarpRegisters ||
+      !prepare_conv2d_implicit_gemm(result.first, device)) {
     return false;
   }
   result.min_rows = int64_t{device.sm_count} * kWarpRegisterTileRows;

@@ -34,9 +34,10 @@ struct SplitMlpPlan {
   bool usable() const { return first.usable && rest.tile_rows > 0; }
 };
 
-// Whether `layers` (two or more) run split in `math` on `device`, from the rows that give every
-// SM a warp tile of the rest (where the split measured faster than the fused FMA kernel; below a
-// few hundred rows it is slower). Fills *plan (not its images) and readies both kernels.
+// Whether `layers` (two or more, the first one's input wider than the WarpRegisters form takes)
+// run split in `math` on `device`, from the rows that give every SM a warp tile of the rest
+// (where the split measured faster than the fused FMA kernel; below a few hundred rows it is
+// slower). Fills *plan (not its images) and readies both kernels.
 bool plan_split_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
                     const DeviceInfo& device, SplitMlpPlan* plan);
 

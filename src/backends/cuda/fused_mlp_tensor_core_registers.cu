@@ -99,7 +99,7 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
   if (device.major < 8) return false;
   if (layers.empty() || layers.size() > static_cast<size_t>(kFusedMlpMaxLayers)) return false;
   const int step = step_elements(math);
-  const int max_width = is_half(math) ? 256 : 128;
+  const int max_width = warp_register_max_width(math);
   TensorCoreMlpPlan result;
   result.math = math;
   result.form = TensorCoreForm::WarpRegisters;

@@ -7,8 +7,13 @@
 
 namespace fusednn::cuda {
 
-// Fills *plan with form WarpRegisters when every width fits the form's register arrays (256 for
-// the half forms, 128 for the tf32 forms) and the weights fit one block's shared memory.
+// The widest layer the form's register arrays take in `math`.
+constexpr int warp_register_max_width(TensorCoreMath math) {
+  return math == TensorCoreMath::Fp16 || math == TensorCoreMath::Bf16 ? 256 : 128;
+}
+
+// Fills *plan with form WarpRegisters when every width fits the form's register arrays
+// (warp_register_max_width) and the weights fit one block's shared memory.
 bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
                             const DeviceInfo& device, const TensorCoreRowTail& tail,
                             TensorCoreMlpPlan* plan);

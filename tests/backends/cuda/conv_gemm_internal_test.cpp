@@ -198,6 +198,33 @@ TEST(ConvGemmInternal, PlanRefusesWhatTheTableCannotHold) {
       << "no tf32 / bf16 mma.sync before compute capability 8.0";
 }
 
+// Dense rows (x's rows copied whole) only for a 1 x 1 convolution over 1 x 1 images, one group,
+// no padding, K a multiple of 4: the layout of a Linear layer's [rows][in]. Host code only.
+TEST(ConvGemmInternal, DenseRowsOnlyForLinearLayouts) {
+  fusednn::cuda::DeviceInfo device;
+  device.major = 9;
+  struct Case {
+    Conv2dArgs geometry;
+    bool dense;
+    const char* what;
+  };
+  const Case cases[] = {
+      {geometry(400, 1, 1, 120, 1, 1, 1, 0, 1, 1), true, "400 -> 120 on 1 x 1"},
+      {geometry(4, 1, 1, 3, 1, 1, 1, 0, 1, 1), true, "4 -> 3 on 1 x 1"},
+      {geometry(402, 1, 1, 120, 1, 1, 1, 0, 1, 1), false, "K = 402, off 4"},
+      {geometry(400, 2, 2, 120, 1, 1, 1, 0, 1, 1), false, "2 x 2 images"},
+      {geometry(400, 1, 1, 120, 1, 1, 1, 0, 1, 2), false, "two groups"},
+      {geometry(400, 1, 1, 120, 3, 3, 1, 1, 1, 1), false, "3 x 3 with padding"},
+  };
+  for (const Case& c : cases) {
+    for (TensorCoreMath math : {TensorCoreMath::Tf32x3, TensorCoreMath::Bf16}) {
+      ConvGemmPlan plan;
+      ASSERT_TRUE(fusednn::cuda::plan_conv_gemm(c.geometry, math, device, &plan)) << c.what;
+      EXPECT_EQ(plan.dense_rows, c.dense) << c.what;
+    }
+  }
+}
+
 // The model's convolution ops: fused conv + pool, or Conv2d and whether it runs as an implicit
 // GEMM (and in which math, with its image on the device).
 struct ConvRoute {

@@ -178,6 +178,24 @@ class Net {
   std::vector<Tensor> tensors_;
 };
 
+// The seed MLP 100-128-64-10 with ReLU.
+inline Net seed_mlp() {
+  Net net({100});
+  net.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
+  net.linear("fc2", 128, 64).act(R"({"type": "ReLU"})");
+  net.linear("fc3", 64, 10);
+  return net;
+}
+
+// LeNet-5's MLP head 400-120-84-10, `activation` (a spec layer) after the first two layers.
+inline Net lenet5_head(const std::string& activation) {
+  Net net({400});
+  net.linear("f5", 400, 120).act(activation);
+  net.linear("f6", 120, 84).act(activation);
+  net.linear("f7", 84, 10);
+  return net;
+}
+
 // The activations as spec layers, with a parameter off the defaults where there is one.
 inline const std::vector<std::pair<std::string, std::string>>& activations() {
   static const std::vector<std::pair<std::string, std::string>> all = {

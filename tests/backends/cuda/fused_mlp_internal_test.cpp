@@ -141,14 +141,9 @@ TEST(FusedMlpInternal, SmallBatchesTakeTheClusterFormOnHopper) {
   int major = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   if (major < 9) GTEST_SKIP() << "compute capability " << major << ": no thread-block clusters";
-  Net seed({100});
-  seed.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
-  seed.linear("fc2", 128, 64).act(R"({"type": "ReLU"})");
-  seed.linear("fc3", 64, 10);
-  Net head({400});  // LeNet-5's head: 236 KB of weights, more than one block holds
-  head.linear("f5", 400, 120).act(R"({"type": "ReLU"})");
-  head.linear("f6", 120, 84).act(R"({"type": "ReLU"})");
-  head.linear("f7", 84, 10);
+  const Net seed = seed_mlp();
+  // LeNet-5's head: 236 KB of weights, more than one block holds.
+  const Net head = lenet5_head(R"({"type": "ReLU"})");
   for (const char* knob : {"", "block"}) {
     ScopedEnvironment form("FUSEDNN_CUDA_SMALL_BATCH_MLP", knob);
     for (const Net* net : {&seed, &head}) {
@@ -176,10 +171,7 @@ TEST(FusedMlpInternal, SmallBatchesTakeTheClusterFormOnHopper) {
 // whole.
 TEST(FusedMlpInternal, RunsOfOneFusedChainShareNothingWithTheContext) {
   REQUIRE_CUDA();
-  Net seed({100});
-  seed.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
-  seed.linear("fc2", 128, 64).act(R"({"type": "ReLU"})");
-  seed.linear("fc3", 64, 10);
+  const Net seed = seed_mlp();
   Net wide({768});  // cuBLASLt with its workspace
   wide.linear("fc", 768, 3072).act(R"({"type": "GELU", "approximate": "tanh"})");
   Net two({100});  // a Softmax after the chain reads the chain's output from the workspace
@@ -193,7 +185,7 @@ TEST(FusedMlpInternal, RunsOfOneFusedChainShareNothingWithTheContext) {
     set_weights(model, *net, draw_weights(*net, random));
     const CudaBackend* backend = backend_of(model);
     ASSERT_NE(backend, nullptr);
-    EXPECT_EQ(backend->runs_touch_context_memory(), touches) << net->spec();
+    EXPECT_EQ(backend->runs_touch_context_memory(8), touches) << net->spec();
     fdnn_model_destroy(model);
   }
 
@@ -244,10 +236,7 @@ TEST(FusedMlpInternal, Fp32ChainsSplitTheirWeightsWhereTheyFit) {
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   if (major < 8) GTEST_SKIP() << "compute capability " << major << ": no tf32 tensor cores";
   ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "1");
-  Net seed({100});  // 208 KB split: one 8-warp block per SM either way
-  seed.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
-  seed.linear("fc2", 128, 64).act(R"({"type": "ReLU"})");
-  seed.linear("fc3", 64, 10);
+  const Net seed = seed_mlp();  // 208 KB split: one 8-warp block per SM either way
   Net wide({32});  // 64-wide: 98 KB whole (two blocks per SM), 164 KB split (one)
   wide.linear("l0", 32, 64).act(R"({"type": "ReLU"})");
   for (const char* name : {"l1", "l2", "l3"}) wide.linear(name, 64, 64).act(R"({"type": "ReLU"})");
@@ -364,10 +353,7 @@ TEST(FusedMlpInternal, HalfChainsGetTheWarpgroupFormOnComputeCapability90) {
   if (major != 9 || minor != 0) {
     GTEST_SKIP() << "compute capability " << major << "." << minor << ": no sm_90a kernels";
   }
-  Net seed({100});
-  seed.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
-  seed.linear("fc2", 128, 64).act(R"({"type": "ReLU"})");
-  seed.linear("fc3", 64, 10);
+  const Net seed = seed_mlp();
   Net softmax = seed;
   softmax.layer(R"({"type": "Softmax", "dim": -1})");
   struct Case {
@@ -408,24 +394,18 @@ TEST(FusedMlpInternal, HalfChainsGetTheWarpgroupFormOnComputeCapability90) {
 // the first layer on the implicit GEMM, the rest in the WarpRegisters form, from the rows that
 // give every SM a warp tile. LeNet-5's 400-120-84-10 head in fp32, and in bf16 1100-64-10 (the
 // SharedTiles form takes first inputs up to 1024 in the reduced precisions). Not where the batch
-// cannot reach those rows, not with FUSEDNN_CUDA_SPLIT_MLP=0, not where the chain fits the
-// tensor-core kernels whole (the seed MLP).
+// cannot reach those rows, not with FUSEDNN_CUDA_SPLIT_MLP=0, not where the first layer fits the
+// tensor-core kernels (the seed MLP, even with FUSEDNN_CUDA_SPLIT_MLP=1).
 TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
   REQUIRE_CUDA();
   int major = 0, sm_count = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   if (major < 8) GTEST_SKIP() << "compute capability " << major << ": no tensor cores";
-  Net head({400});
-  head.linear("f5", 400, 120).act(R"({"type": "Tanh"})");
-  head.linear("f6", 120, 84).act(R"({"type": "Tanh"})");
-  head.linear("f7", 84, 10);
+  const Net head = lenet5_head(R"({"type": "Tanh"})");
   Net wide({1100});
   wide.linear("a", 1100, 64).act(R"({"type": "ReLU"})").linear("b", 64, 10);
-  Net seed({100});
-  seed.linear("fc1", 100, 128).act(R"({"type": "ReLU"})");
-  seed.linear("fc2", 128, 64).act(R"({"type": "ReLU"})");
-  seed.linear("fc3", 64, 10);
+  const Net seed = seed_mlp();
   const int64_t split_rows = int64_t{sm_count} * 16;
   struct Case {
     const Net* net;
@@ -440,7 +420,8 @@ TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
                         Case{&head, FDNN_PRECISION_FP32, 16384, "0", false, {}},
                         Case{&head, FDNN_PRECISION_FP32, 8, "1", true, TensorCoreMath::Tf32x3},
                         Case{&wide, FDNN_PRECISION_BF16, 16384, "", true, TensorCoreMath::Bf16},
-                        Case{&seed, FDNN_PRECISION_FP32, 16384, "", false, {}}}) {
+                        Case{&seed, FDNN_PRECISION_FP32, 16384, "", false, {}},
+                        Case{&seed, FDNN_PRECISION_FP32, 8, "1", false, {}}}) {
     SCOPED_TRACE(std::string(c.knob) + " precision " + std::to_string(c.precision) +
                  " max_batch " + std::to_string(c.max_batch) + " " + c.net->spec());
     ScopedEnvironment knob("FUSEDNN_CUDA_SPLIT_MLP", c.knob);
@@ -459,7 +440,16 @@ TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
     ASSERT_NE(chain, nullptr);
     EXPECT_EQ(chain->split.usable(), c.split);
     if (!c.split) continue;
-    EXPECT_EQ(chain->split.min_rows, std::string(c.knob) == "1" ? 0 : split_rows);
+    const int64_t min_rows = std::string(c.knob) == "1" ? 0 : split_rows;
+    EXPECT_EQ(chain->split.min_rows, min_rows);
+    // Two kernels and the context's workspace from the split's rows on; below them one kernel
+    // on the caller's buffers alone.
+    EXPECT_EQ(backend->launches_per_run(std::max<int64_t>(min_rows, 1)), 2);
+    EXPECT_TRUE(backend->runs_touch_context_memory(std::max<int64_t>(min_rows, 1)));
+    if (min_rows > 1) {
+      EXPECT_EQ(backend->launches_per_run(min_rows - 1), 1);
+      EXPECT_FALSE(backend->runs_touch_context_memory(min_rows - 1));
+    }
     EXPECT_EQ(chain->split.first.math, c.math);
     EXPECT_EQ(chain->split.rest.math, c.math);
     EXPECT_EQ(chain->split.rest.form, TensorCoreForm::WarpRegisters);

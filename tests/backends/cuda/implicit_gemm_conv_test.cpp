@@ -9,6 +9,7 @@
 // and, from inside the library, by conv_gemm_internal_test.cpp. Without a GPU every test skips.
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,23 @@ TEST(ImplicitGemmConv, ManySamplesAndInsideANetwork) {
                        {}, p.precision, p.bound);
   }
 }
+
+#if FUSEDNN_TEST_WITH_CUDART
+// The dense-rows geometry with the caller's buffers 8 and 4 bytes off 16 too (graphs re-pointed
+// between them): x off 16 bytes takes the table's gather instead of the 16-byte row copies.
+TEST(ImplicitGemmConv, DenseRowsAndTheirGatherOnBuffersOffSixteenBytes) {
+  REQUIRE_CUDA();
+  ScopedEnvironment unfused("FUSEDNN_CUDA_FUSED_CONV", "0");
+  ScopedEnvironment gemm("FUSEDNN_CUDA_IMPLICIT_GEMM", "1");
+  const Geometry& dense = kGeometries[std::size(kGeometries) - 1];
+  uint32_t seed = 1450;
+  for (const PrecisionBound& p : kPrecisions) {
+    SCOPED_TRACE(p.name);
+    expect_rotating_buffers_match(conv_only(dense), seed++, dense.what, true, 133, p.precision,
+                                  bound_for(p, dense));
+  }
+}
+#endif
 
 // Hooks that check the model reports running in `expected`.
 GpuHooks reports(fdnn_precision expected) {
