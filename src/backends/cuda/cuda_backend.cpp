@@ -596,9 +596,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             }
           }
           // Chains too wide for that, split where the batch can reach the split's rows.
+          const int64_t split_rows = int64_t{device_.sm_count} * kWarpRegisterTileRows;
           const bool split_reachable =
-              split_mlps_always ||
-              max_batch_ * step.rows_per_sample >= int64_t{device_.sm_count} * kWarpRegisterTileRows;
+              split_mlps_always || max_batch_ * step.rows_per_sample >= split_rows;
           if (op.tensor_core.tile_rows == 0 && split_mlps && split_reachable &&
               plan_split_mlp(op.mlp.layers, tensor_core_math(precision_), device_, &op.split)) {
             if (split_mlps_always) {
