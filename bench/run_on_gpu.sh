@@ -232,14 +232,14 @@ if want sanitize && [[ -x $TESTS ]] && command -v compute-sanitizer >/dev/null; 
   export FUSEDNN_CUDA_TEST_QUICK=1
   phase "memcheck" 90 "$OUT/memcheck.log" compute-sanitizer --tool memcheck --leak-check full \
     --error-exitcode 3 "$TESTS" \
-    --gtest_filter='*WholeConv*:*Dependent*:*RowOps*:*SeedMlp*:*OffThe*:*LongerThan*:*Convolutions*:*LayerNorm*:*Dags*:*Identity*:*RowsPerSample*:*DevicePath*:*TensorCore*:*SmallBatch*:*Precision*:*Cublas*:*FusedConvPool*:*FusedConvLeNet*:*ImplicitGemm*:*ConvGemm*'
+    --gtest_filter='*WholeConv*:*Dependent*:*RowOps*:*SeedMlp*:*OffThe*:*LongerThan*:*Convolutions*:*LayerNorm*:*Dags*:*Identity*:*RowsPerSample*:*DevicePath*:*TensorCore*:*SmallBatch*:*Precision*:*Cublas*:*FusedConvPool*:*FusedConvLeNet*:*ImplicitGemm*:*ConvGemm*:*HalfChains*:*WideFirst*:*Tanh*'
   grep -E "ERROR SUMMARY|LEAK SUMMARY|^\[  (PASSED|FAILED) " "$OUT/memcheck.log" | tail -4 >>"$SUMMARY"
   # The kernels that share data through shared memory (the SharedTiles form under racecheck is
   # the slowest part: 90 s was too little on 2026-11-23).
   # RACECHECK_FILTER narrows it (one call cannot racecheck everything since the tensor-core forms).
   phase "racecheck" "${RACECHECK_CAP:-170}" "$OUT/racecheck.log" compute-sanitizer --tool racecheck \
     --error-exitcode 3 "$TESTS" \
-    --gtest_filter="${RACECHECK_FILTER:-*Dependent*:*WholeConv*:*RowOps*:*TensorCore*:*SeedMlp*:*SmallBatch*:*FusedConvPool*:*FusedConvLeNet*:*Convolutions*:*LayerNorm*:*Precision*:*RowsPerSample*:*OffThe*:*ImplicitGemm*}"
+    --gtest_filter="${RACECHECK_FILTER:-*Dependent*:*WholeConv*:*RowOps*:*TensorCore*:*SeedMlp*:*SmallBatch*:*FusedConvPool*:*FusedConvLeNet*:*Convolutions*:*LayerNorm*:*Precision*:*RowsPerSample*:*OffThe*:*ImplicitGemm*:*HalfChains*:*WideFirst*}"
   grep -E "RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) " "$OUT/racecheck.log" | tail -4 \
     >>"$SUMMARY"
 fi

@@ -29,6 +29,7 @@
 #include <string>
 
 #include "backends/cuda/epilogue.cuh"
+#include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
 #include "backends/cuda/mbarrier.cuh"
 #include "backends/cuda/row_tail.cuh"
@@ -105,24 +106,59 @@ __device__ __forceinline__ void stage_tile(const WarpgroupParams& p, int64_t til
   bulk_copy(buffer, p.x + first * p.input_width, bytes, barrier);
 }
 
+// 16 bytes of shared memory at `address` where `inside`, else zeros: a predicated load, not a
+// branch, so that a tile's loads can all be in flight before the first conversion needs one.
+__device__ __forceinline__ float4 load_shared_if(bool inside, uint32_t address) {
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  asm("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %4, 0;\n\t"
+      "@p ld.shared.v4.f32 {%0, %1, %2, %3}, [%5];\n\t}"
+      : "+f"(v.x), "+f"(v.y), "+f"(v.z), "+f"(v.w)
+      : "r"(static_cast<int>(inside)), "r"(address));
+  return v;
+}
+
 // The first layer's A fragments from this warp's 16 staged rows: 4 consecutive columns per
 // thread and k-step (the weights' k order matches, fused_mlp_warpgroup_image.cpp); zeros past
 // the input's width (a multiple of 4, so a thread's 4 columns are all in or all out).
+//
+// Two orders, by measurement (bench/cuda/warpgroup_mlp_timeline.cu, H200): at width 128 every
+// load first, then every conversion: with a branch per k-step the compiler converted each step's
+// loads before issuing the next step's, and the seed MLP's warpgroups spent 0.86 us of their
+// 2.85 us per tile reading the input (0.64 after; the seed 39.4 -> 38.3 us). At width 64 (two or
+// four k-steps) the batched order ran the 64-wide MLP 1% slower, so it keeps a branch per step.
 template <TensorCoreMath kMath, int kSteps>
-__device__ __forceinline__ void load_input(const float* rows, int stride, int input_steps, int g,
+__device__ __forceinline__ void load_input(uint32_t rows, int stride, int input_steps, int g,
                                            int t, Operands<kSteps>& a) {
+  float4 low[kSteps], high[kSteps];
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
+    const bool inside = s < input_steps && 16 * s + 4 * t < stride;
+    const uint32_t column = static_cast<uint32_t>(16 * s + 4 * t);
+    const uint32_t low_row = rows + 4u * (static_cast<uint32_t>(g * stride) + column);
+    const uint32_t high_row = rows + 4u * (static_cast<uint32_t>((g + 8) * stride) + column);
+    if constexpr (kSteps <= 4) {
+      if (!inside) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) a[s][i] = 0u;
-    if (s < input_steps && 16 * s + 4 * t < stride) {
-      const float4 low = *reinterpret_cast<const float4*>(rows + g * stride + 16 * s + 4 * t);
-      const float4 high =
-          *reinterpret_cast<const float4*>(rows + (g + 8) * stride + 16 * s + 4 * t);
-      a[s][0] = pack<kMath, false>(low.x, low.y);
-      a[s][1] = pack<kMath, false>(high.x, high.y);
-      a[s][2] = pack<kMath, false>(low.z, low.w);
-      a[s][3] = pack<kMath, false>(high.z, high.w);
+        for (int i = 0; i < 4; ++i) a[s][i] = 0u;
+        continue;
+      }
+    }
+    low[s] = load_shared_if(inside, low_row);
+    high[s] = load_shared_if(inside, high_row);
+    if constexpr (kSteps <= 4) {
+      a[s][0] = pack<kMath, false>(low[s].x, low[s].y);
+      a[s][1] = pack<kMath, false>(high[s].x, high[s].y);
+      a[s][2] = pack<kMath, false>(low[s].z, low[s].w);
+      a[s][3] = pack<kMath, false>(high[s].z, high[s].w);
+    }
+  }
+  if constexpr (kSteps > 4) {
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      a[s][0] = pack<kMath, false>(low[s].x, low[s].y);
+      a[s][1] = pack<kMath, false>(high[s].x, high[s].y);
+      a[s][2] = pack<kMath, false>(low[s].z, low[s].w);
+      a[s][3] = pack<kMath, false>(high[s].z, high[s].w);
     }
   }
 }
@@ -291,6 +327,7 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
   const uint32_t shared_base = shared_address(shared_memory);
   const int width = p.input_width;
   const uint32_t stage_bytes = p.stage_bytes;
+  FDNN_BLOCK_STAMP(0);
 
   for (uint32_t i = threadIdx.x; i < p.image_chunks; i += blockDim.x) {
     __pipeline_memcpy_async(shared_memory + i, p.image + i, 16);
@@ -304,6 +341,7 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   publish_mbarrier_init();
   __syncthreads();
+  FDNN_BLOCK_STAMP(1);
 
   // Tiles warpgroup-major over the grid: a round of grid_step tiles gives every block's first
   // warpgroup one before any block's second, so the last, partial round spreads over all the SMs
@@ -323,21 +361,25 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     for (int s = 0; s < p.stages; ++s) {
       const int64_t tile = first_tile + s * grid_step;
       if (tile < p.tiles) stage_tile(p, tile, ring + s * stage_bytes, barriers + 8u * s);
+      FDNN_TILE_STAMP(warpgroup, s, 0);
     }
   }
   int stage = 0;
   uint32_t parity = 0;
+  [[maybe_unused]] int local_tile = 0;  // the timeline probe's count
   for (int64_t tile = first_tile; tile < p.tiles; tile += grid_step) {
     wait_for_parity(barriers + 8u * stage, parity);
-    const float* rows = reinterpret_cast<const float*>(smem + p.stage_offset +
-                                                       size_t(ring_first + stage) * stage_bytes) +
-                        warp * 16 * width;
+    if (issuer) FDNN_TILE_STAMP(warpgroup, local_tile, 1);
+    const uint32_t rows = ring + static_cast<uint32_t>(stage) * stage_bytes +
+                          static_cast<uint32_t>(warp * 16 * width) * 4u;
     Operands<kSteps> a, b;
     load_input<kMath, kSteps>(rows, width, p.input_steps, g, t, a);
     warpgroup_barrier(warpgroup);  // every thread has read the stage
     if (issuer) {
       const int64_t ahead = tile + int64_t{p.stages} * grid_step;
       if (ahead < p.tiles) stage_tile(p, ahead, ring + stage * stage_bytes, barriers + 8u * stage);
+      FDNN_TILE_STAMP(warpgroup, local_tile + p.stages, 0);
+      FDNN_TILE_STAMP(warpgroup, local_tile, 2);
     }
     if (++stage == p.stages) stage = 0, parity ^= 1u;
     const int64_t warp_row = tile * kRows + warp * 16;
@@ -345,15 +387,17 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     const int64_t valid = p.rows - warp_row;
     // Two layers per trip, each writing the other's operands: no copy between layers.
     for (int l = 0; l < p.layer_count; l += 2) {
-      if (run_layer_at<kMath, kSteps, kTail>(p, l, smem, shared_base, row_lo, valid, g, t, a,
-                                             b)) {
-        break;
-      }
-      if (run_layer_at<kMath, kSteps, kTail>(p, l + 1, smem, shared_base, row_lo, valid, g, t,
-                                             b, a)) {
-        break;
-      }
+      const bool last = run_layer_at<kMath, kSteps, kTail>(p, l, smem, shared_base, row_lo,
+                                                           valid, g, t, a, b);
+      if (issuer) FDNN_TILE_STAMP(warpgroup, local_tile, 4 + l);
+      if (last) break;
+      const bool next_last = run_layer_at<kMath, kSteps, kTail>(p, l + 1, smem, shared_base,
+                                                                row_lo, valid, g, t, b, a);
+      if (issuer) FDNN_TILE_STAMP(warpgroup, local_tile, 5 + l);
+      if (next_last) break;
     }
+    if (issuer) FDNN_TILE_STAMP(warpgroup, local_tile, 3);
+    ++local_tile;
   }
 #else
   (void)p;

@@ -28,9 +28,41 @@ __device__ unsigned int kernel_timeline_launches;
       if ((phase) == (last_phase)) ++kernel_timeline_launches;                         \
     }                                                                                  \
   } while (0)
+// Per-tile stamps for persistent kernels (warpgroup_mlp_timeline.cu): the calling thread stamps
+// %globaltimer for `phase` of its worker's `tile`-th tile (counted from 0 in the worker's own
+// order) in this block; FDNN_BLOCK_STAMP stamps block-wide phases (entry, weights ready).
+constexpr int kTileTimelineBlocks = 160, kTileTimelineWorkers = 4, kTileTimelineTiles = 64;
+constexpr int kTileTimelinePhases = 12, kBlockTimelinePhases = 2;
+__device__ unsigned long long tile_timeline[kTileTimelineBlocks][kTileTimelineWorkers]
+                                           [kTileTimelineTiles][kTileTimelinePhases];
+__device__ unsigned long long block_timeline[kTileTimelineBlocks][kBlockTimelinePhases];
+__device__ __forceinline__ unsigned long long timeline_now() {
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now;
+}
+#define FDNN_TILE_STAMP(worker, tile, phase)                                     \
+  do {                                                                           \
+    if (blockIdx.x < kTileTimelineBlocks && (tile) < kTileTimelineTiles &&       \
+        (phase) < kTileTimelinePhases) {                                         \
+      tile_timeline[blockIdx.x][worker][tile][phase] = timeline_now();           \
+    }                                                                            \
+  } while (0)
+#define FDNN_BLOCK_STAMP(phase)                                                  \
+  do {                                                                           \
+    if (threadIdx.x == 0 && blockIdx.x < kTileTimelineBlocks) {                  \
+      block_timeline[blockIdx.x][phase] = timeline_now();                        \
+    }                                                                            \
+  } while (0)
 #else
 #define FDNN_TIMELINE(stamping, phase, last_phase) \
   do {                                             \
+  } while (0)
+#define FDNN_TILE_STAMP(worker, tile, phase) \
+  do {                                       \
+  } while (0)
+#define FDNN_BLOCK_STAMP(phase) \
+  do {                          \
   } while (0)
 #endif
 
