@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
       run_layers<kMath, kSteps, kTail, 0>(p, smem, shared_base, row_lo, valid, g, t, a, b,
                                           warpgroup, local_tile);
     }
-    // Two layers per trip, each writing the other's operands: no copy between layers.
+    // Width 128: two layers per trip, each writing the other's operands: no copy between layers.
     for (int l = 0; kSteps > 4 && l < p.layer_count; l += 2) {
       const bool last = run_layer_at<kMath, kSteps, kTail>(p, l, smem, shared_base, row_lo,
                                                            valid, g, t, a, b);
