@@ -76,27 +76,30 @@ using Tile6x2x4 = Tile<6, 2, 4>;
 using Tile8x2x4 = Tile<8, 2, 4>;
 using Tile8x2x2 = Tile<8, 2, 2>;
 
+// A table row from the tile type itself, so that its shape and blocks per SM cannot drift from
+// the kernel's: conv_pool_kernel<kKernel, T>, or (small) the SmallTile kernel of that size built
+// in its own file.
+template <int kKernel, class T>
+constexpr Variant variant(const char* name) {
+  return {conv_pool_kernel<kKernel, T>, name, kKernel, T::kCo, T::kR, T::kC, false,
+          T::kBlocksPerSm};
+}
+Variant small_variant(void (*kernel)(ConvPoolParams), const char* name, int kernel_size) {
+  return {kernel, name, kernel_size, SmallTile::kCo, SmallTile::kR, SmallTile::kC, true,
+          SmallTile::kBlocksPerSm};
+}
+
 const Variant kVariants[] = {
-    {conv_pool_kernel<5, Tile6x2x4>, "conv_pool_kernel<5x5, 6x2x4>", 5, 6, 2, 4, false,
-     Tile6x2x4::kBlocksPerSm},
-    {conv_pool_kernel<5, Tile8x2x4>, "conv_pool_kernel<5x5, 8x2x4>", 5, 8, 2, 4, false,
-     Tile8x2x4::kBlocksPerSm},
-    {conv_pool_kernel<5, Tile8x2x2>, "conv_pool_kernel<5x5, 8x2x2>", 5, 8, 2, 2, false,
-     Tile8x2x2::kBlocksPerSm},
-    {small_tile_conv_pool_kernel_5x5(), "conv_pool_kernel<5x5, 4x2x2>", 5, 4, 2, 2, true,
-     SmallTile::kBlocksPerSm},
-    {conv_pool_kernel<3, Tile6x2x4>, "conv_pool_kernel<3x3, 6x2x4>", 3, 6, 2, 4, false,
-     Tile6x2x4::kBlocksPerSm},
-    {conv_pool_kernel<3, Tile8x2x4>, "conv_pool_kernel<3x3, 8x2x4>", 3, 8, 2, 4, false,
-     Tile8x2x4::kBlocksPerSm},
-    {conv_pool_kernel<3, Tile8x2x2>, "conv_pool_kernel<3x3, 8x2x2>", 3, 8, 2, 2, false,
-     Tile8x2x2::kBlocksPerSm},
-    {small_tile_conv_pool_kernel_3x3(), "conv_pool_kernel<3x3, 4x2x2>", 3, 4, 2, 2, true,
-     SmallTile::kBlocksPerSm},
-    {conv_pool_kernel<0, Tile8x2x4>, "conv_pool_kernel<any, 8x2x4>", 0, 8, 2, 4, false,
-     Tile8x2x4::kBlocksPerSm},
-    {small_tile_conv_pool_kernel_any(), "conv_pool_kernel<any, 4x2x2>", 0, 4, 2, 2, true,
-     SmallTile::kBlocksPerSm},
+    variant<5, Tile6x2x4>("conv_pool_kernel<5x5, 6x2x4>"),
+    variant<5, Tile8x2x4>("conv_pool_kernel<5x5, 8x2x4>"),
+    variant<5, Tile8x2x2>("conv_pool_kernel<5x5, 8x2x2>"),
+    small_variant(small_tile_conv_pool_kernel_5x5(), "conv_pool_kernel<5x5, 4x2x2>", 5),
+    variant<3, Tile6x2x4>("conv_pool_kernel<3x3, 6x2x4>"),
+    variant<3, Tile8x2x4>("conv_pool_kernel<3x3, 8x2x4>"),
+    variant<3, Tile8x2x2>("conv_pool_kernel<3x3, 8x2x2>"),
+    small_variant(small_tile_conv_pool_kernel_3x3(), "conv_pool_kernel<3x3, 4x2x2>", 3),
+    variant<0, Tile8x2x4>("conv_pool_kernel<any, 8x2x4>"),
+    small_variant(small_tile_conv_pool_kernel_any(), "conv_pool_kernel<any, 4x2x2>", 0),
 };
 constexpr int kVariantCount = static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0]));
 

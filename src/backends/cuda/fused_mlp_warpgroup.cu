@@ -117,6 +117,16 @@ __device__ __forceinline__ float4 load_shared_if(bool inside, uint32_t address) 
   return v;
 }
 
+// One k-step's A fragment from a thread's 4 columns of rows g (low) and g + 8 (high).
+template <TensorCoreMath kMath>
+__device__ __forceinline__ void pack_step(const float4& low, const float4& high,
+                                          uint32_t (&fragment)[4]) {
+  fragment[0] = pack<kMath, false>(low.x, low.y);
+  fragment[1] = pack<kMath, false>(high.x, high.y);
+  fragment[2] = pack<kMath, false>(low.z, low.w);
+  fragment[3] = pack<kMath, false>(high.z, high.w);
+}
+
 // The first layer's A fragments from this warp's 16 staged rows: 4 consecutive columns per
 // thread and k-step (the weights' k order matches, fused_mlp_warpgroup_image.cpp); zeros past
 // the input's width (a multiple of 4, so a thread's 4 columns are all in or all out).
@@ -146,19 +156,13 @@ __device__ __forceinline__ void load_input(uint32_t rows, int stride, int input_
     low[s] = load_shared_if(inside, low_row);
     high[s] = load_shared_if(inside, high_row);
     if constexpr (kSteps <= 4) {
-      a[s][0] = pack<kMath, false>(low[s].x, low[s].y);
-      a[s][1] = pack<kMath, false>(high[s].x, high[s].y);
-      a[s][2] = pack<kMath, false>(low[s].z, low[s].w);
-      a[s][3] = pack<kMath, false>(high[s].z, high[s].w);
+      pack_step<kMath>(low[s], high[s], a[s]);
     }
   }
   if constexpr (kSteps > 4) {
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      a[s][0] = pack<kMath, false>(low[s].x, low[s].y);
-      a[s][1] = pack<kMath, false>(high[s].x, high[s].y);
-      a[s][2] = pack<kMath, false>(low[s].z, low[s].w);
-      a[s][3] = pack<kMath, false>(high[s].z, high[s].w);
+      pack_step<kMath>(low[s], high[s], a[s]);
     }
   }
 }
