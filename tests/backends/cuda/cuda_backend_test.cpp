@@ -865,6 +865,13 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
   const std::vector<int64_t> batches =
       quick() ? std::vector<int64_t>{1, 7} : std::vector<int64_t>{1, 2, 7, 31, 131, 132, 133};
   expect_fused_conv_matches_cpu(three, batches, 530, 2, "three conv stages and a two-layer head");
+  {
+    // By default the head's layers after its first run whole in every block of the cluster;
+    // here every layer is split over the blocks.
+    ScopedEnvironment split_head("FUSEDNN_CUDA_CONV_NET_WHOLE_TAIL", "0");
+    expect_fused_conv_matches_cpu(three, {1, 7}, 531, 2, "three stages, head split over blocks");
+    expect_fused_conv_matches_cpu(lenet5(), {1, 3}, 532, 2, "LeNet-5, head split over blocks");
+  }
 
 #if FUSEDNN_TEST_WITH_CUDART
   int device = 0, sms = 0;
