@@ -801,7 +801,7 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
   // The head: each block's part of every layer (its columns' weights, then their bias) as one
   // contiguous run of the head image, placed in shared memory as it is in the image. The layers
   // after the first run whole in every block (all their columns in every run): their outputs
-  // need no exchange between the blocks (LeNet-5's 120-84-10: 40 KB a block). Where that does
+  // need no exchange between the blocks (LeNet-5's 120-84-10: 45 KB a block). Where that does
   // not fit, every layer is split over the blocks.
   const int64_t offset_before_head = offset, scratch_before_head = scratch_floats;
   const int64_t output_before_head = previous_output;
@@ -820,7 +820,7 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
       }
       HeadLayer& h = p.head[l];
       h.has_bias = layer.bias != nullptr;
-      h.whole = l >= whole_from;
+      h.whole = l >= whole_from && layer.out <= kThreads;
       h.in = layer.in;
       h.out = layer.out;
       if (h.whole) {
@@ -829,7 +829,6 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
         while (h.per_column < 32 && int64_t{layer.out} * h.per_column * 2 <= kThreads) {
           h.per_column *= 2;
         }
-        if (layer.out > kThreads) return false;
       } else {
         h.slice = slice_for((layer.out + kBlocks - 1) / kBlocks);
         if (h.slice > kThreads) return false;
