@@ -800,9 +800,9 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
   }
   // The head: each block's part of every layer (its columns' weights, then their bias) as one
   // contiguous run of the head image, placed in shared memory as it is in the image. The layers
-  // after the first run whole in every block (all their columns in every run): their outputs
-  // need no exchange between the blocks (LeNet-5's 120-84-10: 45 KB a block). Where that does
-  // not fit, every layer is split over the blocks.
+  // after the first, up to kThreads columns wide, run whole in every block (all their columns in
+  // every run): their outputs need no exchange between the blocks (LeNet-5's 120-84-10: 45 KB a
+  // block). Where that does not fit, every layer is split over the blocks.
   const int64_t offset_before_head = offset, scratch_before_head = scratch_floats;
   const int64_t output_before_head = previous_output;
   size_t whole_from = whole_tail_enabled() ? 1 : head.size();
