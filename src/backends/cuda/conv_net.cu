@@ -3,8 +3,9 @@
 // One sample per cluster of kBlocks blocks (compute capability 9.0 and newer), each block on its
 // own SM with a kBlocks-th of every layer's work:
 // - a conv stage's patches (one output channel x 2 x 2 conv positions each) are split into
-//   kBlocks ranges; a head layer's columns the same way, each block holding only its columns'
-//   weights (one bulk copy of its run of the head image) and the stages' filters (bulk copies);
+//   kBlocks ranges; the head's first layer's columns the same way, each block holding only its
+//   columns' weights (one bulk copy of its run of the head image) and the stages' filters (bulk
+//   copies); the head's later layers, small, run whole in every block (no exchange after them);
 // - a block sends each output it computes to every block's copy of the next layer's input
 //   (st.async, counted on that block's mbarrier for the layer), already in the next stage's
 //   zero-padded staged layout; a block starts a layer once its mbarrier has all the other
@@ -90,9 +91,14 @@ struct Stage {
 
 struct HeadLayer {
   bool has_bias;
+  // Every block computes all `out` columns from its own copy of the weights and keeps them (the
+  // last layer: block 0 writes y), instead of its slice sent to every block.
+  bool whole;
   int32_t in, out;
-  int32_t slice;       // columns per block, a power of two from 4
-  int32_t per_column;  // threads per column (kThreads / slice), each over a piece of the inputs
+  int32_t slice;       // columns per block, a power of two from 4 (whole: out rounded up to 4)
+  // Threads per column, each over a piece of the inputs: kThreads / slice, or for a whole layer
+  // the adjacent lanes a butterfly adds (a power of two up to 32, out x per_column <= kThreads).
+  int32_t per_column;
   uint32_t weights;    // float offset of this block's [in][slice] columns in shared memory
   uint32_t bias_at;    // float offset of their slice of the bias in shared memory
   uint32_t input;      // float offset of the layer's input vector in shared memory
@@ -285,6 +291,57 @@ __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p, cons
   }
 }
 
+// accumulate_channel() for stride 1 and a kernel width known at compile time: the patch's second
+// column is the next float and its second row the next staged row, so a kernel row's kWidth + 1
+// values of each of the two rows serve both columns (12 loads for 5 taps instead of 20), and the
+// next kernel row of the same channel starts from this one's second row (6 more). The same
+// products in the same order as accumulate_channel's.
+template <int kWidth>
+__device__ __forceinline__ void accumulate_channel_unit_stride(const ConvPoolParams& p,
+                                                               const float* staged,
+                                                               const float* filters, int o, int ty,
+                                                               int tx, int r_begin, int r_end,
+                                                               float (&acc)[4]) {
+  const int kernel_height = p.kernel_height;
+  const int pitch = p.row_pitch;
+  const int taps = kernel_height * kWidth;
+  int c = r_begin / kernel_height;
+  int kh = r_begin - c * kernel_height;
+  const float* patch = staged + ty * 2 * pitch + tx * 2;
+  const float* lane_filters = filters + (o / SmallTile::kCo) * taps * SmallTile::kTapStride +
+                              o % SmallTile::kCo;
+  const int channel_floats = p.channel_groups * taps * SmallTile::kTapStride;
+  float top[kWidth + 1], bottom[kWidth + 1];
+  bool have_top = false;
+#pragma unroll 1
+  for (int r = r_begin; r < r_end; ++r) {
+    const float* row = patch + c * p.plane_floats + kh * pitch;
+    const float* tap = lane_filters + c * channel_floats + kh * kWidth * SmallTile::kTapStride;
+#pragma unroll
+    for (int j = 0; j <= kWidth; ++j) {
+      if (!have_top) top[j] = row[j];
+      bottom[j] = row[pitch + j];
+    }
+#pragma unroll
+    for (int kw = 0; kw < kWidth; ++kw) {
+      const float f = tap[kw * SmallTile::kTapStride];
+      acc[0] = fmaf(top[kw], f, acc[0]);
+      acc[1] = fmaf(top[kw + 1], f, acc[1]);
+      acc[2] = fmaf(bottom[kw], f, acc[2]);
+      acc[3] = fmaf(bottom[kw + 1], f, acc[3]);
+    }
+    if (++kh == kernel_height) {
+      kh = 0;
+      ++c;
+      have_top = false;
+    } else {
+#pragma unroll
+      for (int j = 0; j <= kWidth; ++j) top[j] = bottom[j];
+      have_top = true;
+    }
+  }
+}
+
 // Bias, epilogue and pooling of this block's patch `item`, sent on.
 __device__ __forceinline__ void finish_item(const Stage& stage, const float* smem, int item,
                                             const float (&acc)[ChannelTile::kValues],
@@ -328,7 +385,12 @@ __device__ __forceinline__ void run_stage(const Stage& stage, int rank, const fl
     const int r_begin = split * stage.rows_per_split;
     const int r_end = min(p.in_channels * p.kernel_height, r_begin + stage.rows_per_split);
     float acc[ChannelTile::kValues] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (p.kernel_width == 5) {
+    const bool unit_stride = p.stride_width == 1 && p.stride_height == 1;
+    if (p.kernel_width == 5 && unit_stride) {
+      accumulate_channel_unit_stride<5>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
+    } else if (p.kernel_width == 3 && unit_stride) {
+      accumulate_channel_unit_stride<3>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
+    } else if (p.kernel_width == 5) {
       accumulate_channel<5>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
     } else if (p.kernel_width == 3) {
       accumulate_channel<3>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
@@ -402,6 +464,43 @@ __device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank,
       publisher.send_to_one(layer.to, static_cast<uint32_t>(column),
                             apply_epilogue(layer.epilogue, sum), lane);
     }
+  }
+}
+
+// A head layer every block computes whole: per_column adjacent threads a column each sum a piece
+// of the inputs, a butterfly adds the pieces, and the column's first thread adds the bias, applies
+// the epilogue and keeps the result in this block's input of the next layer (the last layer:
+// block 0 writes y). No exchange with the other blocks, whose next layer's mbarrier expects
+// nothing from this one.
+__device__ __forceinline__ void run_whole_head_layer(const HeadLayer& layer, int rank,
+                                                     const float* smem, Publisher& publisher,
+                                                     [[maybe_unused]] const Stamps& stamps,
+                                                     [[maybe_unused]] int partial_phase) {
+  const float* input = smem + layer.input;
+  const float* weights = smem + layer.weights;
+  const int pieces = layer.per_column;
+  const int column = threadIdx.x / pieces;
+  const int piece = threadIdx.x % pieces;
+  float sum = 0.0f;
+  if (column < layer.out) {
+    const int per_piece = (layer.in + pieces - 1) / pieces;
+    const int begin = piece * per_piece;
+    const int end = min(layer.in, begin + per_piece);
+    for (int i = begin; i < end; ++i) sum = fmaf(input[i], weights[i * layer.slice + column], sum);
+  }
+  // Every lane takes part (a column's pieces are adjacent lanes of one warp).
+  for (int offset = pieces / 2; offset > 0; offset /= 2) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  }
+  FDNN_CONV_NET_STAMP(stamps, partial_phase);
+  if (piece != 0 || column >= layer.out) return;
+  if (layer.has_bias) sum += smem[layer.bias_at + column];
+  FDNN_CONV_NET_STAMP(stamps, partial_phase + 1);
+  const float value = apply_epilogue(layer.epilogue, sum);
+  if (!layer.to.global) {
+    publisher.smem[layer.to.base + column] = value;
+  } else if (rank == 0) {
+    publisher.y_sample[column] = value;
   }
 }
 
@@ -513,6 +612,8 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
     FDNN_CONV_NET_STAMP(stamps, phase + 1);
     if (l < q.stage_count) {
       run_stage(q.stages[l], rank, smem, smem + q.scratch, publisher, stamps, phase + 2);
+    } else if (q.head[l - q.stage_count].whole) {
+      run_whole_head_layer(q.head[l - q.stage_count], rank, smem, publisher, stamps, phase + 2);
     } else {
       run_head_layer(q.head[l - q.stage_count], rank, smem, smem + q.scratch, publisher, stamps,
                      phase + 2);
@@ -596,7 +697,7 @@ DeviceArray<float> build_head_image(const std::vector<FusedMlpLayerDesc>& head,
     for (int rank = 0; rank < kBlocks; ++rank) {
       float* run = image.data() + rank * rank_floats + layer_offset;
       for (int c = 0; c < h.slice; ++c) {
-        const int column = rank * h.slice + c;
+        const int column = h.whole ? c : rank * h.slice + c;
         if (column >= layer.out) break;
         for (int i = 0; i < layer.in; ++i) {
           run[static_cast<size_t>(i) * h.slice + c] =
@@ -622,6 +723,13 @@ ConvNetMode conv_net_mode() {
   if (value == "0") return ConvNetMode::Off;
   if (value == "1") return ConvNetMode::Always;
   return ConvNetMode::Default;
+}
+
+// FUSEDNN_CUDA_CONV_NET_WHOLE_TAIL=0 splits every head layer over the blocks (for comparing);
+// by default the layers after the head's first run whole in every block where they fit.
+bool whole_tail_enabled() {
+  const char* knob = std::getenv("FUSEDNN_CUDA_CONV_NET_WHOLE_TAIL");
+  return knob == nullptr || std::string(knob) != "0";
 }
 
 bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
@@ -691,78 +799,103 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     }
   }
   // The head: each block's part of every layer (its columns' weights, then their bias) as one
-  // contiguous run of the head image, placed in shared memory as it is in the image.
-  int64_t rank_floats = 0;
-  p.head_base = static_cast<uint32_t>(offset);
-  for (size_t l = 0; l < head.size(); ++l) {
-    const FusedMlpLayerDesc& layer = head[l];
-    if (layer.weight_t == nullptr || layer.in != previous_output || layer.out < 1 ||
-        layer.padded_out < layer.out || layer.padded_out % 4 != 0) {
-      return false;
-    }
-    HeadLayer& h = p.head[l];
-    h.has_bias = layer.bias != nullptr;
-    h.in = layer.in;
-    h.out = layer.out;
-    h.slice = slice_for((layer.out + kBlocks - 1) / kBlocks);
-    if (h.slice > kThreads) return false;
-    h.per_column = kThreads / h.slice;
-    h.weights = static_cast<uint32_t>(p.head_base + rank_floats);
-    h.bias_at = static_cast<uint32_t>(h.weights + int64_t{layer.in} * h.slice);
-    rank_floats += int64_t{layer.in} * h.slice + h.slice;  // slice: a multiple of 4
-    h.epilogue = layer.epilogue;
-    scratch_floats = std::max<int64_t>(scratch_floats, int64_t{h.per_column} * (h.slice + 1));
-    previous_output = layer.out;
-  }
-  place(rank_floats);
-  p.head_rank_floats = static_cast<uint32_t>(rank_floats);
-  for (size_t l = 0; l < head.size(); ++l) p.head[l].input = place(head[l].in);
-  p.output_floats = static_cast<int32_t>(previous_output);
-  p.scratch = place(scratch_floats);
-
-  // Where each layer's outputs go, and what each block's mbarrier for them waits for.
-  const int layer_count = p.stage_count + p.head_count;
-  for (int l = 0; l < layer_count; ++l) {
-    Destination& to = l < p.stage_count ? p.stages[l].to : p.head[l - p.stage_count].to;
-    to.global = l + 1 == layer_count;
-    to.barrier = static_cast<uint32_t>(sizeof(uint64_t) * (l + 1));
-    if (to.global) continue;
-    if (l + 1 < p.stage_count) {
-      const Stage& next = p.stages[l + 1];
-      to.base = next.input;
-      to.channel_stride = next.conv.plane_floats;
-      to.row_stride = next.conv.row_pitch;
-      to.row_origin = next.conv.origin_row;
-      to.col_origin = next.conv.origin_col;
-      to.rows = next.staged_height;
-      to.cols = next.conv.staged_width;
-    } else if (l + 1 == p.stage_count) {  // flattened into the head's input
-      const ConvPoolParams& last = p.stages[l].conv;
-      to.base = p.head[0].input;
-      to.channel_stride = last.pooled_height * last.pooled_width;
-      to.row_stride = last.pooled_width;
-      to.rows = last.pooled_height;
-      to.cols = last.pooled_width;
-    } else {
-      to.base = p.head[l + 1 - p.stage_count].input;
-    }
-    int64_t sent[kBlocks], total = 0;
-    for (int rank = 0; rank < kBlocks; ++rank) {
-      if (l < p.stage_count) {
-        sent[rank] = values_sent(p.stages[l], rank);
-      } else {
-        const HeadLayer& h = p.head[l - p.stage_count];
-        sent[rank] = std::max<int64_t>(0, std::min<int64_t>(h.out, (rank + 1) * h.slice) -
-                                              int64_t{rank} * h.slice);
+  // contiguous run of the head image, placed in shared memory as it is in the image. The layers
+  // after the first, up to kThreads columns wide, run whole in every block (all their columns in
+  // every run): their outputs need no exchange between the blocks (LeNet-5's 120-84-10: 45 KB a
+  // block). Where that does not fit, every layer is split over the blocks.
+  const int64_t offset_before_head = offset, scratch_before_head = scratch_floats;
+  const int64_t output_before_head = previous_output;
+  size_t whole_from = whole_tail_enabled() ? 1 : head.size();
+  for (;;) {
+    offset = offset_before_head;
+    scratch_floats = scratch_before_head;
+    previous_output = output_before_head;
+    int64_t rank_floats = 0;
+    p.head_base = static_cast<uint32_t>(offset);
+    for (size_t l = 0; l < head.size(); ++l) {
+      const FusedMlpLayerDesc& layer = head[l];
+      if (layer.weight_t == nullptr || layer.in != previous_output || layer.out < 1 ||
+          layer.padded_out < layer.out || layer.padded_out % 4 != 0) {
+        return false;
       }
-      total += sent[rank];
+      HeadLayer& h = p.head[l];
+      h.has_bias = layer.bias != nullptr;
+      h.whole = l >= whole_from && layer.out <= kThreads;
+      h.in = layer.in;
+      h.out = layer.out;
+      if (h.whole) {
+        h.slice = static_cast<int32_t>(round_up(layer.out, 4));
+        h.per_column = 1;
+        while (h.per_column < 32 && int64_t{layer.out} * h.per_column * 2 <= kThreads) {
+          h.per_column *= 2;
+        }
+      } else {
+        h.slice = slice_for((layer.out + kBlocks - 1) / kBlocks);
+        if (h.slice > kThreads) return false;
+        h.per_column = kThreads / h.slice;
+      }
+      h.weights = static_cast<uint32_t>(p.head_base + rank_floats);
+      h.bias_at = static_cast<uint32_t>(h.weights + int64_t{layer.in} * h.slice);
+      rank_floats += int64_t{layer.in} * h.slice + h.slice;  // slice: a multiple of 4
+      h.epilogue = layer.epilogue;
+      if (!h.whole) {
+        scratch_floats = std::max<int64_t>(scratch_floats, int64_t{h.per_column} * (h.slice + 1));
+      }
+      previous_output = layer.out;
     }
-    for (int rank = 0; rank < kBlocks; ++rank) {
-      p.expected_bytes[l + 1][rank] = static_cast<uint32_t>(sizeof(float) * (total - sent[rank]));
-    }
-  }
+    place(rank_floats);
+    p.head_rank_floats = static_cast<uint32_t>(rank_floats);
+    for (size_t l = 0; l < head.size(); ++l) p.head[l].input = place(head[l].in);
+    p.output_floats = static_cast<int32_t>(previous_output);
+    p.scratch = place(scratch_floats);
 
-  launch->shared_bytes = static_cast<size_t>(offset) * sizeof(float);
+    // Where each layer's outputs go, and what each block's mbarrier for them waits for.
+    const int layer_count = p.stage_count + p.head_count;
+    for (int l = 0; l < layer_count; ++l) {
+      Destination& to = l < p.stage_count ? p.stages[l].to : p.head[l - p.stage_count].to;
+      to.global = l + 1 == layer_count;
+      to.barrier = static_cast<uint32_t>(sizeof(uint64_t) * (l + 1));
+      if (to.global) continue;
+      if (l + 1 < p.stage_count) {
+        const Stage& next = p.stages[l + 1];
+        to.base = next.input;
+        to.channel_stride = next.conv.plane_floats;
+        to.row_stride = next.conv.row_pitch;
+        to.row_origin = next.conv.origin_row;
+        to.col_origin = next.conv.origin_col;
+        to.rows = next.staged_height;
+        to.cols = next.conv.staged_width;
+      } else if (l + 1 == p.stage_count) {  // flattened into the head's input
+        const ConvPoolParams& last = p.stages[l].conv;
+        to.base = p.head[0].input;
+        to.channel_stride = last.pooled_height * last.pooled_width;
+        to.row_stride = last.pooled_width;
+        to.rows = last.pooled_height;
+        to.cols = last.pooled_width;
+      } else {
+        to.base = p.head[l + 1 - p.stage_count].input;
+      }
+      int64_t sent[kBlocks], total = 0;
+      for (int rank = 0; rank < kBlocks; ++rank) {
+        if (l < p.stage_count) {
+          sent[rank] = values_sent(p.stages[l], rank);
+        } else {
+          const HeadLayer& h = p.head[l - p.stage_count];
+          const int64_t first = int64_t{rank} * h.slice;
+          const int64_t columns = std::min<int64_t>(h.out, first + h.slice) - first;
+          sent[rank] = h.whole ? 0 : std::max<int64_t>(0, columns);
+        }
+        total += sent[rank];
+      }
+      for (int rank = 0; rank < kBlocks; ++rank) {
+        p.expected_bytes[l + 1][rank] = static_cast<uint32_t>(sizeof(float) * (total - sent[rank]));
+      }
+    }
+
+    launch->shared_bytes = static_cast<size_t>(offset) * sizeof(float);
+    if (launch->shared_bytes <= device.shared_per_block_optin || whole_from >= head.size()) break;
+    whole_from = head.size();
+  }
   if (launch->shared_bytes > device.shared_per_block_optin) return false;
   if (!head.empty()) {
     try {

@@ -568,49 +568,69 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           if (op.tensor_core.tile_rows > 0 && precision_ != Precision::FP32) {
             effective_precision_ = precision_;
           }
-          const Step* tail = fold_row_ops ? foldable_row_tail(p, chain.back(), consumers) : nullptr;
-          if (tail != nullptr && op.tensor_core.form == TensorCoreForm::WarpRegisters &&
-              op.tensor_core.tile_rows > 0 && op.epilogue.size() == 1) {
-            TensorCoreRowTail row_tail;
+          // A Softmax or LayerNorm after the chain, folded into the tensor-core kernel that
+          // ends it where one does (below its rows the chain's kernel and the row kernel run).
+          const Step* tail = fold_row_ops && op.epilogue.size() == 1
+                                 ? foldable_row_tail(p, chain.back(), consumers)
+                                 : nullptr;
+          TensorCoreRowTail row_tail;
+          if (tail != nullptr) {
             row_tail.kind = tail->kind == StepKind::Softmax ? RowTailKind::Softmax
                                                             : RowTailKind::LayerNorm;
             row_tail.eps = tail->eps;
             row_tail.gamma = tail->weight >= 0;
             row_tail.beta = tail->bias >= 0;
+          }
+          auto fold_tail = [&] {
+            op.row_tail_input = p.steps[chain.back()].output;
+            op.last_step = static_cast<int>(chain.back() + 1);
+            // The kernel ends with the normalised rows; an activation after them runs as
+            // in-place passes.
+            op.epilogue = {DeviceEpilogue()};
+            if (!tail->epilogue.empty()) {
+              for (const DeviceEpilogue& piece : split_epilogue(tail->epilogue)) {
+                op.epilogue.push_back(piece);
+              }
+            }
+            if (tail->weight >= 0) ref.weight = blob.add(constant(tail->weight));
+            if (tail->bias >= 0) ref.bias = blob.add(constant(tail->bias));
+          };
+          if (tail != nullptr && op.tensor_core.form == TensorCoreForm::WarpRegisters &&
+              op.tensor_core.tile_rows > 0) {
             TensorCoreMlpPlan folded;
             if (plan_tensor_core_mlp(op.mlp.layers, tensor_core_math(precision_), device_,
                                      &folded, row_tail)) {
               op.tensor_core = folded;
-              op.row_tail_input = p.steps[chain.back()].output;
-              op.last_step = static_cast<int>(chain.back() + 1);
-              // The kernel ends with the normalised rows; an activation after them runs as
-              // in-place passes.
-              op.epilogue = {DeviceEpilogue()};
-              if (!tail->epilogue.empty()) {
-                for (const DeviceEpilogue& piece : split_epilogue(tail->epilogue)) {
-                  op.epilogue.push_back(piece);
-                }
-              }
-              if (tail->weight >= 0) ref.weight = blob.add(constant(tail->weight));
-              if (tail->bias >= 0) ref.bias = blob.add(constant(tail->bias));
+              fold_tail();
             }
           }
-          // Chains too wide for that, split where the batch can reach the split's rows.
+          // Chains too wide for that, split where the batch can reach the split's rows; the
+          // tail folded into the split's second kernel where it fits there.
           const int64_t split_rows = int64_t{device_.sm_count} * kWarpRegisterTileRows;
           const bool split_reachable =
               split_mlps_always || max_batch_ * step.rows_per_sample >= split_rows;
-          if (op.tensor_core.tile_rows == 0 && split_mlps && split_reachable &&
-              plan_split_mlp(op.mlp.layers, tensor_core_math(precision_), device_, &op.split)) {
-            if (split_mlps_always) {
-              op.split.min_rows = precision_ == Precision::FP32
-                                      ? 0
-                                      : reduced_tensor_core_min_rows(precision_);
+          if (op.tensor_core.tile_rows == 0 && split_mlps && split_reachable) {
+            const TensorCoreMath math = tensor_core_math(precision_);
+            const bool split_folds =
+                tail != nullptr &&
+                plan_split_mlp(op.mlp.layers, math, device_, &op.split, row_tail);
+            if (split_folds || plan_split_mlp(op.mlp.layers, math, device_, &op.split)) {
+              if (split_folds) fold_tail();
+              if (split_mlps_always) {
+                op.split.min_rows = precision_ == Precision::FP32
+                                        ? 0
+                                        : reduced_tensor_core_min_rows(precision_);
+              }
+              if (precision_ != Precision::FP32) effective_precision_ = precision_;
+              add_image(build_split_mlp_first_image(op.split, weights.front()),
+                        &ImageOffsets::split_first);
+              add_image(build_split_mlp_rest_image(
+                            op.split, weights, biases,
+                            split_folds && tail->weight >= 0 ? constant(tail->weight).data()
+                                                             : nullptr,
+                            split_folds && tail->bias >= 0 ? constant(tail->bias).data() : nullptr),
+                        &ImageOffsets::split_rest);
             }
-            if (precision_ != Precision::FP32) effective_precision_ = precision_;
-            add_image(build_split_mlp_first_image(op.split, weights.front()),
-                      &ImageOffsets::split_first);
-            add_image(build_split_mlp_rest_image(op.split, weights, biases),
-                      &ImageOffsets::split_rest);
           }
           if (op.tensor_core.tile_rows > 0) {
             const Step& after = p.steps[op.last_step];
@@ -826,7 +846,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   for (const Op& op : ops_) {
     if (op.split.usable()) {
       const int64_t rows_per_sample = p.steps[op.first_step].rows_per_sample;
-      split_min_batches_.push_back((op.split.min_rows + rows_per_sample - 1) / rows_per_sample);
+      const int64_t min_batch = (op.split.min_rows + rows_per_sample - 1) / rows_per_sample;
+      split_min_batches_.push_back(min_batch);
+      // With a folded tail, two launches either way: the chain's kernel and the row kernel
+      // below the split's rows, the split's two from there (launches_for counts two).
+      if (op.row_tail_input < 0) split_launch_min_batches_.push_back(min_batch);
     }
     bool workspace = op.kind == OpKind::CublasLtLinear;
     std::vector<int> values = p.steps[op.first_step].inputs;

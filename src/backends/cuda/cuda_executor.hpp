@@ -139,7 +139,9 @@ class CudaBackend final : public Backend {
   void note_unordered_run() const { unordered_runs_.store(true, std::memory_order_release); }
   // Kernel launches one run of `batch` samples makes (graphs pay off from two).
   int launches_per_run(int64_t batch) const {
-    return single_launch_.takes(batch) ? 1 : launches_per_run_ + splits_at(batch);
+    return single_launch_.takes(batch) ? 1
+                                       : launches_per_run_ + count_from(split_launch_min_batches_,
+                                                                        batch);
   }
   const std::vector<Op>& ops() const { return ops_; }
 
@@ -174,13 +176,15 @@ class CudaBackend final : public Backend {
   int64_t half_staging_offset_ = 0;
   int64_t split_middle_offset_ = 0;
   // Per split chain (Op::split), the batch from which it runs split: two kernels, and the
-  // context's workspace between them.
-  std::vector<int64_t> split_min_batches_;
-  int splits_at(int64_t batch) const {
+  // context's workspace between them; split_launch_min_batches_ has those of the chains whose
+  // split adds a launch (not those with a folded tail).
+  std::vector<int64_t> split_min_batches_, split_launch_min_batches_;
+  static int count_from(const std::vector<int64_t>& min_batches, int64_t batch) {
     int count = 0;
-    for (const int64_t min_batch : split_min_batches_) count += batch >= min_batch ? 1 : 0;
+    for (const int64_t min_batch : min_batches) count += batch >= min_batch ? 1 : 0;
     return count;
   }
+  int splits_at(int64_t batch) const { return count_from(split_min_batches_, batch); }
   int launches_per_run_ = 0;
   // The whole network as one kernel for the batches it takes (conv_net.hpp); none when the plan
   // is not a stack of fused conv layers with an optional MLP head.

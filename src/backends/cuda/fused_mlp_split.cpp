@@ -6,7 +6,7 @@
 namespace fusednn::cuda {
 
 bool plan_split_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
-                    const DeviceInfo& device, SplitMlpPlan* plan) {
+                    const DeviceInfo& device, SplitMlpPlan* plan, const TensorCoreRowTail& tail) {
   if (layers.size() < 2 || layers.front().in <= warp_register_max_width(math)) return false;
   SplitMlpPlan result;
   Conv2dArgs& shape = result.first_shape;
@@ -19,7 +19,7 @@ bool plan_split_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath
   // split should not wait for at load.
   if (!plan_conv_gemm(shape, math, device, &result.first)) return false;
   const std::vector<FusedMlpLayerDesc> rest(layers.begin() + 1, layers.end());
-  if (!plan_tensor_core_mlp(rest, math, device, &result.rest) ||
+  if (!plan_tensor_core_mlp(rest, math, device, &result.rest, tail) ||
       result.rest.form != TensorCoreForm::WarpRegisters ||
       !prepare_conv2d_implicit_gemm(result.first, device)) {
     return false;
@@ -36,10 +36,11 @@ std::vector<uint32_t> build_split_mlp_first_image(const SplitMlpPlan& plan,
 
 std::vector<uint32_t> build_split_mlp_rest_image(const SplitMlpPlan& plan,
                                                  const std::vector<const float*>& weights,
-                                                 const std::vector<const float*>& biases) {
+                                                 const std::vector<const float*>& biases,
+                                                 const float* gamma, const float* beta) {
   return build_tensor_core_mlp_image(
       plan.rest, std::vector<const float*>(weights.begin() + 1, weights.end()),
-      std::vector<const float*>(biases.begin() + 1, biases.end()));
+      std::vector<const float*>(biases.begin() + 1, biases.end()), gamma, beta);
 }
 
 void launch_split_mlp(const SplitMlpPlan& plan, const float* x, const float* first_bias,

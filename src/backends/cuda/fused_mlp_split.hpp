@@ -37,20 +37,25 @@ struct SplitMlpPlan {
 // Whether `layers` (two or more, the first one's input wider than the WarpRegisters form takes)
 // run split in `math` on `device`, from the rows that give every SM a warp tile of the rest
 // (where the split measured faster than the fused FMA kernel; below a few hundred rows it is
-// slower). Fills *plan (not its images) and readies both kernels.
+// slower). Fills *plan (not its images) and readies both kernels. With a `tail`, the rest's
+// kernel ends with that Softmax or LayerNorm (false where it cannot).
 bool plan_split_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
-                    const DeviceInfo& device, SplitMlpPlan* plan);
+                    const DeviceInfo& device, SplitMlpPlan* plan,
+                    const TensorCoreRowTail& tail = {});
 
 // The images the two kernels read: W of layer 0 for the implicit GEMM, and the rest's weights
-// and biases. weights[l] is [out][in] as PyTorch stores it; biases[l] may be null.
+// and biases (and a folded LayerNorm's gamma and beta, when the plan has them). weights[l] is
+// [out][in] as PyTorch stores it; biases[l] may be null.
 std::vector<uint32_t> build_split_mlp_first_image(const SplitMlpPlan& plan,
                                                   const float* first_weight);
 std::vector<uint32_t> build_split_mlp_rest_image(const SplitMlpPlan& plan,
                                                  const std::vector<const float*>& weights,
-                                                 const std::vector<const float*>& biases);
+                                                 const std::vector<const float*>& biases,
+                                                 const float* gamma = nullptr,
+                                                 const float* beta = nullptr);
 
-// y[rows][last out] = chain(x[rows][first in]), through middle[rows][first out] (16-byte
-// aligned); first_bias is layer 0's device bias or null.
+// y[rows][last out] = chain(x[rows][first in]) (then the folded tail, if planned), through
+// middle[rows][first out] (16-byte aligned); first_bias is layer 0's device bias or null.
 void launch_split_mlp(const SplitMlpPlan& plan, const float* x, const float* first_bias,
                       float* middle, float* y, int64_t rows, const DeviceInfo& device,
                       cudaStream_t stream);

@@ -718,6 +718,44 @@ TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChains) {
 #endif
 }
 
+// A Softmax or LayerNorm after a split chain (a first layer too wide for the tensor-core MLP
+// kernels), folded into the split's second kernel from the split's rows on (2112 here), the
+// fused kernel and the row kernel below: LeNet-5's head + Softmax and a LayerNorm head in fp32
+// (default and forced at every batch); an 1100-wide chain + Softmax in every reduced precision;
+// and the launch the fold saves.
+TEST(CudaBackend, RowOpsFoldedIntoSplitChains) {
+  REQUIRE_CUDA();
+  Net softmax = lenet5_head(R"({"type": "Tanh"})");
+  softmax.layer(R"({"type": "Softmax", "dim": -1})");
+  Net norm({400});
+  norm.linear("f5", 400, 120).act(R"({"type": "ReLU"})").linear("f6", 120, 84);
+  norm.layer_norm("norm", 84).act(R"({"type": "SiLU"})");
+  expect_matches_cpu(softmax, {1, 1000, 2112, 4097}, 970, "400-120-84-10 + Softmax");
+  expect_matches_cpu(norm, {33, 2112, 4097}, 971, "400-120-84 + LayerNorm + SiLU");
+  {
+    ScopedEnvironment split("FUSEDNN_CUDA_SPLIT_MLP", "1");
+    expect_matches_cpu(softmax, {1, 33, 129}, 972, "400-120-84-10 + Softmax, forced");
+    expect_matches_cpu(norm, {1, 33}, 973, "400-120-84 + LayerNorm + SiLU, forced");
+  }
+  uint32_t seed = 974;
+  for (const ReducedPrecision& c : reduced_precisions()) {
+    Net wide({1100});
+    wide.linear("a", 1100, 64).act(R"({"type": "ReLU"})").linear("b", 64, 10);
+    wide.layer(R"({"type": "Softmax", "dim": -1})");
+    expect_matches_cpu(wide, {33, 5000}, seed++, std::string("1100-64-10 + Softmax, ") + c.name,
+                       {}, c.precision, c.bound);
+  }
+#if FUSEDNN_TEST_WITH_CUDART
+  int folded = -1, separate = -1;
+  count_kernels(softmax, 8192, &folded);
+  {
+    ScopedEnvironment off("FUSEDNN_CUDA_FOLD_ROW_OPS", "0");
+    count_kernels(softmax, 8192, &separate);
+  }
+  EXPECT_EQ(separate - folded, 1) << "folded: " << folded << " launches, separate: " << separate;
+#endif
+}
+
 // The fused path against the CPU, with the whole-network launch (conv_net.cu, where the net is a
 // conv stack with an optional MLP head) at every batch up to the SM count and without it (the
 // per-layer kernels at every batch), and (with the CUDA runtime) the launches it saves.
@@ -865,6 +903,13 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
   const std::vector<int64_t> batches =
       quick() ? std::vector<int64_t>{1, 7} : std::vector<int64_t>{1, 2, 7, 31, 131, 132, 133};
   expect_fused_conv_matches_cpu(three, batches, 530, 2, "three conv stages and a two-layer head");
+  {
+    // By default the head's layers after its first run whole in every block of the cluster;
+    // here every layer is split over the blocks.
+    ScopedEnvironment split_head("FUSEDNN_CUDA_CONV_NET_WHOLE_TAIL", "0");
+    expect_fused_conv_matches_cpu(three, {1, 7}, 531, 2, "three stages, head split over blocks");
+    expect_fused_conv_matches_cpu(lenet5(), {1, 3}, 532, 2, "LeNet-5, head split over blocks");
+  }
 
 #if FUSEDNN_TEST_WITH_CUDART
   int device = 0, sms = 0;

@@ -28,6 +28,7 @@ using fusednn::cuda::FusedMlpLayerDesc;
 using fusednn::cuda::FusedMlpPlan;
 using fusednn::cuda::Op;
 using fusednn::cuda::OpKind;
+using fusednn::cuda::RowTailKind;
 using fusednn::cuda::TensorCoreForm;
 using fusednn::cuda::TensorCoreMath;
 using fusednn::cuda::TensorCoreMlpPlan;
@@ -459,6 +460,54 @@ TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
     EXPECT_GE(backend->workspace_floats(),
               backend->split_middle_offset() + c.max_batch * c.net->tensors()[0].shape[0]);
     EXPECT_EQ(backend->split_middle_offset() % 4, 0);
+  }
+}
+
+// A Softmax or LayerNorm after a split chain ends the split's second kernel: two launches at every
+// batch (the fused kernel and the row kernel below the split's rows, the split's two from there),
+// against three from the split's rows with FUSEDNN_CUDA_FOLD_ROW_OPS=0.
+TEST(FusedMlpInternal, RowTailsAfterSplitChainsFoldIntoTheSecondKernel) {
+  REQUIRE_CUDA();
+  int major = 0, sm_count = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  if (major < 8) GTEST_SKIP() << "compute capability " << major << ": no tensor cores";
+  Net softmax = lenet5_head(R"({"type": "Tanh"})");
+  softmax.layer(R"({"type": "Softmax", "dim": -1})");
+  Net norm({400});
+  norm.linear("f5", 400, 120).act(R"({"type": "ReLU"})").linear("f6", 120, 84);
+  norm.layer_norm("norm", 84);
+  const int64_t split_rows = int64_t{sm_count} * 16;
+  using Head = std::pair<const Net*, RowTailKind>;
+  for (const auto& [net, kind] : {Head{&softmax, RowTailKind::Softmax},
+                                  Head{&norm, RowTailKind::LayerNorm}}) {
+    for (const char* fold : {"", "0"}) {
+      SCOPED_TRACE(net->spec() + " FUSEDNN_CUDA_FOLD_ROW_OPS=" + fold);
+      ScopedEnvironment knob("FUSEDNN_CUDA_FOLD_ROW_OPS", fold);
+      std::mt19937 random(18);
+      const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
+          create_model(net->spec(), FDNN_DEVICE_CUDA, 16384, 1, FDNN_PRECISION_FP32),
+          fdnn_model_destroy);
+      ASSERT_NE(model, nullptr);
+      set_weights(model.get(), *net, draw_weights(*net, random));
+      const CudaBackend* backend = backend_of(model.get());
+      ASSERT_NE(backend, nullptr);
+      const Op* chain = nullptr;
+      for (const Op& op : backend->ops()) {
+        if (op.kind == OpKind::FusedMlp) chain = &op;
+      }
+      ASSERT_NE(chain, nullptr);
+      ASSERT_TRUE(chain->split.usable());
+      const bool folded = std::string(fold) != "0";
+      EXPECT_EQ(chain->row_tail_input >= 0, folded);
+      EXPECT_EQ(chain->split.rest.tail.kind, folded ? kind : RowTailKind::None);
+      if (folded && kind == RowTailKind::LayerNorm) {
+        EXPECT_TRUE(chain->split.rest.tail.gamma);
+        EXPECT_TRUE(chain->split.rest.tail.beta);
+      }
+      EXPECT_EQ(backend->launches_per_run(split_rows - 1), 2);
+      EXPECT_EQ(backend->launches_per_run(split_rows), folded ? 2 : 3);
+    }
   }
 }
 
