@@ -167,12 +167,14 @@ __device__ __forceinline__ void load_input(uint32_t rows, int stride, int input_
   }
 }
 
-// acc (holding the bias) += a x W^T over the layer's k-steps.
-template <TensorCoreMath kMath, int kSteps, int kN>
+// acc (holding the bias) += a x W^T over the layer's first kActive k-steps (the rest of `a` is
+// zeros: the first layer where its input fills half of them). Every layer's weights are laid out
+// over the width class's k-steps (layer.k_steps == kSteps), so the stride is a constant.
+template <TensorCoreMath kMath, int kSteps, int kN, int kActive = kSteps>
 __device__ __forceinline__ void multiply(const WarpgroupMlpLayer& layer, uint32_t shared_base,
                                          Operands<kSteps>& a, float (&acc)[kN / 2]) {
   const uint32_t weights = shared_base + layer.weight_offset;
-  const uint32_t n_stride = static_cast<uint32_t>(layer.k_steps) * 256u;
+  constexpr uint32_t n_stride = static_cast<uint32_t>(kSteps) * 256u;
 #pragma unroll
   for (int i = 0; i < kN / 2; ++i) wgmma::pin(acc[i]);
 #pragma unroll
@@ -182,7 +184,7 @@ __device__ __forceinline__ void multiply(const WarpgroupMlpLayer& layer, uint32_
   }
   wgmma::fence();
 #pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = 0; s < kActive; ++s) {
     wgmma::multiply<kMath, kN>(acc, a[s], wgmma::descriptor(weights + 256u * s, n_stride));
   }
   wgmma::commit();
@@ -250,19 +252,27 @@ __device__ __forceinline__ void store_output(const WarpgroupParams& p, int out, 
 // kWarpgroupMaxTailColumns (a kernel of its own: the row statistics' code made ptxas spill
 // registers of the width-128 kernel, which every chain without a tail would have paid for).
 
-template <TensorCoreMath kMath, int kSteps, int kN, bool kTail>
-__device__ __forceinline__ void run_layer(const WarpgroupParams& p, const WarpgroupMlpLayer& layer,
-                                          bool last, const char* smem, uint32_t shared_base,
-                                          int64_t row_lo, int64_t valid, int g, int t,
-                                          Operands<kSteps>& a, Operands<kSteps>& next) {
-  float acc[kN / 2];
+// Accumulators starting from the layer's bias: columns 8j + 2t and 8j + 2t + 1 of rows g and
+// g + 8.
+template <int kN>
+__device__ __forceinline__ void start_from_bias(const WarpgroupMlpLayer& layer, const char* smem,
+                                                int t, float (&acc)[kN / 2]) {
   const float2* bias = reinterpret_cast<const float2*>(smem + layer.bias_offset) + t;
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) {
     const float2 b = bias[4 * j];
     acc[4 * j] = b.x, acc[4 * j + 1] = b.y, acc[4 * j + 2] = b.x, acc[4 * j + 3] = b.y;
   }
-  multiply<kMath, kSteps, kN>(layer, shared_base, a, acc);
+}
+
+template <TensorCoreMath kMath, int kSteps, int kN, bool kTail, int kActive = kSteps>
+__device__ __forceinline__ void run_layer(const WarpgroupParams& p, const WarpgroupMlpLayer& layer,
+                                          bool last, const char* smem, uint32_t shared_base,
+                                          int64_t row_lo, int64_t valid, int g, int t,
+                                          Operands<kSteps>& a, Operands<kSteps>& next) {
+  float acc[kN / 2];
+  start_from_bias<kN>(layer, smem, t, acc);
+  multiply<kMath, kSteps, kN, kActive>(layer, shared_base, a, acc);
   const bool relu = layer.epilogue.count == 1 && layer.epilogue.kind[0] == kOpReLU;
   if (__builtin_expect(layer.epilogue.count != 0 && !relu, 0)) {
     activate_general(layer.epilogue, acc);
@@ -285,17 +295,16 @@ __device__ __forceinline__ void run_layer(const WarpgroupParams& p, const Warpgr
   }
 }
 
-// Layer l from `a` into `next`; true when it was the last.
-template <TensorCoreMath kMath, int kSteps, bool kTail>
-__device__ __forceinline__ bool run_layer_at(const WarpgroupParams& p, int l, const char* smem,
-                                             uint32_t shared_base, int64_t row_lo, int64_t valid,
-                                             int g, int t, Operands<kSteps>& a,
-                                             Operands<kSteps>& next) {
+// Layer l from `a` into `next`, its N chosen at run time; the caller says whether it is the last.
+template <TensorCoreMath kMath, int kSteps, bool kTail, int kActive = kSteps>
+__device__ __forceinline__ void run_layer_at(const WarpgroupParams& p, int l, bool last,
+                                             const char* smem, uint32_t shared_base,
+                                             int64_t row_lo, int64_t valid, int g, int t,
+                                             Operands<kSteps>& a, Operands<kSteps>& next) {
   const WarpgroupMlpLayer& layer = p.layers[l];
-  const bool last = l + 1 == p.layer_count;
-#define FDNN_RUN_LAYER(n)                                                                     \
-  run_layer<kMath, kSteps, n, kTail>(p, layer, last, smem, shared_base, row_lo, valid, g, t, a, \
-                                     next)
+#define FDNN_RUN_LAYER(n)                                                                    \
+  run_layer<kMath, kSteps, n, kTail, kActive>(p, layer, last, smem, shared_base, row_lo, valid, \
+                                              g, t, a, next)
   switch (layer.n) {
     case 16:
       FDNN_RUN_LAYER(16);
@@ -311,13 +320,27 @@ __device__ __forceinline__ bool run_layer_at(const WarpgroupParams& p, int l, co
       break;
   }
 #undef FDNN_RUN_LAYER
-  return last;
+}
+
+// A hidden layer of a uniform chain (WarpgroupMlpPlan::uniform_hidden): N is the width class and
+// the activation ReLU, both known here, so no switch, test or branch sits between the layers.
+template <TensorCoreMath kMath, int kSteps, int kActive>
+__device__ __forceinline__ void run_hidden_layer(const WarpgroupMlpLayer& layer, const char* smem,
+                                                 uint32_t shared_base, int t, Operands<kSteps>& a,
+                                                 Operands<kSteps>& next) {
+  constexpr int kN = kSteps * 16;
+  float acc[kN / 2];
+  start_from_bias<kN>(layer, smem, t, acc);
+  multiply<kMath, kSteps, kN, kActive>(layer, shared_base, a, acc);
+  pack_next<kMath, kSteps, kN, true>(acc, next);
 }
 
 // Layers kLayer on, unrolled: each layer's fields are constant-bank operands at fixed offsets
 // rather than loads at a run-time index. `a` holds layer kLayer's input. Width 64 only: the
 // 64-wide MLP ran 184.8 -> 175.4 us (H200, warpgroup_mlp_timeline.cu), while at width 128 the
 // code grew past the registers (24 bytes of spills) and the seed MLP went 38.9 -> 43.8 us.
+// The first layer multiplies only the k-steps its input fills where that is half of them (the
+// 64-wide MLP's 32 inputs: 2 of 4): 174.6 -> 171.0 us.
 template <TensorCoreMath kMath, int kSteps, bool kTail, int kLayer>
 __device__ __forceinline__ void run_layers(const WarpgroupParams& p, const char* smem,
                                            uint32_t shared_base, int64_t row_lo, int64_t valid,
@@ -325,8 +348,14 @@ __device__ __forceinline__ void run_layers(const WarpgroupParams& p, const char*
                                            [[maybe_unused]] int warpgroup,
                                            [[maybe_unused]] int local_tile) {
   if constexpr (kLayer < kFusedMlpMaxLayers) {
-    const bool last = run_layer_at<kMath, kSteps, kTail>(p, kLayer, smem, shared_base, row_lo,
-                                                         valid, g, t, a, b);
+    const bool last = kLayer + 1 == p.layer_count;
+    if (kLayer == 0 && p.input_steps <= kSteps / 2) {
+      run_layer_at<kMath, kSteps, kTail, kSteps / 2>(p, kLayer, last, smem, shared_base, row_lo,
+                                                     valid, g, t, a, b);
+    } else {
+      run_layer_at<kMath, kSteps, kTail>(p, kLayer, last, smem, shared_base, row_lo, valid, g, t,
+                                         a, b);
+    }
     if (threadIdx.x % 128 == 0) FDNN_TILE_STAMP(warpgroup, local_tile, 4 + kLayer);
     if (last) return;
     run_layers<kMath, kSteps, kTail, kLayer + 1>(p, smem, shared_base, row_lo, valid, g, t, b, a,
@@ -334,9 +363,53 @@ __device__ __forceinline__ void run_layers(const WarpgroupParams& p, const char*
   }
 }
 
+// A uniform chain of kCount layers (WarpgroupMlpPlan::uniform_hidden) from layer kLayer on:
+// straight-line hidden layers, then the last with the switch on its N. No test or branch between
+// the hidden layers (in the general chain each layer tested its N and whether it was the last).
+template <TensorCoreMath kMath, int kSteps, int kCount, int kLayer>
+__device__ __forceinline__ void run_uniform_layers(const WarpgroupParams& p, const char* smem,
+                                                   uint32_t shared_base, int64_t row_lo,
+                                                   int64_t valid, int g, int t,
+                                                   Operands<kSteps>& a, Operands<kSteps>& b,
+                                                   [[maybe_unused]] int warpgroup,
+                                                   [[maybe_unused]] int local_tile) {
+  if constexpr (kLayer + 1 < kCount) {
+    if (kLayer == 0 && p.input_steps <= kSteps / 2) {
+      run_hidden_layer<kMath, kSteps, kSteps / 2>(p.layers[kLayer], smem, shared_base, t, a, b);
+    } else {
+      run_hidden_layer<kMath, kSteps, kSteps>(p.layers[kLayer], smem, shared_base, t, a, b);
+    }
+    if (threadIdx.x % 128 == 0) FDNN_TILE_STAMP(warpgroup, local_tile, 4 + kLayer);
+    run_uniform_layers<kMath, kSteps, kCount, kLayer + 1>(p, smem, shared_base, row_lo, valid, g,
+                                                          t, b, a, warpgroup, local_tile);
+  } else {
+    run_layer_at<kMath, kSteps, false>(p, kLayer, true, smem, shared_base, row_lo, valid, g, t, a,
+                                       b);
+    if (threadIdx.x % 128 == 0) FDNN_TILE_STAMP(warpgroup, local_tile, 4 + kLayer);
+  }
+}
+
+// The uniform chain's code for its layer count, chosen once per tile.
+template <TensorCoreMath kMath, int kSteps, int kCount = 2>
+__device__ __forceinline__ void run_uniform_chain(const WarpgroupParams& p, const char* smem,
+                                                  uint32_t shared_base, int64_t row_lo,
+                                                  int64_t valid, int g, int t,
+                                                  Operands<kSteps>& a, Operands<kSteps>& b,
+                                                  int warpgroup, int local_tile) {
+  if constexpr (kCount <= kFusedMlpMaxLayers) {
+    if (p.layer_count == kCount) {
+      run_uniform_layers<kMath, kSteps, kCount, 0>(p, smem, shared_base, row_lo, valid, g, t, a,
+                                                   b, warpgroup, local_tile);
+    } else {
+      run_uniform_chain<kMath, kSteps, kCount + 1>(p, smem, shared_base, row_lo, valid, g, t, a,
+                                                   b, warpgroup, local_tile);
+    }
+  }
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <TensorCoreMath kMath, int kWidth, bool kTail>
+template <TensorCoreMath kMath, int kWidth, bool kTail, bool kUniform>
 __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     warpgroup_mlp_kernel(const __grid_constant__ WarpgroupParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -409,18 +482,22 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     const int64_t warp_row = tile * kRows + warp * 16;
     const int64_t row_lo = warp_row + g;
     const int64_t valid = p.rows - warp_row;
-    if constexpr (kSteps <= 4) {
+    if constexpr (kUniform) {
+      run_uniform_chain<kMath, kSteps>(p, smem, shared_base, row_lo, valid, g, t, a, b, warpgroup,
+                                       local_tile);
+    } else if constexpr (kSteps <= 4) {
       run_layers<kMath, kSteps, kTail, 0>(p, smem, shared_base, row_lo, valid, g, t, a, b,
                                           warpgroup, local_tile);
     }
     // Width 128: two layers per trip, each writing the other's operands: no copy between layers.
     for (int l = 0; kSteps > 4 && l < p.layer_count; l += 2) {
-      const bool last = run_layer_at<kMath, kSteps, kTail>(p, l, smem, shared_base, row_lo,
-                                                           valid, g, t, a, b);
+      const bool last = l + 1 == p.layer_count;
+      run_layer_at<kMath, kSteps, kTail>(p, l, last, smem, shared_base, row_lo, valid, g, t, a, b);
       if (issuer) FDNN_TILE_STAMP(warpgroup, local_tile, 4 + l);
       if (last) break;
-      const bool next_last = run_layer_at<kMath, kSteps, kTail>(p, l + 1, smem, shared_base,
-                                                                row_lo, valid, g, t, b, a);
+      const bool next_last = l + 2 == p.layer_count;
+      run_layer_at<kMath, kSteps, kTail>(p, l + 1, next_last, smem, shared_base, row_lo, valid, g,
+                                         t, b, a);
       if (issuer) FDNN_TILE_STAMP(warpgroup, local_tile, 5 + l);
       if (next_last) break;
     }
@@ -434,19 +511,26 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
 
 using KernelFunction = void (*)(WarpgroupParams);
 
+// The uniform kernels exist at width 64 without a tail (lay_out_warpgroup_mlp() sets
+// uniform_hidden only there).
 template <TensorCoreMath kMath, bool kTail>
-KernelFunction kernel_for_width(int width_class) {
-  return width_class <= 64 ? warpgroup_mlp_kernel<kMath, 64, kTail>
-                           : warpgroup_mlp_kernel<kMath, 128, kTail>;
+KernelFunction kernel_for_width(int width_class, bool uniform) {
+  if (width_class > 64) return warpgroup_mlp_kernel<kMath, 128, kTail, false>;
+  if constexpr (!kTail) {
+    if (uniform) return warpgroup_mlp_kernel<kMath, 64, false, true>;
+  }
+  return warpgroup_mlp_kernel<kMath, 64, kTail, false>;
 }
 
-KernelFunction kernel_for(TensorCoreMath math, int width_class, bool tail) {
-  if (math == TensorCoreMath::Fp16) {
-    return tail ? kernel_for_width<TensorCoreMath::Fp16, true>(width_class)
-                : kernel_for_width<TensorCoreMath::Fp16, false>(width_class);
+KernelFunction kernel_for(const WarpgroupMlpPlan& plan) {
+  const bool tail = plan.tail.kind != RowTailKind::None;
+  const bool uniform = plan.uniform_hidden;
+  if (plan.math == TensorCoreMath::Fp16) {
+    return tail ? kernel_for_width<TensorCoreMath::Fp16, true>(plan.width_class, uniform)
+                : kernel_for_width<TensorCoreMath::Fp16, false>(plan.width_class, uniform);
   }
-  return tail ? kernel_for_width<TensorCoreMath::Bf16, true>(width_class)
-              : kernel_for_width<TensorCoreMath::Bf16, false>(width_class);
+  return tail ? kernel_for_width<TensorCoreMath::Bf16, true>(plan.width_class, uniform)
+              : kernel_for_width<TensorCoreMath::Bf16, false>(plan.width_class, uniform);
 }
 
 // FUSEDNN_CUDA_WGMMA: "0" never plans the form, "1" takes it at every batch (for tests and
@@ -476,8 +560,7 @@ bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCore
     }
   }
   if (!fits) return false;
-  const KernelFunction kernel =
-      kernel_for(math, result.width_class, tail.kind != RowTailKind::None);
+  const KernelFunction kernel = kernel_for(result);
   int blocks = 0;
   // The limit is the kernel's, shared by every chain that runs it in this process: the device's
   // (a chain's own size would refuse the larger chains planned before it).
@@ -531,9 +614,8 @@ void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const
   for (int l = 0; l < plan.layer_count; ++l) p.layers[l] = plan.layers[l];
   const int64_t blocks = (p.tiles + plan.warpgroups - 1) / plan.warpgroups;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks, device.sm_count));
-  launch_kernel(kernel_for(plan.math, plan.width_class, plan.tail.kind != RowTailKind::None),
-                "warpgroup_mlp_kernel", dim3(grid),
-                dim3(128 * plan.warpgroups), plan.shared_bytes, stream, p);
+  launch_kernel(kernel_for(plan), "warpgroup_mlp_kernel", dim3(grid), dim3(128 * plan.warpgroups),
+                plan.shared_bytes, stream, p);
 }
 
 }  // namespace fusednn::cuda

@@ -42,6 +42,9 @@ struct WarpgroupMlpPlan {
   int32_t stages = 0;           // input tiles each warpgroup has in flight
   uint32_t stage_bytes = 0;     // per input buffer: a tile's rows as they lie in memory
   int32_t input_steps = 0;      // k-steps over the first layer's input
+  // Width 64, no tail, and every layer before the last of N 64 with ReLU alone: the kernel runs
+  // those layers without a switch on N or a test of the activation (the 64-wide MLP's shape).
+  bool uniform_hidden = false;
   uint32_t image_bytes = 0;     // weights and biases, copied to shared memory offset 0
   uint32_t stage_offset = 0;    // bytes into shared memory of the input buffers
   uint32_t barrier_offset = 0;  // bytes into shared memory of their mbarriers

@@ -52,6 +52,13 @@ bool lay_out_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorC
   result.width_class = widest <= 64 ? 64 : 128;
   if (tail.kind != RowTailKind::None && layers.back().out > kWarpgroupMaxTailColumns) return false;
   result.input_steps = (layers.front().in + 15) / 16;
+  result.uniform_hidden = result.width_class == 64 && tail.kind == RowTailKind::None &&
+                          result.layer_count >= 2;
+  for (int l = 0; l + 1 < result.layer_count; ++l) {
+    const WarpgroupMlpLayer& layer = result.layers[l];
+    const bool relu = layer.epilogue.count == 1 && layer.epilogue.kind[0] == kOpReLU;
+    if (layer.n != result.width_class || !relu) result.uniform_hidden = false;
+  }
   // Every layer runs the width class's k-steps (zero weights past its input): a k loop with a
   // run-time trip count put the multiplies on divergent paths, and ptxas serialized them.
   uint32_t offset = 0;

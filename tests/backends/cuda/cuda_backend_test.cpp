@@ -225,6 +225,22 @@ TEST(CudaBackend, HalfChainsAtLargeBatches) {
     four.linear("l3", 64, 8);
     expect_matches_cpu(four, {8448, 8511}, seed++, std::string("8-64x3-8, ") + c.name, {},
                        c.precision, c.bound);
+    // Width 64 with ReLU hidden layers of N 64 (the uniform kernels: no switch between layers),
+    // 32 inputs (the first layer on half its k-steps), up to the most layers; and a ReLU chain
+    // with a hidden layer of N 32, which takes the general kernel.
+    const std::vector<std::vector<int>> relu_chains = {
+        {32, 64, 64, 64, 64, 16}, {4, 64, 64, 64, 64, 64, 64, 64, 16}, {32, 64, 32, 64, 16}};
+    for (const std::vector<int>& widths : relu_chains) {
+      Net relu_chain({widths[0]});
+      std::string name;
+      for (size_t l = 0; l + 1 < widths.size(); ++l) {
+        relu_chain.linear("l" + std::to_string(l), widths[l], widths[l + 1]);
+        if (l + 2 < widths.size()) relu_chain.act(R"({"type": "ReLU"})");
+        name += std::to_string(widths[l]) + "-";
+      }
+      name += std::to_string(widths.back()) + ", " + c.name;
+      expect_matches_cpu(relu_chain, {20001}, seed++, name, {}, c.precision, c.bound);
+    }
     for (const auto& [name, layer] : activations()) {
       Net fused({36});
       fused.linear("fc1", 36, 60).act(layer).linear("fc2", 60, 9).act(layer);

@@ -343,6 +343,44 @@ TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
   EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(wide, TensorCoreMath::Tf32, {}, 3, 2, &plan));
 }
 
+// The uniform kernels (hidden layers without a switch on N or a test of the activation) take a
+// chain only where every layer before the last is of N 64 with ReLU alone, at width 64, without a
+// folded row op. Host code only.
+TEST(FusedMlpInternal, WarpgroupUniformHiddenLayersOnlyWhereEveryHiddenLayerIsFullWidthReLU) {
+  std::mt19937 random(31);
+  struct Case {
+    std::vector<int> widths;
+    int32_t hidden_op;  // DeviceOp of every layer but the last; -1: none
+    RowTailKind tail;
+    bool uniform;
+  };
+  const std::vector<Case> cases = {
+      {{32, 64, 64, 64, 64, 16}, fusednn::cuda::kOpReLU, RowTailKind::None, true},
+      {{8, 40, 50, 3}, fusednn::cuda::kOpReLU, RowTailKind::None, true},  // N 64 from 33 up
+      {{4, 64, 64, 64, 64, 64, 64, 64, 16}, fusednn::cuda::kOpReLU, RowTailKind::None, true},
+      {{32, 64, 32, 64, 16}, fusednn::cuda::kOpReLU, RowTailKind::None, false},  // N 32 hidden
+      {{32, 64, 64, 16}, fusednn::cuda::kOpGeluTanh, RowTailKind::None, false},
+      {{32, 64, 64, 16}, -1, RowTailKind::None, false},
+      {{32, 64, 64, 16}, fusednn::cuda::kOpReLU, RowTailKind::Softmax, false},
+      {{100, 128, 64, 10}, fusednn::cuda::kOpReLU, RowTailKind::None, false},  // width 128
+      {{32, 16}, fusednn::cuda::kOpReLU, RowTailKind::None, false},  // no hidden layer
+  };
+  for (const Case& c : cases) {
+    RandomChain chain = random_chain(c.widths, random);
+    for (size_t l = 0; l + 1 < chain.layers.size(); ++l) {
+      chain.layers[l].epilogue.count = c.hidden_op >= 0 ? 1 : 0;
+      chain.layers[l].epilogue.kind[0] = c.hidden_op >= 0 ? c.hidden_op : 0;
+    }
+    fusednn::cuda::TensorCoreRowTail tail;
+    tail.kind = c.tail;
+    WarpgroupMlpPlan plan;
+    ASSERT_TRUE(fusednn::cuda::lay_out_warpgroup_mlp(chain.layers, TensorCoreMath::Fp16, tail, 3,
+                                                     2, &plan));
+    EXPECT_EQ(plan.uniform_hidden, c.uniform)
+        << c.widths.size() - 1 << " layers from " << c.widths[0] << ", op " << c.hidden_op;
+  }
+}
+
 // On compute capability 9.0 the fp16 and bf16 chains that fit get the Warpgroup form beside
 // WarpRegisters (from kWarpgroupMinRows rows), a folded Softmax included; tf32 chains and
 // FUSEDNN_CUDA_WGMMA=0 do not.
