@@ -47,6 +47,7 @@ struct WarpgroupParams {
   int32_t layer_count;
   int32_t input_width;
   uint32_t stage_bytes;
+  uint32_t last_tile_bytes;  // the last tile's input, which may hold fewer rows
   int32_t input_steps;
   int32_t stages;
   int32_t vector_output;  // y on 16 bytes and an even last width: float2 stores
@@ -95,15 +96,14 @@ __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
   asm volatile("bar.sync %0, 128;" ::"r"(1 + warpgroup) : "memory");
 }
 
-// The rows of `tile` into the stage buffer at `buffer` as one bulk copy (rows are contiguous and
-// a multiple of 16 bytes), counted on `barrier`. One thread.
-__device__ __forceinline__ void stage_tile(const WarpgroupParams& p, int64_t tile, uint32_t buffer,
+// The input of `tile`, whose rows start at `source`, into the stage buffer at `buffer` as one bulk
+// copy (rows are contiguous and a multiple of 16 bytes), counted on `barrier`. One thread.
+__device__ __forceinline__ void stage_tile(const WarpgroupParams& p, int64_t tile,
+                                           const float* source, uint32_t buffer,
                                            uint32_t barrier) {
-  const int64_t first = tile * kWarpgroupTileRows;
-  const int64_t count = p.rows - first < kWarpgroupTileRows ? p.rows - first : kWarpgroupTileRows;
-  const uint32_t bytes = static_cast<uint32_t>(count * p.input_width) * 4u;
+  const uint32_t bytes = tile + 1 == p.tiles ? p.last_tile_bytes : p.stage_bytes;
   expect_bytes(barrier, bytes);
-  bulk_copy(buffer, p.x + first * p.input_width, bytes, barrier);
+  bulk_copy(buffer, source, bytes, barrier);
 }
 
 // 16 bytes of shared memory at `address` where `inside`, else zeros: a predicated load, not a
@@ -454,10 +454,20 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
   const uint32_t barriers =
       shared_base + p.barrier_offset + 8u * static_cast<uint32_t>(ring_first);
   const bool issuer = threadIdx.x % 128 == 0;
+  // The issuer's next copy: its tile and where its rows start. At width 64 both advance by a
+  // constant per tile (computed afresh each time, the copy's ~45 dependent instructions held the
+  // warpgroup's first products back); width 128 computes them afresh (two more registers made
+  // the kernel with a folded row op spill more).
+  constexpr bool kRunningCopy = kSteps <= 4;
+  const int64_t copy_stride = grid_step * kRows * width;  // floats between a warpgroup's tiles
+  int64_t copy_tile = first_tile;
+  const float* copy_source = p.x + first_tile * kRows * width;
   if (issuer) {
     for (int s = 0; s < p.stages; ++s) {
-      const int64_t tile = first_tile + s * grid_step;
-      if (tile < p.tiles) stage_tile(p, tile, ring + s * stage_bytes, barriers + 8u * s);
+      if (copy_tile < p.tiles) {
+        stage_tile(p, copy_tile, copy_source, ring + s * stage_bytes, barriers + 8u * s);
+      }
+      copy_tile += grid_step, copy_source += copy_stride;
       FDNN_TILE_STAMP(warpgroup, s, 0);
     }
   }
@@ -473,8 +483,14 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     load_input<kMath, kSteps>(rows, width, p.input_steps, g, t, a);
     warpgroup_barrier(warpgroup);  // every thread has read the stage
     if (issuer) {
-      const int64_t ahead = tile + int64_t{p.stages} * grid_step;
-      if (ahead < p.tiles) stage_tile(p, ahead, ring + stage * stage_bytes, barriers + 8u * stage);
+      if constexpr (!kRunningCopy) {
+        copy_tile = tile + int64_t{p.stages} * grid_step;
+        copy_source = p.x + copy_tile * kRows * width;
+      }
+      if (copy_tile < p.tiles) {
+        stage_tile(p, copy_tile, copy_source, ring + stage * stage_bytes, barriers + 8u * stage);
+      }
+      if constexpr (kRunningCopy) copy_tile += grid_step, copy_source += copy_stride;
       FDNN_TILE_STAMP(warpgroup, local_tile + p.stages, 0);
       FDNN_TILE_STAMP(warpgroup, local_tile, 2);
     }
@@ -600,6 +616,8 @@ void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const
   p.layer_count = plan.layer_count;
   p.input_width = plan.layers[0].in;
   p.stage_bytes = plan.stage_bytes;
+  p.last_tile_bytes = static_cast<uint32_t>((rows - (p.tiles - 1) * kWarpgroupTileRows) *
+                                            plan.layers[0].in * 4);
   p.input_steps = plan.input_steps;
   p.stages = plan.stages;
   p.vector_output = plan.layers[plan.layer_count - 1].out % 2 == 0 &&
