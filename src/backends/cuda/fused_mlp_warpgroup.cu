@@ -389,27 +389,14 @@ __device__ __forceinline__ void run_uniform_layers(const WarpgroupParams& p, con
   }
 }
 
-// The uniform chain's code for its layer count, chosen once per tile.
-template <TensorCoreMath kMath, int kSteps, int kCount = 2>
-__device__ __forceinline__ void run_uniform_chain(const WarpgroupParams& p, const char* smem,
-                                                  uint32_t shared_base, int64_t row_lo,
-                                                  int64_t valid, int g, int t,
-                                                  Operands<kSteps>& a, Operands<kSteps>& b,
-                                                  int warpgroup, int local_tile) {
-  if constexpr (kCount <= kFusedMlpMaxLayers) {
-    if (p.layer_count == kCount) {
-      run_uniform_layers<kMath, kSteps, kCount, 0>(p, smem, shared_base, row_lo, valid, g, t, a,
-                                                   b, warpgroup, local_tile);
-    } else {
-      run_uniform_chain<kMath, kSteps, kCount + 1>(p, smem, shared_base, row_lo, valid, g, t, a,
-                                                   b, warpgroup, local_tile);
-    }
-  }
-}
-
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <TensorCoreMath kMath, int kWidth, bool kTail, bool kUniform>
+// kUniformLayers: 0 for any chain; 2 to kFusedMlpMaxLayers for a uniform chain of that many layers
+// (WarpgroupMlpPlan::uniform_hidden), whose code is its straight-line chain alone. A kernel for
+// all uniform counts chose the count's code per tile: the jump's compares and the instruction
+// fetches after it took ~4% of the 64-wide MLP's stall samples (ncu, H100); a kernel per count
+// ran it in 146.7-146.9 us against 152.0-152.2 (probe, H100).
+template <TensorCoreMath kMath, int kWidth, bool kTail, int kUniformLayers>
 __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     warpgroup_mlp_kernel(const __grid_constant__ WarpgroupParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -498,9 +485,9 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     const int64_t warp_row = tile * kRows + warp * 16;
     const int64_t row_lo = warp_row + g;
     const int64_t valid = p.rows - warp_row;
-    if constexpr (kUniform) {
-      run_uniform_chain<kMath, kSteps>(p, smem, shared_base, row_lo, valid, g, t, a, b, warpgroup,
-                                       local_tile);
+    if constexpr (kUniformLayers > 0) {
+      run_uniform_layers<kMath, kSteps, kUniformLayers, 0>(p, smem, shared_base, row_lo, valid, g,
+                                                           t, a, b, warpgroup, local_tile);
     } else if constexpr (kSteps <= 4) {
       run_layers<kMath, kSteps, kTail, 0>(p, smem, shared_base, row_lo, valid, g, t, a, b,
                                           warpgroup, local_tile);
@@ -527,26 +514,33 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
 
 using KernelFunction = void (*)(WarpgroupParams);
 
-// The uniform kernels exist at width 64 without a tail (lay_out_warpgroup_mlp() sets
-// uniform_hidden only there).
-template <TensorCoreMath kMath, bool kTail>
-KernelFunction kernel_for_width(int width_class, bool uniform) {
-  if (width_class > 64) return warpgroup_mlp_kernel<kMath, 128, kTail, false>;
-  if constexpr (!kTail) {
-    if (uniform) return warpgroup_mlp_kernel<kMath, 64, false, true>;
+// The uniform kernel of `layers` layers or a later count's (the uniform kernels exist at width 64
+// without a tail: lay_out_warpgroup_mlp() sets uniform_hidden only there).
+template <TensorCoreMath kMath, int kLayers = 2>
+KernelFunction uniform_kernel(int layers) {
+  if constexpr (kLayers < kFusedMlpMaxLayers) {
+    if (layers != kLayers) return uniform_kernel<kMath, kLayers + 1>(layers);
   }
-  return warpgroup_mlp_kernel<kMath, 64, kTail, false>;
+  return warpgroup_mlp_kernel<kMath, 64, false, kLayers>;
+}
+
+template <TensorCoreMath kMath, bool kTail>
+KernelFunction kernel_for_width(const WarpgroupMlpPlan& plan) {
+  if (plan.width_class > 64) return warpgroup_mlp_kernel<kMath, 128, kTail, 0>;
+  if constexpr (!kTail) {
+    if (plan.uniform_hidden) return uniform_kernel<kMath>(plan.layer_count);
+  }
+  return warpgroup_mlp_kernel<kMath, 64, kTail, 0>;
 }
 
 KernelFunction kernel_for(const WarpgroupMlpPlan& plan) {
   const bool tail = plan.tail.kind != RowTailKind::None;
-  const bool uniform = plan.uniform_hidden;
   if (plan.math == TensorCoreMath::Fp16) {
-    return tail ? kernel_for_width<TensorCoreMath::Fp16, true>(plan.width_class, uniform)
-                : kernel_for_width<TensorCoreMath::Fp16, false>(plan.width_class, uniform);
+    return tail ? kernel_for_width<TensorCoreMath::Fp16, true>(plan)
+                : kernel_for_width<TensorCoreMath::Fp16, false>(plan);
   }
-  return tail ? kernel_for_width<TensorCoreMath::Bf16, true>(plan.width_class, uniform)
-              : kernel_for_width<TensorCoreMath::Bf16, false>(plan.width_class, uniform);
+  return tail ? kernel_for_width<TensorCoreMath::Bf16, true>(plan)
+              : kernel_for_width<TensorCoreMath::Bf16, false>(plan);
 }
 
 // FUSEDNN_CUDA_WGMMA: "0" never plans the form, "1" takes it at every batch (for tests and
