@@ -52,14 +52,20 @@ const TensorCoreMlpPlan* chain_plan(fdnn_model* model) {
   return nullptr;
 }
 
+// The backend's fused chain (the last where there are several), or null when it has none.
+const Op* fused_chain(const CudaBackend& backend) {
+  const Op* chain = nullptr;
+  for (const Op& op : backend.ops()) {
+    if (op.kind == OpKind::FusedMlp) chain = &op;
+  }
+  return chain;
+}
+
 // The fused chain's plan, or null when the model has none.
 const FusedMlpPlan* fused_plan(fdnn_model* model) {
   const CudaBackend* backend = backend_of(model);
-  if (backend == nullptr) return nullptr;
-  for (const Op& op : backend->ops()) {
-    if (op.kind == OpKind::FusedMlp) return &op.mlp;
-  }
-  return nullptr;
+  const Op* chain = backend != nullptr ? fused_chain(*backend) : nullptr;
+  return chain != nullptr ? &chain->mlp : nullptr;
 }
 
 // A chain of `widths` (in, hidden..., out) with fresh normal weights and biases; the layer at
@@ -472,10 +478,7 @@ TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
     set_weights(model.get(), *c.net, draw_weights(*c.net, random));
     const CudaBackend* backend = backend_of(model.get());
     ASSERT_NE(backend, nullptr);
-    const Op* chain = nullptr;
-    for (const Op& op : backend->ops()) {
-      if (op.kind == OpKind::FusedMlp) chain = &op;
-    }
+    const Op* chain = fused_chain(*backend);
     ASSERT_NE(chain, nullptr);
     EXPECT_EQ(chain->split.usable(), c.split);
     if (!c.split) continue;
@@ -530,10 +533,7 @@ TEST(FusedMlpInternal, RowTailsAfterSplitChainsFoldIntoTheSecondKernel) {
       set_weights(model.get(), *net, draw_weights(*net, random));
       const CudaBackend* backend = backend_of(model.get());
       ASSERT_NE(backend, nullptr);
-      const Op* chain = nullptr;
-      for (const Op& op : backend->ops()) {
-        if (op.kind == OpKind::FusedMlp) chain = &op;
-      }
+      const Op* chain = fused_chain(*backend);
       ASSERT_NE(chain, nullptr);
       ASSERT_TRUE(chain->split.usable());
       const bool folded = std::string(fold) != "0";
