@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "api/handles.hpp"
 #include "backends/cpu/conv2d.hpp"
 #include "backends/cuda/conv2d_implicit_gemm.hpp"
 #include "backends/cuda/cuda_executor.hpp"
 #include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
+#include "internal_test_support.hpp"
 #include "fusednn/fusednn.h"
 
 namespace {
@@ -240,8 +240,7 @@ std::vector<ConvRoute> conv_routes(const Net& net, fdnn_precision precision) {
   if (model == nullptr) return routes;
   std::mt19937 random(5);
   set_weights(model, net, draw_weights(net, random));
-  const std::shared_ptr<const fusednn::PreparedModel> prepared = model->model.prepare();
-  const auto* backend = dynamic_cast<const fusednn::cuda::CudaBackend*>(prepared->backend.get());
+  const fusednn::cuda::CudaBackend* backend = backend_of(model);
   if (backend != nullptr) {
     for (const fusednn::cuda::Op& op : backend->ops()) {
       if (op.kind == fusednn::cuda::OpKind::Conv2d) {

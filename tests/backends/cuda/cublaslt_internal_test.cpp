@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "api/handles.hpp"
 #include "backends/cuda/cuda_executor.hpp"
 #include "cuda_test_support.hpp"
+#include "internal_test_support.hpp"
 #include "fusednn/fusednn.h"
 
 namespace {
@@ -37,12 +37,6 @@ using fusednn::cuda::CublasLtLinear;
 using fusednn::cuda::CudaBackend;
 using fusednn::cuda::Op;
 using fusednn::cuda::OpKind;
-
-// The model's CUDA backend (preparing the model if it is not yet); null for a CPU model.
-CudaBackend* backend_of(fdnn_model* model) {
-  const std::shared_ptr<const fusednn::PreparedModel> prepared = model->model.prepare();
-  return dynamic_cast<CudaBackend*>(prepared->backend.get());
-}
 
 std::vector<const CublasLtLinear*> cublaslt_ops(fdnn_model* model) {
   std::vector<const CublasLtLinear*> result;

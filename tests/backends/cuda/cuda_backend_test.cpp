@@ -556,17 +556,6 @@ std::vector<int64_t> conv_batches() {
   return {1, 2, 3, 31, 129, 133, 300, 1000, 4097};
 }
 
-Net lenet5() {
-  Net net({1, 28, 28});
-  net.conv("c1", 1, 6, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
-  net.layer(R"({"type": "AvgPool2d", "name": "p1", "kernel_size": 2, "stride": 2})");
-  net.conv("c2", 6, 16, {5, 5}, {1, 1}, {0, 0}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
-  net.layer(R"({"type": "AvgPool2d", "name": "p2", "kernel_size": 2, "stride": 2})");
-  net.layer(R"({"type": "Flatten"})").linear("f1", 400, 120).act(R"({"type": "Tanh"})");
-  net.linear("f2", 120, 84).act(R"({"type": "Tanh"})").linear("f3", 84, 10);
-  return net;
-}
-
 #if FUSEDNN_TEST_WITH_CUDART
 // Kernel launches one run of `net` queues: the run is made on a stream the test captures, so it
 // is recorded into the test's graph (not run) and the graph's kernel nodes are counted.
@@ -1296,14 +1285,7 @@ TEST(CudaBackend, GoldenBundles) {
 TEST(CudaBackend, DevicePathRotatingBuffersAndStreams) {
   REQUIRE_CUDA();
   expect_rotating_buffers_match(seed_mlp(), 301, "seed MLP");
-  Net lenet({1, 28, 28});
-  lenet.conv("c1", 1, 6, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
-  lenet.layer(R"({"type": "AvgPool2d", "name": "p1", "kernel_size": 2, "stride": 2})");
-  lenet.conv("c2", 6, 16, {5, 5}, {1, 1}, {0, 0}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
-  lenet.layer(R"({"type": "AvgPool2d", "name": "p2", "kernel_size": 2, "stride": 2})");
-  lenet.layer(R"({"type": "Flatten"})").linear("f1", 400, 120).act(R"({"type": "Tanh"})");
-  lenet.linear("f2", 120, 84).act(R"({"type": "Tanh"})").linear("f3", 84, 10);
-  expect_rotating_buffers_match(lenet, 300, "LeNet-5");
+  expect_rotating_buffers_match(lenet5(), 300, "LeNet-5");
 }
 #endif
 

@@ -187,6 +187,18 @@ inline Net seed_mlp() {
   return net;
 }
 
+// LeNet-5 (1 x 28 x 28, Tanh, average pooling).
+inline Net lenet5() {
+  Net net({1, 28, 28});
+  net.conv("c1", 1, 6, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  net.layer(R"({"type": "AvgPool2d", "name": "p1", "kernel_size": 2, "stride": 2})");
+  net.conv("c2", 6, 16, {5, 5}, {1, 1}, {0, 0}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  net.layer(R"({"type": "AvgPool2d", "name": "p2", "kernel_size": 2, "stride": 2})");
+  net.layer(R"({"type": "Flatten"})").linear("f1", 400, 120).act(R"({"type": "Tanh"})");
+  net.linear("f2", 120, 84).act(R"({"type": "Tanh"})").linear("f3", 84, 10);
+  return net;
+}
+
 // LeNet-5's MLP head 400-120-84-10, `activation` (a spec layer) after the first two layers.
 inline Net lenet5_head(const std::string& activation) {
   Net net({400});

@@ -13,11 +13,11 @@
 #include <utility>
 #include <vector>
 
-#include "api/handles.hpp"
 #include "backends/cuda/cuda_executor.hpp"
 #include "backends/cuda/fused_mlp_warpgroup.hpp"
 #include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
+#include "internal_test_support.hpp"
 #include "fusednn/fusednn.h"
 
 namespace {
@@ -34,12 +34,6 @@ using fusednn::cuda::TensorCoreMath;
 using fusednn::cuda::TensorCoreMlpPlan;
 using fusednn::cuda::WarpgroupMlpLayer;
 using fusednn::cuda::WarpgroupMlpPlan;
-
-// The model's CUDA backend, or null for a CPU model.
-const CudaBackend* backend_of(fdnn_model* model) {
-  const std::shared_ptr<const fusednn::PreparedModel> prepared = model->model.prepare();
-  return dynamic_cast<const CudaBackend*>(prepared->backend.get());
-}
 
 // The tensor-core plan of the model's one fused chain, or null when there is none (a CPU model,
 // no chain, or a chain with no tensor-core form on this device).
