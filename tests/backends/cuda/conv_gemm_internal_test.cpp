@@ -17,8 +17,8 @@
 #include "backends/cuda/cuda_executor.hpp"
 #include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
-#include "internal_test_support.hpp"
 #include "fusednn/fusednn.h"
+#include "internal_test_support.hpp"
 
 namespace {
 

@@ -17,8 +17,8 @@
 #include "backends/cuda/fused_mlp_warpgroup.hpp"
 #include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
-#include "internal_test_support.hpp"
 #include "fusednn/fusednn.h"
+#include "internal_test_support.hpp"
 
 namespace {
 
