@@ -417,8 +417,15 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     __pipeline_memcpy_async(shared_memory + i, p.image + i, 16);
   }
   __pipeline_commit();
-  if (static_cast<int>(threadIdx.x) < warpgroups * p.stages) {
-    init_single_arrival(shared_base + p.barrier_offset + 8u * threadIdx.x);
+  // One thread sets up every stage's mbarrier, as the other kernels do. With one a thread, ptxas
+  // looped a uniform init over the warp's addresses, and racecheck read the address register of
+  // the lanes that skip it as a write: at 1537fc5 that register held the shared base, and
+  // racecheck reported WAW hazards against image chunk 0's copy (H100), a write never made.
+  if (threadIdx.x == 0) {
+#pragma unroll 1
+    for (int i = 0; i < warpgroups * p.stages; ++i) {
+      init_single_arrival(shared_base + p.barrier_offset + 8u * static_cast<uint32_t>(i));
+    }
   }
   __pipeline_wait_prior(0);
   // The weights arrived through the generic proxy and wgmma reads them through the async one.
