@@ -198,22 +198,27 @@ struct Publisher {
       smem[to.base + at] = value;
       return;
     }
+    const uint32_t base = to.base, barrier = to.barrier;  // as in send()
     wait_for_cluster();
-    const uint32_t bytes = sizeof(float) * (to.base + at);
+    const uint32_t bytes = sizeof(float) * (base + at);
     const uint32_t block = in_block(shared_address(smem), (rank + offset) % kBlocks);
-    store_remote(block + bytes, value, block + to.barrier);
+    store_remote(block + bytes, value, block + barrier);
   }
   __device__ __forceinline__ void send(const Destination& to, uint32_t at, float value) {
     if (to.global) {
       y_sample[at] = value;
       return;
     }
-    smem[to.base + at] = value;
+    // The fields in registers before the stores: `to` may live in shared memory, where each
+    // remote store's asm may write, so the compiler read to.barrier again before every store
+    // (SASS: an LDS between consecutive STAS, each store waiting on it).
+    const uint32_t base = to.base, barrier = to.barrier;
+    smem[base + at] = value;
     wait_for_cluster();
-    const uint32_t bytes = sizeof(float) * (to.base + at);
+    const uint32_t bytes = sizeof(float) * (base + at);
 #pragma unroll
     for (int b = 0; b < kBlocks - 1; ++b) {
-      store_remote(remote[b] + bytes, value, remote[b] + to.barrier);
+      store_remote(remote[b] + bytes, value, remote[b] + barrier);
     }
   }
 };
@@ -350,7 +355,7 @@ __device__ __forceinline__ void finish_item(const Stage& stage, const float* sme
                                             [[maybe_unused]] int finished_phase) {
   const ConvPoolParams& p = stage.conv;
   const Patch patch = patch_of(p, item);
-  const Destination& to = stage.to;
+  const Destination to = stage.to;  // a copy in registers, as in Publisher::send()
   const float* bias = p.bias != nullptr ? smem + stage.bias : nullptr;
   conv_tile::finish_patch_to<ChannelTile>(
       p, bias, acc, patch.o, patch.ty, patch.tx, [&](int channel, int row, int col, float v) {
