@@ -166,10 +166,12 @@ constexpr int kPhasesPerLayer = 5;
 struct Stamps {
   bool on;
   int last;
+  unsigned int launch;  // timeline_launch(), read once
 };
 // Phases past the timeline's row (nets of more than 5 layers) are not stamped.
-#define FDNN_CONV_NET_STAMP(stamps, phase) \
-  FDNN_TIMELINE((stamps).on && (phase) <= (stamps).last, phase, (stamps).last)
+#define FDNN_CONV_NET_STAMP(stamps, phase)                                            \
+  FDNN_TIMELINE_OF((stamps).launch, (stamps).on && (phase) <= (stamps).last, phase, \
+                   (stamps).last)
 
 // Sends one output value to every block's copy of the next layer's input (this block's by a
 // plain store, the others' by st.async counted on their mbarrier), or to y. Before this thread's
@@ -522,7 +524,8 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x;
   const int layer_count = p.stage_count + p.head_count;
   [[maybe_unused]] const Stamps stamps{
-      blockIdx.x == 0, min(kLeadPhases + kPhasesPerLayer * layer_count, kTimelinePhases) - 1};
+      blockIdx.x == 0, min(kLeadPhases + kPhasesPerLayer * layer_count, kTimelinePhases) - 1,
+      blockIdx.x == 0 && tid == 0 ? timeline_launch() : 0u};
   FDNN_CONV_NET_STAMP(stamps, 0);
 
   // The parameters into shared memory first (one round trip, then every field at shared-memory

@@ -28,6 +28,21 @@ __device__ unsigned int kernel_timeline_launches;
       if ((phase) == (last_phase)) ++kernel_timeline_launches;                         \
     }                                                                                  \
   } while (0)
+// The launch's count read once (at entry) for FDNN_TIMELINE_OF: each FDNN_TIMELINE reads it from
+// global memory, and after an L1 invalidation (every cluster-scope acquire) that read waits on L2,
+// which put ~0.2 us into each of conv_net's stamps (NOTES.md, version 21).
+__device__ __forceinline__ unsigned int timeline_launch() { return kernel_timeline_launches; }
+#define FDNN_TIMELINE_OF(launch, stamping, phase, last_phase)                          \
+  do {                                                                                 \
+    if (threadIdx.x == 0 && (stamping)) {                                              \
+      unsigned long long now;                                                          \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));                          \
+      const unsigned int slot = (launch) % kTimelineSlots;                             \
+      kernel_timeline[slot][phase] = now;                                              \
+      kernel_timeline_clocks[slot][phase] = clock64();                                 \
+      if ((phase) == (last_phase)) kernel_timeline_launches = (launch) + 1;            \
+    }                                                                                  \
+  } while (0)
 // Per-tile stamps for persistent kernels (warpgroup_mlp_timeline.cu): the calling thread stamps
 // %globaltimer for `phase` of its worker's `tile`-th tile (counted from 0 in the worker's own
 // order) in this block; FDNN_BLOCK_STAMP stamps block-wide phases (entry, weights ready).
@@ -57,6 +72,10 @@ __device__ __forceinline__ unsigned long long timeline_now() {
 #else
 #define FDNN_TIMELINE(stamping, phase, last_phase) \
   do {                                             \
+  } while (0)
+__device__ __forceinline__ unsigned int timeline_launch() { return 0; }
+#define FDNN_TIMELINE_OF(launch, stamping, phase, last_phase) \
+  do {                                                        \
   } while (0)
 #define FDNN_TILE_STAMP(worker, tile, phase) \
   do {                                       \
