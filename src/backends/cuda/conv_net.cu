@@ -37,6 +37,7 @@
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_memory.hpp"
 #include "backends/cuda/epilogue.cuh"
+#include "backends/cuda/fast_divisor.hpp"
 #include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
 #include "backends/cuda/mbarrier.cuh"
@@ -83,6 +84,9 @@ struct Stage {
   // `splits` threads share one, each over rows_per_split of those rows.
   int32_t splits;
   int32_t rows_per_split;
+  // The plan's divisors (patch_of(), the split of a unit, a reduction row's input channel): at
+  // batch 1 each division by a runtime value was a ~20-instruction chain on a layer's path.
+  FastDivisor by_out_channels, by_patch_cols, by_items_per_block, by_kernel_height;
   uint32_t filters;       // float offset of this stage's SmallTile image in shared memory
   uint32_t bias;          // float offset of its bias in shared memory (conv.bias not null)
   uint32_t input;         // float offset of its staged input planes in shared memory
@@ -99,6 +103,8 @@ struct HeadLayer {
   // Threads per column, each over a piece of the inputs: kThreads / slice, or for a whole layer
   // the adjacent lanes a butterfly adds (a power of two up to 32, out x per_column <= kThreads).
   int32_t per_column;
+  int32_t per_piece;  // inputs a piece sums: in / per_column rounded up
+  FastDivisor by_slice, by_per_column;
   uint32_t weights;    // float offset of this block's [in][slice] columns in shared memory
   uint32_t bias_at;    // float offset of their slice of the bias in shared memory
   uint32_t input;      // float offset of the layer's input vector in shared memory
@@ -146,10 +152,11 @@ static_assert(kBarrierFloats % 4 == 0, "the parameters' copy starts on 16 bytes"
 struct Patch {
   int o, ty, tx;
 };
-__host__ __device__ __forceinline__ Patch patch_of(const ConvPoolParams& p, int item) {
-  const int position = item / p.out_channels;
-  const int ty = position / p.patch_cols;
-  return {item - position * p.out_channels, ty, position - ty * p.patch_cols};
+__host__ __device__ __forceinline__ Patch patch_of(const Stage& stage, int item) {
+  const int position = stage.by_out_channels.divide(item);
+  const int ty = stage.by_patch_cols.divide(position);
+  return {item - position * stage.by_out_channels.divisor, ty,
+          position - ty * stage.by_patch_cols.divisor};
 }
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // the kernel's pieces, sm_90+ only
@@ -263,15 +270,17 @@ __device__ void stage_input(const ConvPoolParams& p, int staged_height, const fl
 // short chain matters more than fewer loads. kWidth: the kernel width when the caller knows it
 // (the row's taps unrolled, their loads issued together), 0 for any.
 template <int kWidth>
-__device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p, const float* staged,
-                                                   const float* filters, int o, int ty, int tx,
-                                                   int r_begin, int r_end, float (&acc)[4]) {
+__device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p,
+                                                   const FastDivisor& by_kernel_height,
+                                                   const float* staged, const float* filters,
+                                                   int o, int ty, int tx, int r_begin, int r_end,
+                                                   float (&acc)[4]) {
   const int kernel_height = p.kernel_height;
   const int kernel_width = kWidth > 0 ? kWidth : p.kernel_width;
   const int across = p.stride_width;               // the patch's second column
   const int down = p.stride_height * p.row_pitch;  // its second row
   const int taps = kernel_height * kernel_width;
-  int c = r_begin / kernel_height;
+  int c = by_kernel_height.divide(r_begin);
   int kh = r_begin - c * kernel_height;
   const float* patch = staged + ty * 2 * down + tx * 2 * across;
   const float* lane_filters = filters + (o / SmallTile::kCo) * taps * SmallTile::kTapStride +
@@ -305,6 +314,7 @@ __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p, cons
 // products in the same order as accumulate_channel's.
 template <int kWidth>
 __device__ __forceinline__ void accumulate_channel_unit_stride(const ConvPoolParams& p,
+                                                               const FastDivisor& by_kernel_height,
                                                                const float* staged,
                                                                const float* filters, int o, int ty,
                                                                int tx, int r_begin, int r_end,
@@ -312,7 +322,7 @@ __device__ __forceinline__ void accumulate_channel_unit_stride(const ConvPoolPar
   const int kernel_height = p.kernel_height;
   const int pitch = p.row_pitch;
   const int taps = kernel_height * kWidth;
-  int c = r_begin / kernel_height;
+  int c = by_kernel_height.divide(r_begin);
   int kh = r_begin - c * kernel_height;
   const float* patch = staged + ty * 2 * pitch + tx * 2;
   const float* lane_filters = filters + (o / SmallTile::kCo) * taps * SmallTile::kTapStride +
@@ -356,7 +366,7 @@ __device__ __forceinline__ void finish_item(const Stage& stage, const float* sme
                                             [[maybe_unused]] const Stamps& stamps,
                                             [[maybe_unused]] int finished_phase) {
   const ConvPoolParams& p = stage.conv;
-  const Patch patch = patch_of(p, item);
+  const Patch patch = patch_of(stage, item);
   const Destination to = stage.to;  // a copy in registers, as in Publisher::send()
   const float* bias = p.bias != nullptr ? smem + stage.bias : nullptr;
   conv_tile::finish_patch_to<ChannelTile>(
@@ -382,27 +392,33 @@ __device__ __forceinline__ void run_stage(const Stage& stage, int rank, const fl
   const ConvPoolParams& p = stage.conv;
   const float* staged = smem + stage.input;
   const float* filters = smem + stage.filters;
-  const int first = rank * stage.items_per_block;
-  const int count = max(0, min(stage.items, first + stage.items_per_block) - first);
-  const int units = count * stage.splits;
+  const int per_block = stage.items_per_block;
+  const int first = rank * per_block;
+  const int count = max(0, min(stage.items, first + per_block) - first);
+  // Unit u: split u / per_block of patch first + u % per_block (the last block's units past its
+  // count idle), so that the divisor is the plan's.
+  const int units = per_block * stage.splits;
+  const FastDivisor by_kernel_height = stage.by_kernel_height;
   for (int u = threadIdx.x; u < units; u += kThreads) {
-    const int split = u / count;
-    const int item = first + u - split * count;
-    const auto [o, ty, tx] = patch_of(p, item);
+    const int split = stage.by_items_per_block.divide(u);
+    const int local = u - split * per_block;
+    if (local >= count) continue;
+    const int item = first + local;
+    const auto [o, ty, tx] = patch_of(stage, item);
     const int r_begin = split * stage.rows_per_split;
     const int r_end = min(p.in_channels * p.kernel_height, r_begin + stage.rows_per_split);
     float acc[ChannelTile::kValues] = {0.0f, 0.0f, 0.0f, 0.0f};
     const bool unit_stride = p.stride_width == 1 && p.stride_height == 1;
     if (p.kernel_width == 5 && unit_stride) {
-      accumulate_channel_unit_stride<5>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
+      accumulate_channel_unit_stride<5>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin, r_end, acc);
     } else if (p.kernel_width == 3 && unit_stride) {
-      accumulate_channel_unit_stride<3>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
+      accumulate_channel_unit_stride<3>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin, r_end, acc);
     } else if (p.kernel_width == 5) {
-      accumulate_channel<5>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
+      accumulate_channel<5>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin, r_end, acc);
     } else if (p.kernel_width == 3) {
-      accumulate_channel<3>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
+      accumulate_channel<3>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin, r_end, acc);
     } else {
-      accumulate_channel<0>(p, staged, filters, o, ty, tx, r_begin, r_end, acc);
+      accumulate_channel<0>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin, r_end, acc);
     }
     if (stage.splits == 1) {
       finish_item(stage, smem, item, acc, publisher, stamps, partial_phase + 1);
@@ -423,7 +439,7 @@ __device__ __forceinline__ void run_stage(const Stage& stage, int rank, const fl
     for (int v = 0; v < ChannelTile::kValues; ++v) {
       float sum = scratch[v * units + local];
       for (int split = 1; split < stage.splits; ++split) {
-        sum += scratch[v * units + split * count + local];
+        sum += scratch[v * units + split * per_block + local];
       }
       acc[v] = sum;
     }
@@ -442,10 +458,10 @@ __device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank,
   const float* input = smem + layer.input;
   const float* weights = smem + layer.weights;
   const int pitch = layer.slice + 1;
-  const int local = threadIdx.x % layer.slice;
-  const int piece = threadIdx.x / layer.slice;  // < per_column: slice divides kThreads
+  const int piece = layer.by_slice.divide(threadIdx.x);  // < per_column: slice divides kThreads
+  const int local = threadIdx.x - piece * layer.slice;
   {
-    const int per_piece = (layer.in + layer.per_column - 1) / layer.per_column;
+    const int per_piece = layer.per_piece;
     const int begin = piece * per_piece;
     const int end = min(layer.in, begin + per_piece);
     float sum = 0.0f;
@@ -486,11 +502,11 @@ __device__ __forceinline__ void run_whole_head_layer(const HeadLayer& layer, int
   const float* input = smem + layer.input;
   const float* weights = smem + layer.weights;
   const int pieces = layer.per_column;
-  const int column = threadIdx.x / pieces;
-  const int piece = threadIdx.x % pieces;
+  const int column = layer.by_per_column.divide(threadIdx.x);
+  const int piece = threadIdx.x - column * pieces;
   float sum = 0.0f;
   if (column < layer.out) {
-    const int per_piece = (layer.in + pieces - 1) / pieces;
+    const int per_piece = layer.per_piece;
     const int begin = piece * per_piece;
     const int end = min(layer.in, begin + per_piece);
     for (int i = begin; i < end; ++i) sum = fmaf(input[i], weights[i * layer.slice + column], sum);
@@ -649,7 +665,7 @@ int64_t values_sent(const Stage& stage, int rank) {
   };
   int64_t sent = 0;
   for (int64_t item = first; item < last; ++item) {
-    const Patch patch = patch_of(p, static_cast<int>(item));
+    const Patch patch = patch_of(stage, static_cast<int>(item));
     const int64_t ty = patch.ty, tx = patch.tx;
     if (p.pool_window == 2) {
       sent += ty < p.pooled_height && tx < p.pooled_width && kept(ty, tx);
@@ -798,6 +814,10 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     const int64_t per_split = (reduction_rows + wanted - 1) / wanted;
     stage.rows_per_split = static_cast<int32_t>(per_split);
     stage.splits = static_cast<int32_t>((reduction_rows + per_split - 1) / per_split);
+    stage.by_out_channels = make_fast_divisor(stage.conv.out_channels);
+    stage.by_patch_cols = make_fast_divisor(stage.conv.patch_cols);
+    stage.by_items_per_block = make_fast_divisor(stage.items_per_block);
+    stage.by_kernel_height = make_fast_divisor(stage.conv.kernel_height);
     stage.filters = place(shape.weight_floats);
     stage.bias = place(d.out_channels);
     stage.input = place(int64_t{d.in_channels} * stage.conv.plane_floats);
@@ -842,6 +862,9 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
         if (h.slice > kThreads) return false;
         h.per_column = kThreads / h.slice;
       }
+      h.per_piece = (h.in + h.per_column - 1) / h.per_column;
+      h.by_slice = make_fast_divisor(h.slice);
+      h.by_per_column = make_fast_divisor(h.per_column);
       h.weights = static_cast<uint32_t>(p.head_base + rank_floats);
       h.bias_at = static_cast<uint32_t>(h.weights + int64_t{layer.in} * h.slice);
       rank_floats += int64_t{layer.in} * h.slice + h.slice;  // slice: a multiple of 4
