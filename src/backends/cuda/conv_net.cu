@@ -434,14 +434,17 @@ __device__ __forceinline__ void run_stage(const Stage& stage, int rank, const fl
   __syncthreads();
   FDNN_CONV_NET_STAMP(stamps, partial_phase);
   for (int local = threadIdx.x; local < count; local += kThreads) {
+    // Splits outer, values inner: each split's four loads issue together (the same additions in
+    // the same order as a loop per value, whose loads waited one by one).
     float acc[ChannelTile::kValues];
 #pragma unroll
-    for (int v = 0; v < ChannelTile::kValues; ++v) {
-      float sum = scratch[v * units + local];
-      for (int split = 1; split < stage.splits; ++split) {
-        sum += scratch[v * units + split * per_block + local];
+    for (int v = 0; v < ChannelTile::kValues; ++v) acc[v] = scratch[v * units + local];
+#pragma unroll 2
+    for (int split = 1; split < stage.splits; ++split) {
+#pragma unroll
+      for (int v = 0; v < ChannelTile::kValues; ++v) {
+        acc[v] += scratch[v * units + split * per_block + local];
       }
-      acc[v] = sum;
     }
     finish_item(stage, smem, first + local, acc, publisher, stamps, partial_phase + 1);
   }
@@ -465,6 +468,8 @@ __device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank,
     const int begin = piece * per_piece;
     const int end = min(layer.in, begin + per_piece);
     float sum = 0.0f;
+    // Unrolled so that the loads of four inputs issue together; the sum's order is unchanged.
+#pragma unroll 4
     for (int i = begin; i < end; ++i) sum = fmaf(input[i], weights[i * layer.slice + local], sum);
     scratch[piece * pitch + local] = sum;
   }
@@ -509,6 +514,7 @@ __device__ __forceinline__ void run_whole_head_layer(const HeadLayer& layer, int
     const int per_piece = layer.per_piece;
     const int begin = piece * per_piece;
     const int end = min(layer.in, begin + per_piece);
+#pragma unroll 4  // as in run_head_layer()
     for (int i = begin; i < end; ++i) sum = fmaf(input[i], weights[i * layer.slice + column], sum);
   }
   // Every lane takes part (a column's pieces are adjacent lanes of one warp).
