@@ -410,9 +410,11 @@ __device__ __forceinline__ void run_stage(const Stage& stage, int rank, const fl
     float acc[ChannelTile::kValues] = {0.0f, 0.0f, 0.0f, 0.0f};
     const bool unit_stride = p.stride_width == 1 && p.stride_height == 1;
     if (p.kernel_width == 5 && unit_stride) {
-      accumulate_channel_unit_stride<5>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin, r_end, acc);
+      accumulate_channel_unit_stride<5>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin,
+                                         r_end, acc);
     } else if (p.kernel_width == 3 && unit_stride) {
-      accumulate_channel_unit_stride<3>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin, r_end, acc);
+      accumulate_channel_unit_stride<3>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin,
+                                         r_end, acc);
     } else if (p.kernel_width == 5) {
       accumulate_channel<5>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin, r_end, acc);
     } else if (p.kernel_width == 3) {

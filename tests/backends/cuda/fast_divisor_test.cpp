@@ -13,7 +13,9 @@ namespace {
 std::vector<int32_t> dividends() {
   std::vector<int32_t> values;
   for (int32_t n = 0; n < 5000; ++n) values.push_back(n);
-  for (int64_t n = 5000; n < INT32_MAX; n = n * 3 / 2 + 7) values.push_back(static_cast<int32_t>(n));
+  for (int64_t n = 5000; n < INT32_MAX; n = n * 3 / 2 + 7) {
+    values.push_back(static_cast<int32_t>(n));
+  }
   for (int32_t k = 0; k < 64; ++k) values.push_back(INT32_MAX - k);
   return values;
 }
