@@ -15,22 +15,11 @@ constexpr int kTimelinePhases = 48;  // stamps a launch may take
 __device__ unsigned long long kernel_timeline[kTimelineSlots][kTimelinePhases];
 __device__ long long kernel_timeline_clocks[kTimelineSlots][kTimelinePhases];
 __device__ unsigned int kernel_timeline_launches;
-// Stamps `phase` where `stamping` holds (thread 0 of the chosen block); the stamp of `last_phase`
-// closes the launch's slot.
-#define FDNN_TIMELINE(stamping, phase, last_phase)                                     \
-  do {                                                                                 \
-    if (threadIdx.x == 0 && (stamping)) {                                              \
-      unsigned long long now;                                                          \
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));                          \
-      const unsigned int slot = kernel_timeline_launches % kTimelineSlots;             \
-      kernel_timeline[slot][phase] = now;                                              \
-      kernel_timeline_clocks[slot][phase] = clock64();                                 \
-      if ((phase) == (last_phase)) ++kernel_timeline_launches;                         \
-    }                                                                                  \
-  } while (0)
-// The launch's count read once (at entry) for FDNN_TIMELINE_OF: each FDNN_TIMELINE reads it from
-// global memory, and after an L1 invalidation (every cluster-scope acquire) that read waits on L2,
-// which put ~0.2 us into each of conv_net's stamps (NOTES.md, version 21).
+// Stamps `phase` where `stamping` holds (thread 0 of the chosen block) in launch `launch`'s slot;
+// the stamp of `last_phase` closes the slot. FDNN_TIMELINE reads the launch count at each stamp;
+// FDNN_TIMELINE_OF takes it read once at entry (timeline_launch()): after an L1 invalidation
+// (every cluster-scope acquire) each read waits on L2, which put ~0.2 us into each of conv_net's
+// stamps (NOTES.md, version 21).
 __device__ __forceinline__ unsigned int timeline_launch() { return kernel_timeline_launches; }
 #define FDNN_TIMELINE_OF(launch, stamping, phase, last_phase)                          \
   do {                                                                                 \
@@ -43,6 +32,8 @@ __device__ __forceinline__ unsigned int timeline_launch() { return kernel_timeli
       if ((phase) == (last_phase)) kernel_timeline_launches = (launch) + 1;            \
     }                                                                                  \
   } while (0)
+#define FDNN_TIMELINE(stamping, phase, last_phase) \
+  FDNN_TIMELINE_OF(kernel_timeline_launches, stamping, phase, last_phase)
 // Per-tile stamps for persistent kernels (warpgroup_mlp_timeline.cu): the calling thread stamps
 // %globaltimer for `phase` of its worker's `tile`-th tile (counted from 0 in the worker's own
 // order) in this block; FDNN_BLOCK_STAMP stamps block-wide phases (entry, weights ready).
