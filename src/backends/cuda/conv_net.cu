@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "backends/cuda/conv_pool_tile.cuh"
@@ -75,6 +76,29 @@ struct Destination {
   uint32_t barrier;  // byte offset of the next layer's mbarrier in shared memory
 };
 
+// One of a block's patches as the plan works it out at load (patch_record()): where its staged
+// input and filters start, and what its finish does with the sums. Reading these was one
+// shared-memory round trip where the finish had computed them from the stage's fields: ~100
+// dependent instructions a patch (the patch's coordinates, the pooling window's divisor, the
+// destination's bounds) on every conv stage's path at batch 1.
+struct alignas(16) PatchRecord {
+  // Float offsets from the layer's Destination of the outputs in order (conv position dy * 2 +
+  // dx; pooled: the window, at[0] only), -1 for one not sent (past the output, or outside the
+  // rows and columns the next stage reads).
+  int32_t at[4];
+  int32_t channel;  // output channel: the bias's index
+  // Bits 0-3: the conv positions inside the conv output (the window's average and max read only
+  // those); kPooled, kMaxPool.
+  uint32_t flags;
+  float reciprocal;  // 1 / divisor where that is exact (divisors 1, 2 and 4), else 0
+  float divisor;     // PyTorch's (the CPU backend's) average divisor
+  int32_t input;     // float offset of the patch's first tap in the staged input
+  int32_t filter;    // float offset of its channel's first tap in the stage's filters
+  int32_t unused[2];
+  static constexpr uint32_t kPooled = 1u << 4, kMaxPool = 1u << 5;
+};
+static_assert(sizeof(PatchRecord) % 16 == 0, "records are bulk-copied as a run of 16 bytes");
+
 struct Stage {
   ConvPoolParams conv;    // geometry of the small tile over a whole sample, filters, bias
   int32_t staged_height;  // rows of one staged input plane
@@ -84,9 +108,10 @@ struct Stage {
   // `splits` threads share one, each over rows_per_split of those rows.
   int32_t splits;
   int32_t rows_per_split;
-  // The plan's divisors (patch_of(), the split of a unit, a reduction row's input channel): at
-  // batch 1 each division by a runtime value was a ~20-instruction chain on a layer's path.
-  FastDivisor by_out_channels, by_patch_cols, by_items_per_block, by_kernel_height;
+  // The plan's divisors (the split of a unit, a reduction row's input channel): at batch 1 each
+  // division by a runtime value was a ~20-instruction chain on a layer's path.
+  FastDivisor by_items_per_block, by_kernel_height;
+  uint32_t records;       // float offset of this block's PatchRecords in shared memory
   uint32_t filters;       // float offset of this stage's SmallTile image in shared memory
   uint32_t bias;          // float offset of its bias in shared memory (conv.bias not null)
   uint32_t input;         // float offset of its staged input planes in shared memory
@@ -96,18 +121,21 @@ struct Stage {
 struct HeadLayer {
   bool has_bias;
   // Every block computes all `out` columns from its own copy of the weights and keeps them (the
-  // last layer: block 0 writes y), instead of its slice sent to every block.
+  // last layer: block 0 writes y), instead of its run of columns sent to every block.
   bool whole;
   int32_t in, out;
-  int32_t slice;       // columns per block, a power of two from 4 (whole: out rounded up to 4)
-  // Threads per column, each over a piece of the inputs: kThreads / slice, or for a whole layer
-  // the adjacent lanes a butterfly adds (a power of two up to 32, out x per_column <= kThreads).
-  int32_t per_column;
-  int32_t per_piece;  // inputs a piece sums: in / per_column rounded up
-  FastDivisor by_slice, by_per_column;
-  uint32_t weights;    // float offset of this block's [in][slice] columns in shared memory
-  uint32_t bias_at;    // float offset of their slice of the bias in shared memory
-  uint32_t input;      // float offset of the layer's input vector in shared memory
+  int32_t columns;  // per block: out (whole) or out / kBlocks rounded up
+  // A column's `group` adjacent lanes (a power of two up to 32, log2 here) each sum every
+  // group-th float4 chunk of the input; a butterfly adds their sums.
+  int32_t group_shift;
+  int32_t chunks;  // float4 chunks of the input: in / 4 rounded up (the rest zeros)
+  int32_t steps;   // chunks a lane sums at most: chunks / group rounded up
+  // Float offset of this block's weights in shared memory, [step][column][lane][4] (chunk
+  // step x group + lane of the column), so that a warp's loads of a step are 512 contiguous
+  // bytes; then the columns' bias.
+  uint32_t weights;
+  uint32_t bias_at;
+  uint32_t input;  // float offset of the layer's input vector in shared memory (chunks x 4)
   Destination to;
   DeviceEpilogue epilogue;
 };
@@ -121,12 +149,15 @@ struct alignas(16) ConvNetParams {
   int32_t output_floats;  // per sample
   int32_t stage_count;
   int32_t head_count;
-  uint32_t scratch;  // float offset of partial sums (split stages, head layers)
-  // Every head layer's weights and bias, [rank][layer][in x slice, then slice of bias], so that a
-  // block takes its part in one bulk copy (rank_floats from head_image + rank * rank_floats) into
-  // shared memory at head_base.
-  const float* head_image;
-  uint32_t head_rank_floats;
+  uint32_t scratch;  // float offset of the split stages' partial sums
+  // What differs from block to block, [rank][every stage's PatchRecords, then every head layer's
+  // HeadLayer weights and bias]: a block takes its run (rank_floats from rank_image + rank *
+  // rank_floats) in two bulk copies, the records (records_floats) to records_base with the
+  // filters, and the rest to head_base.
+  const float* rank_image;
+  uint32_t rank_floats;
+  uint32_t records_floats;
+  uint32_t records_base;
   uint32_t head_base;
   // Bytes the other blocks send into block b's input of layer l (l >= 1): what its mbarrier for
   // that layer waits for.
@@ -135,8 +166,8 @@ struct alignas(16) ConvNetParams {
   HeadLayer head[kFusedMlpMaxLayers];
 };
 
-// Shared memory, in floats: the mbarriers (slot 0: the filters' bulk copies; slot l: layer l's
-// input; slot kHeadSlot: the head's bulk copy), a copy of the parameters (read there rather than
+// Shared memory, in floats: the mbarriers (slot 0: the filters' and the patch records' bulk
+// copies; slot l: layer l's input; slot kHeadSlot: the head's bulk copy), a copy of the parameters (read there rather than
 // through the constant cache; the kernel with the copy and nothing else changed took 20.0 us,
 // without it 19.0: NOTES.md version 13), then the plan's regions from kParamsFloats on.
 constexpr int kHeadSlot = kMaxLayers;
@@ -144,20 +175,6 @@ constexpr uint32_t kBarrierFloats = (2 * (kHeadSlot + 1) + 3) / 4 * 4;
 constexpr uint32_t kParamsFloats =
     kBarrierFloats + (sizeof(ConvNetParams) + 15) / 16 * 4;  // a multiple of 4 floats
 static_assert(kBarrierFloats % 4 == 0, "the parameters' copy starts on 16 bytes");
-
-// Patch `item` of a stage: output channel o of patch (ty, tx). The channel varies fastest, so
-// that a warp's lanes read the same staged inputs (a broadcast) and neighbouring filters;
-// position-major lanes read inputs 2 floats apart on rows of one pitch, up to 7 to a bank
-// (2026-11-25: the conv stages took 1.5 and 2.4 us to sum their taps).
-struct Patch {
-  int o, ty, tx;
-};
-__host__ __device__ __forceinline__ Patch patch_of(const Stage& stage, int item) {
-  const int position = stage.by_out_channels.divide(item);
-  const int ty = stage.by_patch_cols.divide(position);
-  return {item - position * stage.by_out_channels.divisor, ty,
-          position - ty * stage.by_patch_cols.divisor};
-}
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // the kernel's pieces, sm_90+ only
 
@@ -263,18 +280,18 @@ __device__ void stage_input(const ConvPoolParams& p, int staged_height, const fl
   }
 }
 
-// One output channel's 2 x 2 conv positions (patch (ty, tx)) over reduction rows
-// [r_begin, r_end) (row r: input channel r / kernel_height, kernel row r % kernel_height), the
-// filters read from the SmallTile image (channel o at lane o % 4 of group o / 4). Loops rather
+// One output channel's 2 x 2 conv positions (a patch: its first tap at `patch` in the staged
+// input, its channel's first filter value at `lane_filters` in the SmallTile image) over reduction
+// rows [r_begin, r_end) (row r: input channel r / kernel_height, kernel row r % kernel_height).
+// Loops rather
 // than conv_pool.cu's unrolled register tiles: a thread here has a piece of one patch, and a
 // short chain matters more than fewer loads. kWidth: the kernel width when the caller knows it
 // (the row's taps unrolled, their loads issued together), 0 for any.
 template <int kWidth>
 __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p,
                                                    const FastDivisor& by_kernel_height,
-                                                   const float* staged, const float* filters,
-                                                   int o, int ty, int tx, int r_begin, int r_end,
-                                                   float (&acc)[4]) {
+                                                   const float* patch, const float* lane_filters,
+                                                   int r_begin, int r_end, float (&acc)[4]) {
   const int kernel_height = p.kernel_height;
   const int kernel_width = kWidth > 0 ? kWidth : p.kernel_width;
   const int across = p.stride_width;               // the patch's second column
@@ -282,9 +299,6 @@ __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p,
   const int taps = kernel_height * kernel_width;
   int c = by_kernel_height.divide(r_begin);
   int kh = r_begin - c * kernel_height;
-  const float* patch = staged + ty * 2 * down + tx * 2 * across;
-  const float* lane_filters = filters + (o / SmallTile::kCo) * taps * SmallTile::kTapStride +
-                              o % SmallTile::kCo;
   const int channel_floats = p.channel_groups * taps * SmallTile::kTapStride;
 #pragma unroll 1
   for (int r = r_begin; r < r_end; ++r) {
@@ -315,29 +329,35 @@ __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p,
 template <int kWidth>
 __device__ __forceinline__ void accumulate_channel_unit_stride(const ConvPoolParams& p,
                                                                const FastDivisor& by_kernel_height,
-                                                               const float* staged,
-                                                               const float* filters, int o, int ty,
-                                                               int tx, int r_begin, int r_end,
+                                                               const float* patch,
+                                                               const float* lane_filters,
+                                                               int r_begin, int r_end,
                                                                float (&acc)[4]) {
   const int kernel_height = p.kernel_height;
   const int pitch = p.row_pitch;
   const int taps = kernel_height * kWidth;
   int c = by_kernel_height.divide(r_begin);
   int kh = r_begin - c * kernel_height;
-  const float* patch = staged + ty * 2 * pitch + tx * 2;
-  const float* lane_filters = filters + (o / SmallTile::kCo) * taps * SmallTile::kTapStride +
-                              o % SmallTile::kCo;
   const int channel_floats = p.channel_groups * taps * SmallTile::kTapStride;
+  static_assert(kWidth % 2 == 1, "a kernel row's kWidth + 1 values load as pairs");
   float top[kWidth + 1], bottom[kWidth + 1];
   bool have_top = false;
 #pragma unroll 1
   for (int r = r_begin; r < r_end; ++r) {
     const float* row = patch + c * p.plane_floats + kh * pitch;
     const float* tap = lane_filters + c * channel_floats + kh * kWidth * SmallTile::kTapStride;
+    // In pairs: the row pitch and the plane are multiples of 4 floats (plan_conv_net() checks)
+    // and a patch starts on an even column, so each pair is 8 bytes aligned.
 #pragma unroll
-    for (int j = 0; j <= kWidth; ++j) {
-      if (!have_top) top[j] = row[j];
-      bottom[j] = row[pitch + j];
+    for (int j = 0; j <= kWidth; j += 2) {
+      if (!have_top) {
+        const float2 pair = *reinterpret_cast<const float2*>(row + j);
+        top[j] = pair.x;
+        top[j + 1] = pair.y;
+      }
+      const float2 pair = *reinterpret_cast<const float2*>(row + pitch + j);
+      bottom[j] = pair.x;
+      bottom[j + 1] = pair.y;
     }
 #pragma unroll
     for (int kw = 0; kw < kWidth; ++kw) {
@@ -359,28 +379,52 @@ __device__ __forceinline__ void accumulate_channel_unit_stride(const ConvPoolPar
   }
 }
 
-// Bias, epilogue and pooling of this block's patch `item`, sent on.
-__device__ __forceinline__ void finish_item(const Stage& stage, const float* smem, int item,
-                                            const float (&acc)[ChannelTile::kValues],
-                                            Publisher& publisher,
-                                            [[maybe_unused]] const Stamps& stamps,
-                                            [[maybe_unused]] int finished_phase) {
-  const ConvPoolParams& p = stage.conv;
-  const Patch patch = patch_of(stage, item);
-  const Destination to = stage.to;  // a copy in registers, as in Publisher::send()
-  const float* bias = p.bias != nullptr ? smem + stage.bias : nullptr;
-  conv_tile::finish_patch_to<ChannelTile>(
-      p, bias, acc, patch.o, patch.ty, patch.tx, [&](int channel, int row, int col, float v) {
-        FDNN_CONV_NET_STAMP(stamps, finished_phase);
-        if (to.global) {
-          const int plane = p.pooled_height * p.pooled_width;
-          publisher.send(to, channel * plane + row * p.pooled_width + col, v);
-          return;
-        }
-        const int i = row - to.row_origin, j = col - to.col_origin;
-        if (i < 0 || i >= to.rows || j < 0 || j >= to.cols) return;  // not read
-        publisher.send(to, channel * to.channel_stride + i * to.row_stride + j, v);
-      });
+// Bias, epilogue and pooling of one of this block's patches (its record), sent on: the same
+// arithmetic in the same order as conv_tile::finish_patch_to(), which the per-layer kernels use.
+__device__ __forceinline__ void finish_patch(const ConvPoolParams& p, const PatchRecord& record,
+                                             const float* bias,
+                                             const float (&acc)[ChannelTile::kValues],
+                                             Publisher& publisher, const Destination& to,
+                                             [[maybe_unused]] const Stamps& stamps,
+                                             [[maybe_unused]] int finished_phase) {
+  const uint32_t flags = record.flags;
+  const float b = bias != nullptr ? bias[record.channel] : 0.0f;
+  float values[ChannelTile::kValues];
+#pragma unroll
+  for (int v = 0; v < ChannelTile::kValues; ++v) values[v] = acc[v] + b;
+  conv_tile::apply_epilogue_to_all(p.epilogue, values);
+  FDNN_CONV_NET_STAMP(stamps, finished_phase);
+  if (!(flags & PatchRecord::kPooled)) {
+#pragma unroll
+    for (int v = 0; v < ChannelTile::kValues; ++v) {
+      if (record.at[v] >= 0) publisher.send(to, static_cast<uint32_t>(record.at[v]), values[v]);
+    }
+    return;
+  }
+  if (record.at[0] < 0) return;
+  // The window's conv outputs in the CPU backend's order, only those inside the output.
+  float result;
+  if (flags & PatchRecord::kMaxPool) {
+    result = -INFINITY;
+#pragma unroll
+    for (int v = 0; v < ChannelTile::kValues; ++v) {
+      if ((flags >> v & 1u) && ((values[v] > result) | (values[v] != values[v]))) {
+        result = values[v];
+      }
+    }
+  } else {
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < ChannelTile::kValues; ++v) {
+      if (flags >> v & 1u) sum += values[v];
+    }
+    if (record.reciprocal != 0.0f) {
+      result = sum * record.reciprocal;
+    } else {
+      result = record.divisor == 0.0f ? 0.0f : sum / record.divisor;
+    }
+  }
+  publisher.send(to, static_cast<uint32_t>(record.at[0]), result);
 }
 
 // This block's patches of the stage, from its staged input: thread (split, patch) sums its share
@@ -392,44 +436,49 @@ __device__ __forceinline__ void run_stage(const Stage& stage, int rank, const fl
   const ConvPoolParams& p = stage.conv;
   const float* staged = smem + stage.input;
   const float* filters = smem + stage.filters;
+  const PatchRecord* records = reinterpret_cast<const PatchRecord*>(smem + stage.records);
+  const float* bias = p.bias != nullptr ? smem + stage.bias : nullptr;
+  // In registers, as in Publisher::send().
+  const Destination to{stage.to.global, stage.to.base, 0, 0, 0, 0, 0, 0, stage.to.barrier};
   const int per_block = stage.items_per_block;
-  const int first = rank * per_block;
-  const int count = max(0, min(stage.items, first + per_block) - first);
-  // Unit u: split u / per_block of patch first + u % per_block (the last block's units past its
-  // count idle), so that the divisor is the plan's.
+  const int count = max(0, min(stage.items - rank * per_block, per_block));
+  // Unit u: split u / per_block of patch u % per_block (the last block's units past its count
+  // idle), so that the divisor is the plan's.
   const int units = per_block * stage.splits;
+  const int splits = stage.splits;
   const FastDivisor by_kernel_height = stage.by_kernel_height;
   for (int u = threadIdx.x; u < units; u += kThreads) {
     const int split = stage.by_items_per_block.divide(u);
     const int local = u - split * per_block;
     if (local >= count) continue;
-    const int item = first + local;
-    const auto [o, ty, tx] = patch_of(stage, item);
+    const int2 where = *reinterpret_cast<const int2*>(&records[local].input);
+    const float* patch = staged + where.x;
+    const float* lane_filters = filters + where.y;
     const int r_begin = split * stage.rows_per_split;
     const int r_end = min(p.in_channels * p.kernel_height, r_begin + stage.rows_per_split);
     float acc[ChannelTile::kValues] = {0.0f, 0.0f, 0.0f, 0.0f};
     const bool unit_stride = p.stride_width == 1 && p.stride_height == 1;
     if (p.kernel_width == 5 && unit_stride) {
-      accumulate_channel_unit_stride<5>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin,
-                                         r_end, acc);
+      accumulate_channel_unit_stride<5>(p, by_kernel_height, patch, lane_filters, r_begin, r_end,
+                                        acc);
     } else if (p.kernel_width == 3 && unit_stride) {
-      accumulate_channel_unit_stride<3>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin,
-                                         r_end, acc);
+      accumulate_channel_unit_stride<3>(p, by_kernel_height, patch, lane_filters, r_begin, r_end,
+                                        acc);
     } else if (p.kernel_width == 5) {
-      accumulate_channel<5>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin, r_end, acc);
+      accumulate_channel<5>(p, by_kernel_height, patch, lane_filters, r_begin, r_end, acc);
     } else if (p.kernel_width == 3) {
-      accumulate_channel<3>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin, r_end, acc);
+      accumulate_channel<3>(p, by_kernel_height, patch, lane_filters, r_begin, r_end, acc);
     } else {
-      accumulate_channel<0>(p, by_kernel_height, staged, filters, o, ty, tx, r_begin, r_end, acc);
+      accumulate_channel<0>(p, by_kernel_height, patch, lane_filters, r_begin, r_end, acc);
     }
-    if (stage.splits == 1) {
-      finish_item(stage, smem, item, acc, publisher, stamps, partial_phase + 1);
+    if (splits == 1) {
+      finish_patch(p, records[local], bias, acc, publisher, to, stamps, partial_phase + 1);
     } else {
 #pragma unroll
       for (int v = 0; v < ChannelTile::kValues; ++v) scratch[v * units + u] = acc[v];
     }
   }
-  if (stage.splits == 1) {
+  if (splits == 1) {
     FDNN_CONV_NET_STAMP(stamps, partial_phase);
     return;
   }
@@ -442,96 +491,101 @@ __device__ __forceinline__ void run_stage(const Stage& stage, int rank, const fl
 #pragma unroll
     for (int v = 0; v < ChannelTile::kValues; ++v) acc[v] = scratch[v * units + local];
 #pragma unroll 2
-    for (int split = 1; split < stage.splits; ++split) {
+    for (int split = 1; split < splits; ++split) {
 #pragma unroll
       for (int v = 0; v < ChannelTile::kValues; ++v) {
         acc[v] += scratch[v * units + split * per_block + local];
       }
     }
-    finish_item(stage, smem, first + local, acc, publisher, stamps, partial_phase + 1);
+    finish_patch(p, records[local], bias, acc, publisher, to, stamps, partial_phase + 1);
   }
 }
 
-// This block's columns of a head layer: output[c] = epilogue(bias[c] + sum_i input[i] W_t[i][c])
-// for c in [rank * slice, rank * slice + slice) below out. Thread (piece, column) sums a piece of
-// the inputs into scratch (rows of slice + 1 floats, so that a warp reading one column's pieces
-// hits distinct banks); then a warp per column adds the pieces and sends the result.
-__device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank, const float* smem,
-                                               float* scratch, Publisher& publisher,
-                                               [[maybe_unused]] const Stamps& stamps,
-                                               [[maybe_unused]] int partial_phase) {
-  const float* input = smem + layer.input;
-  const float* weights = smem + layer.weights;
-  const int pitch = layer.slice + 1;
-  const int piece = layer.by_slice.divide(threadIdx.x);  // < per_column: slice divides kThreads
-  const int local = threadIdx.x - piece * layer.slice;
-  {
-    const int per_piece = layer.per_piece;
-    const int begin = piece * per_piece;
-    const int end = min(layer.in, begin + per_piece);
-    float sum = 0.0f;
-    // Unrolled so that the loads of four inputs issue together; the sum's order is unchanged.
-#pragma unroll 4
-    for (int i = begin; i < end; ++i) sum = fmaf(input[i], weights[i * layer.slice + local], sum);
-    scratch[piece * pitch + local] = sum;
-  }
-  __syncthreads();
-  FDNN_CONV_NET_STAMP(stamps, partial_phase);
-  const int lane = threadIdx.x % 32;
-  for (int c = threadIdx.x / 32; c < layer.slice; c += kWarps) {
-    const int column = rank * layer.slice + c;
-    if (column >= layer.out) break;
-    float sum = 0.0f;
-    for (int q = lane; q < layer.per_column; q += 32) sum += scratch[q * pitch + c];
+// The sum of `sum` over kLanes adjacent lanes (a power of two), in every one of them.
+template <int kLanes>
+__device__ __forceinline__ float sum_over_lanes(float sum) {
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    }
-    if (layer.has_bias) sum += smem[layer.bias_at + c];
-    FDNN_CONV_NET_STAMP(stamps, partial_phase + 1);
-    // Every lane holds the column's result; lane b sends it to block rank + b.
-    if (lane < kBlocks) {
-      publisher.send_to_one(layer.to, static_cast<uint32_t>(column),
-                            apply_epilogue(layer.epilogue, sum), lane);
-    }
-  }
-}
-
-// A head layer every block computes whole: per_column adjacent threads a column each sum a piece
-// of the inputs, a butterfly adds the pieces, and the column's first thread adds the bias, applies
-// the epilogue and keeps the result in this block's input of the next layer (the last layer:
-// block 0 writes y). No exchange with the other blocks, whose next layer's mbarrier expects
-// nothing from this one.
-__device__ __forceinline__ void run_whole_head_layer(const HeadLayer& layer, int rank,
-                                                     const float* smem, Publisher& publisher,
-                                                     [[maybe_unused]] const Stamps& stamps,
-                                                     [[maybe_unused]] int partial_phase) {
-  const float* input = smem + layer.input;
-  const float* weights = smem + layer.weights;
-  const int pieces = layer.per_column;
-  const int column = layer.by_per_column.divide(threadIdx.x);
-  const int piece = threadIdx.x - column * pieces;
-  float sum = 0.0f;
-  if (column < layer.out) {
-    const int per_piece = layer.per_piece;
-    const int begin = piece * per_piece;
-    const int end = min(layer.in, begin + per_piece);
-#pragma unroll 4  // as in run_head_layer()
-    for (int i = begin; i < end; ++i) sum = fmaf(input[i], weights[i * layer.slice + column], sum);
-  }
-  // Every lane takes part (a column's pieces are adjacent lanes of one warp).
-  for (int offset = pieces / 2; offset > 0; offset /= 2) {
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) {
     sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   }
-  FDNN_CONV_NET_STAMP(stamps, partial_phase);
-  if (piece != 0 || column >= layer.out) return;
-  if (layer.has_bias) sum += smem[layer.bias_at + column];
-  FDNN_CONV_NET_STAMP(stamps, partial_phase + 1);
-  const float value = apply_epilogue(layer.epilogue, sum);
-  if (!layer.to.global) {
-    publisher.smem[layer.to.base + column] = value;
-  } else if (rank == 0) {
-    publisher.y_sample[column] = value;
+  return sum;
+}
+
+// This block's columns of a head layer (a whole layer: all of them): output[c] =
+// epilogue(bias[c] + sum_i input[i] W[c][i]). A column's group of adjacent lanes each sum their
+// float4 chunks into four accumulators (four short chains, each chunk's two loads issued
+// together), a butterfly adds the lanes' sums, and every lane of the group holds the result:
+// lane b sends it on to block rank + b (and every group-th after), or for a whole layer lane 0
+// keeps it in this block's input of the next layer (the last layer: block 0 writes y). No
+// barrier between the sums and the sends. The layer's fields are read into registers first:
+// each is a shared-memory load, and on this path every dependent load's latency counts.
+__device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank, const float* smem,
+                                               Publisher& publisher,
+                                               [[maybe_unused]] const Stamps& stamps,
+                                               [[maybe_unused]] int partial_phase) {
+  const int shift = layer.group_shift;
+  const int group = 1 << shift;
+  const int lane = threadIdx.x & (group - 1);
+  const int chunks = layer.chunks;
+  const int step_stride = layer.columns << shift;  // float4s from one step to the next
+  const int first = layer.whole ? 0 : rank * layer.columns;
+  const int count = min(layer.columns, layer.out - first);
+  const bool whole = layer.whole, has_bias = layer.has_bias;
+  const Destination to{layer.to.global, layer.to.base, 0, 0, 0, 0, 0, 0, layer.to.barrier};
+  const float* bias = smem + layer.bias_at;
+  const int op_count = layer.epilogue.count;
+  const int op_kind = layer.epilogue.kind[0];
+  const float op_parameter = layer.epilogue.parameter[0];
+  // This lane's chunks: lane, lane + group, ... below chunks.
+  const int mine = lane < chunks ? ((chunks - 1 - lane) >> shift) + 1 : 0;
+  const float4* input = reinterpret_cast<const float4*>(smem + layer.input) + lane;
+  const float4* weights = reinterpret_cast<const float4*>(smem + layer.weights) + lane;
+  // Uniform over the block (a group never spans warps), so every lane reaches the butterfly.
+  for (int base = 0; base < count; base += kThreads >> shift) {
+    const int c = base + (threadIdx.x >> shift);
+    float sum = 0.0f, b = 0.0f;
+    if (c < count) {
+      if (has_bias) b = bias[c];
+      const float4* w = weights + (c << shift);
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 2
+      for (int k = 0; k < mine; ++k) {
+        const float4 v = input[k << shift];
+        const float4 f = w[k * step_stride];
+        acc[0] = fmaf(v.x, f.x, acc[0]);
+        acc[1] = fmaf(v.y, f.y, acc[1]);
+        acc[2] = fmaf(v.z, f.z, acc[2]);
+        acc[3] = fmaf(v.w, f.w, acc[3]);
+      }
+      sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+    switch (shift) {  // straight-line butterflies (a loop over the offsets took ~7 instructions
+                      // a level, a predicated unrolled one ~9)
+      case 5: sum = sum_over_lanes<32>(sum); break;
+      case 4: sum = sum_over_lanes<16>(sum); break;
+      case 3: sum = sum_over_lanes<8>(sum); break;
+      case 2: sum = sum_over_lanes<4>(sum); break;
+      case 1: sum = sum_over_lanes<2>(sum); break;
+      default: break;
+    }
+    FDNN_CONV_NET_STAMP(stamps, partial_phase);
+    if (c >= count) continue;
+    if (has_bias) sum += b;
+    const float value = op_count == 1 ? apply_op(op_kind, op_parameter, sum)
+                                      : apply_epilogue(layer.epilogue, sum);
+    FDNN_CONV_NET_STAMP(stamps, partial_phase + 1);
+    const int column = first + c;
+    if (!whole) {
+      for (int offset = lane; offset < kBlocks; offset += group) {
+        publisher.send_to_one(to, static_cast<uint32_t>(column), value, offset);
+      }
+    } else if (lane == 0) {
+      if (!to.global) {
+        publisher.smem[to.base + column] = value;
+      } else if (rank == 0) {
+        publisher.y_sample[column] = value;
+      }
+    }
   }
 }
 
@@ -574,6 +628,10 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
     }
     if (s > 0) stage_input(stage.conv, stage.staged_height, nullptr, smem + stage.input);
   }
+  for (int l = 0; l < q.head_count; ++l) {  // the zeros after each head input's last chunk
+    const HeadLayer& layer = q.head[l];
+    for (int i = layer.in + tid; i < 4 * layer.chunks; i += kThreads) smem[layer.input + i] = 0.0f;
+  }
   FDNN_CONV_NET_STAMP(stamps, 2);
   if (tid == 0) {
     // The bulk copies (filters, the head's weights) complete on this block's slot 0 and
@@ -590,21 +648,24 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
     for (int l = 1; l < layer_count; ++l) {
       expect_bytes(shared_address(smem + 2 * l), q.expected_bytes[l][rank]);
     }
-    uint32_t filter_bytes = 0;
+    const float* run = q.rank_image + rank * q.rank_floats;  // this block's part of the image
+    uint32_t filter_bytes = sizeof(float) * q.records_floats;
     for (int s = 0; s < q.stage_count; ++s) {
       filter_bytes += sizeof(float) * q.stages[s].conv.weight_floats;
     }
     expect_bytes(shared_address(smem), filter_bytes);
+    bulk_copy(shared_address(smem + q.records_base), run, sizeof(float) * q.records_floats,
+              shared_address(smem));
     for (int s = 0; s < q.stage_count; ++s) {
       const Stage& stage = q.stages[s];
       bulk_copy(shared_address(smem + stage.filters), stage.conv.weight,
                 sizeof(float) * stage.conv.weight_floats, shared_address(smem));
     }
     if (q.head_count > 0) {
-      const uint32_t bytes = sizeof(float) * q.head_rank_floats;
+      const uint32_t bytes = sizeof(float) * (q.rank_floats - q.records_floats);
       expect_bytes(shared_address(smem + 2 * kHeadSlot), bytes);
-      bulk_copy(shared_address(smem + q.head_base), q.head_image + rank * q.head_rank_floats,
-                bytes, shared_address(smem + 2 * kHeadSlot));
+      bulk_copy(shared_address(smem + q.head_base), run + q.records_floats, bytes,
+                shared_address(smem + 2 * kHeadSlot));
     }
   }
   FDNN_CONV_NET_STAMP(stamps, 4);
@@ -632,23 +693,24 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
       FDNN_CONV_NET_STAMP(stamps, 7);
       __syncthreads();  // everyone's, and thread 0 has initialised the mbarriers
       FDNN_CONV_NET_STAMP(stamps, 8);
-      wait_for_phase_zero<AcquireScope::Block>(shared_address(smem));  // the filters
+      wait_for_phase_zero<AcquireScope::Block>(shared_address(smem));  // filters, records
     } else {
       if (l == q.stage_count) {  // the head's weights
         wait_for_phase_zero<AcquireScope::Block>(shared_address(smem + 2 * kHeadSlot));
       }
-      wait_for_phase_zero<AcquireScope::Cluster>(shared_address(smem + 2 * l));
+      // Not after a whole head layer: no other block sends this one anything, and its own
+      // outputs are the block barrier's below (the cluster-scope acquire took ~0.2 us).
+      if (q.expected_bytes[l][rank] != 0) {
+        wait_for_phase_zero<AcquireScope::Cluster>(shared_address(smem + 2 * l));
+      }
     }
     FDNN_CONV_NET_STAMP(stamps, phase);
     __syncthreads();  // this block's part of the input, the other threads' copies
     FDNN_CONV_NET_STAMP(stamps, phase + 1);
     if (l < q.stage_count) {
       run_stage(q.stages[l], rank, smem, smem + q.scratch, publisher, stamps, phase + 2);
-    } else if (q.head[l - q.stage_count].whole) {
-      run_whole_head_layer(q.head[l - q.stage_count], rank, smem, publisher, stamps, phase + 2);
     } else {
-      run_head_layer(q.head[l - q.stage_count], rank, smem, smem + q.scratch, publisher, stamps,
-                     phase + 2);
+      run_head_layer(q.head[l - q.stage_count], rank, smem, publisher, stamps, phase + 2);
     }
     if (l == 0) publisher.wait_for_cluster();  // every thread waits for the barrier once
     FDNN_CONV_NET_STAMP(stamps, phase + 4);
@@ -658,44 +720,81 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
-// The values block `rank` sends on for a stage (as finish_patch_to() and finish_item() produce
-// them): each of its patches' windows (or positions) inside the output and, unless they go to y,
-// inside the next stage's staged window.
-int64_t values_sent(const Stage& stage, int rank) {
+// Patch `item` of a stage (block rank's items_per_block from rank x items_per_block on): output
+// channel o of patch (ty, tx), as finish_patch_to() has them. The channel varies fastest, so that
+// a warp's lanes read the same staged inputs (a broadcast) and neighbouring filters;
+// position-major lanes read inputs 2 floats apart on rows of one pitch, up to 7 to a bank
+// (2026-11-25: the conv stages took 1.5 and 2.4 us to sum their taps). Then where its input and
+// filters start and what its finish does, worked out as conv_tile::finish_patch_to() does on the
+// device: which conv positions lie inside the output, the pooling window's divisor, and where
+// each output lands (unless it goes to y, only inside the next stage's staged rows and columns).
+PatchRecord patch_record(const Stage& stage, int item) {
   const ConvPoolParams& p = stage.conv;
   const Destination& to = stage.to;
-  const int64_t first = int64_t{rank} * stage.items_per_block;
-  const int64_t last = std::min<int64_t>(stage.items, first + stage.items_per_block);
-  auto kept = [&](int64_t row, int64_t col) {
-    if (to.global) return true;
-    const int64_t i = row - to.row_origin, j = col - to.col_origin;
-    return i >= 0 && i < to.rows && j >= 0 && j < to.cols;
+  const int o = item % p.out_channels, position = item / p.out_channels;
+  const int ty = position / p.patch_cols, tx = position % p.patch_cols;
+  PatchRecord record{};
+  record.channel = o;
+  record.input = (ty * 2 * p.stride_height * p.row_pitch) + tx * 2 * p.stride_width;
+  const int taps = p.kernel_height * p.kernel_width;
+  record.filter = (o / SmallTile::kCo) * taps * SmallTile::kTapStride + o % SmallTile::kCo;
+  auto destination = [&](int row, int col) {
+    if (to.global) return o * p.pooled_height * p.pooled_width + row * p.pooled_width + col;
+    const int i = row - to.row_origin, j = col - to.col_origin;
+    if (i < 0 || i >= to.rows || j < 0 || j >= to.cols) return -1;  // not read
+    return o * to.channel_stride + i * to.row_stride + j;
   };
-  int64_t sent = 0;
-  for (int64_t item = first; item < last; ++item) {
-    const Patch patch = patch_of(stage, static_cast<int>(item));
-    const int64_t ty = patch.ty, tx = patch.tx;
-    if (p.pool_window == 2) {
-      sent += ty < p.pooled_height && tx < p.pooled_width && kept(ty, tx);
-      continue;
-    }
-    for (int64_t dy = 0; dy < ChannelTile::kR; ++dy) {
-      for (int64_t dx = 0; dx < ChannelTile::kC; ++dx) {
-        const int64_t row = ty * ChannelTile::kR - p.pool_padding_height + dy;
-        const int64_t col = tx * ChannelTile::kC - p.pool_padding_width + dx;
-        sent += row >= 0 && row < p.conv_height && col >= 0 && col < p.conv_width &&
-                kept(row, col);
+  const int r0 = ty * ChannelTile::kR - p.pool_padding_height;
+  const int c0 = tx * ChannelTile::kC - p.pool_padding_width;
+  for (int v = 0; v < ChannelTile::kValues; ++v) {
+    const int row = r0 + v / ChannelTile::kC, col = c0 + v % ChannelTile::kC;
+    const bool inside = row >= 0 && row < p.conv_height && col >= 0 && col < p.conv_width;
+    record.flags |= inside ? 1u << v : 0u;
+    record.at[v] = inside && p.pool_window != 2 ? destination(row, col) : -1;
+  }
+  if (p.pool_window == 2) {
+    record.flags |= PatchRecord::kPooled | (p.pool_max ? PatchRecord::kMaxPool : 0u);
+    if (ty < p.pooled_height && tx < p.pooled_width) record.at[0] = destination(ty, tx);
+    const int row_begin = std::max(r0, 0), row_end = std::min(r0 + 2, p.conv_height);
+    const int col_begin = std::max(c0, 0), col_end = std::min(c0 + 2, p.conv_width);
+    int count = 0;
+    if (row_begin < row_end && col_begin < col_end) {
+      if (p.count_include_pad) {
+        const int padded_row_end = std::min(r0 + 2, p.conv_height + p.pool_padding_height);
+        const int padded_col_end = std::min(c0 + 2, p.conv_width + p.pool_padding_width);
+        count = (padded_row_end - r0) * (padded_col_end - c0);
+      } else {
+        count = (row_end - row_begin) * (col_end - col_begin);
       }
     }
+    record.divisor = static_cast<float>(count);
+    record.reciprocal = count == 4 ? 0.25f : count == 2 ? 0.5f : count == 1 ? 1.0f : 0.0f;
+  }
+  return record;
+}
+
+// Block rank's records for a stage (items past the stage's last are left out).
+std::vector<PatchRecord> patch_records(const Stage& stage, int rank) {
+  std::vector<PatchRecord> records;
+  const int first = rank * stage.items_per_block;
+  const int last = std::min(stage.items, first + stage.items_per_block);
+  for (int item = first; item < last; ++item) records.push_back(patch_record(stage, item));
+  return records;
+}
+
+// The values block `rank` sends on for a stage.
+int64_t values_sent(const Stage& stage, int rank) {
+  int64_t sent = 0;
+  for (const PatchRecord& record : patch_records(stage, rank)) {
+    for (int v = 0; v < ChannelTile::kValues; ++v) sent += record.at[v] >= 0;
   }
   return sent;
 }
 
-// The smallest power of two from 4 that is at least `columns`.
-int32_t slice_for(int64_t columns) {
-  int32_t slice = 4;
-  while (slice < columns) slice *= 2;
-  return slice;
+// A head layer's weights for one block: HeadLayer::weights' layout, then the bias rounded up to
+// 4 floats.
+int64_t head_layer_floats(const HeadLayer& h) {
+  return (int64_t{h.steps} * h.columns << h.group_shift) * 4 + round_up(h.columns, 4);
 }
 
 }  // namespace
@@ -703,18 +802,25 @@ int32_t slice_for(int64_t columns) {
 struct ConvNetLaunch {
   ConvNetParams params;
   size_t shared_bytes = 0;
-  DeviceArray<float> head_image;
+  DeviceArray<float> rank_image;
 };
 
 namespace {
 
-// The head image (ConvNetParams::head_image) from the layers' device weights, regrouped on the
-// host at load.
-DeviceArray<float> build_head_image(const std::vector<FusedMlpLayerDesc>& head,
+// ConvNetParams::rank_image: the stages' patch records, then the head's layers from their device
+// weights, regrouped on the host at load.
+DeviceArray<float> build_rank_image(const std::vector<FusedMlpLayerDesc>& head,
                                     const ConvNetParams& p) {
-  const size_t rank_floats = p.head_rank_floats;
+  const size_t rank_floats = p.rank_floats;
   std::vector<float> image(rank_floats * kBlocks, 0.0f);
-  size_t layer_offset = 0;  // within a block's run
+  for (int rank = 0; rank < kBlocks; ++rank) {
+    for (int s = 0; s < p.stage_count; ++s) {
+      const std::vector<PatchRecord> records = patch_records(p.stages[s], rank);
+      std::memcpy(image.data() + rank * rank_floats + (p.stages[s].records - p.records_base),
+                  records.data(), records.size() * sizeof(PatchRecord));
+    }
+  }
+  size_t layer_offset = p.records_floats;  // within a block's run
   for (size_t l = 0; l < head.size(); ++l) {
     const FusedMlpLayerDesc& layer = head[l];
     const HeadLayer& h = p.head[l];
@@ -728,17 +834,19 @@ DeviceArray<float> build_head_image(const std::vector<FusedMlpLayerDesc>& head,
     }
     for (int rank = 0; rank < kBlocks; ++rank) {
       float* run = image.data() + rank * rank_floats + layer_offset;
-      for (int c = 0; c < h.slice; ++c) {
-        const int column = h.whole ? c : rank * h.slice + c;
+      const int group = 1 << h.group_shift;
+      for (int c = 0; c < h.columns; ++c) {
+        const int column = h.whole ? c : rank * h.columns + c;
         if (column >= layer.out) break;
         for (int i = 0; i < layer.in; ++i) {
-          run[static_cast<size_t>(i) * h.slice + c] =
+          const int chunk = i / 4, step = chunk / group, lane = chunk % group;
+          run[((static_cast<size_t>(step) * h.columns + c) * group + lane) * 4 + i % 4] =
               weight_t[static_cast<size_t>(i) * layer.padded_out + column];
         }
-        run[static_cast<size_t>(layer.in) * h.slice + c] = bias[column];
+        run[h.bias_at - h.weights + c] = bias[column];
       }
     }
-    layer_offset += static_cast<size_t>(layer.in) * h.slice + h.slice;
+    layer_offset += static_cast<size_t>(head_layer_floats(h));
   }
   DeviceArray<float> device_image(image.size());
   FDNN_CUDA_CHECK(cudaMemcpy(device_image.data(), image.data(), image.size() * sizeof(float),
@@ -787,7 +895,7 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     offset += round_up(floats, 4);
     return static_cast<uint32_t>(at);
   };
-  int64_t scratch_floats = kThreads;
+  int64_t scratch_floats = 0;  // the split stages' partial sums
   int64_t previous_output = -1;  // floats per sample of the previous layer's output
   for (size_t s = 0; s < stages.size(); ++s) {
     const ConvNetStageDesc& desc = stages[s];
@@ -798,6 +906,8 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     const ConvPoolShape& shape = desc.plan->small;
     Stage& stage = p.stages[s];
     stage.conv = small_tile_whole_sample_params(*desc.plan, desc.weights, desc.bias);
+    // accumulate_channel_unit_stride() loads a row's values in aligned pairs.
+    if (stage.conv.row_pitch % 2 != 0 || stage.conv.plane_floats % 2 != 0) return false;
     const int64_t input = int64_t{d.in_channels} * d.in_height * d.in_width;
     if (s == 0) {
       p.input_floats = static_cast<int32_t>(input);
@@ -822,8 +932,6 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     const int64_t per_split = (reduction_rows + wanted - 1) / wanted;
     stage.rows_per_split = static_cast<int32_t>(per_split);
     stage.splits = static_cast<int32_t>((reduction_rows + per_split - 1) / per_split);
-    stage.by_out_channels = make_fast_divisor(stage.conv.out_channels);
-    stage.by_patch_cols = make_fast_divisor(stage.conv.patch_cols);
     stage.by_items_per_block = make_fast_divisor(stage.items_per_block);
     stage.by_kernel_height = make_fast_divisor(stage.conv.kernel_height);
     stage.filters = place(shape.weight_floats);
@@ -834,8 +942,16 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
           std::max<int64_t>(scratch_floats, per_block * stage.splits * ChannelTile::kValues);
     }
   }
+  // Each block's patch records, every stage's in a row (the first part of its run of the rank
+  // image).
+  const int64_t record_floats = sizeof(PatchRecord) / sizeof(float);
+  p.records_base = static_cast<uint32_t>(offset);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    p.stages[s].records = place(record_floats * p.stages[s].items_per_block);
+  }
+  p.records_floats = static_cast<uint32_t>(offset - p.records_base);
   // The head: each block's part of every layer (its columns' weights, then their bias) as one
-  // contiguous run of the head image, placed in shared memory as it is in the image. The layers
+  // contiguous run of the rank image, placed in shared memory as it is in the image. The layers
   // after the first, up to kThreads columns wide, run whole in every block (all their columns in
   // every run): their outputs need no exchange between the blocks (LeNet-5's 120-84-10: 45 KB a
   // block). Where that does not fit, every layer is split over the blocks.
@@ -846,7 +962,7 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     offset = offset_before_head;
     scratch_floats = scratch_before_head;
     previous_output = output_before_head;
-    int64_t rank_floats = 0;
+    int64_t rank_floats = 0;  // the head's part
     p.head_base = static_cast<uint32_t>(offset);
     for (size_t l = 0; l < head.size(); ++l) {
       const FusedMlpLayerDesc& layer = head[l];
@@ -859,32 +975,25 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
       h.whole = l >= whole_from && layer.out <= kThreads;
       h.in = layer.in;
       h.out = layer.out;
-      if (h.whole) {
-        h.slice = static_cast<int32_t>(round_up(layer.out, 4));
-        h.per_column = 1;
-        while (h.per_column < 32 && int64_t{layer.out} * h.per_column * 2 <= kThreads) {
-          h.per_column *= 2;
-        }
-      } else {
-        h.slice = slice_for((layer.out + kBlocks - 1) / kBlocks);
-        if (h.slice > kThreads) return false;
-        h.per_column = kThreads / h.slice;
+      h.columns = static_cast<int32_t>(h.whole ? layer.out : (layer.out + kBlocks - 1) / kBlocks);
+      h.chunks = (layer.in + 3) / 4;
+      // As many lanes per column as a pass over the columns leaves (all of a block's threads
+      // where it can) and the chunks use.
+      h.group_shift = 0;
+      while (h.group_shift < 5 && int64_t{h.columns} << (h.group_shift + 1) <= kThreads &&
+             (1 << h.group_shift) < h.chunks) {
+        ++h.group_shift;
       }
-      h.per_piece = (h.in + h.per_column - 1) / h.per_column;
-      h.by_slice = make_fast_divisor(h.slice);
-      h.by_per_column = make_fast_divisor(h.per_column);
+      h.steps = (h.chunks + (1 << h.group_shift) - 1) >> h.group_shift;
       h.weights = static_cast<uint32_t>(p.head_base + rank_floats);
-      h.bias_at = static_cast<uint32_t>(h.weights + int64_t{layer.in} * h.slice);
-      rank_floats += int64_t{layer.in} * h.slice + h.slice;  // slice: a multiple of 4
+      h.bias_at = static_cast<uint32_t>(h.weights + head_layer_floats(h) - round_up(h.columns, 4));
+      rank_floats += head_layer_floats(h);
       h.epilogue = layer.epilogue;
-      if (!h.whole) {
-        scratch_floats = std::max<int64_t>(scratch_floats, int64_t{h.per_column} * (h.slice + 1));
-      }
       previous_output = layer.out;
     }
     place(rank_floats);
-    p.head_rank_floats = static_cast<uint32_t>(rank_floats);
-    for (size_t l = 0; l < head.size(); ++l) p.head[l].input = place(head[l].in);
+    p.rank_floats = static_cast<uint32_t>(p.records_floats + rank_floats);
+    for (size_t l = 0; l < head.size(); ++l) p.head[l].input = place(4 * p.head[l].chunks);
     p.output_floats = static_cast<int32_t>(previous_output);
     p.scratch = place(scratch_floats);
 
@@ -920,8 +1029,8 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
           sent[rank] = values_sent(p.stages[l], rank);
         } else {
           const HeadLayer& h = p.head[l - p.stage_count];
-          const int64_t first = int64_t{rank} * h.slice;
-          const int64_t columns = std::min<int64_t>(h.out, first + h.slice) - first;
+          const int64_t first = int64_t{rank} * h.columns;
+          const int64_t columns = std::min<int64_t>(h.out, first + h.columns) - first;
           sent[rank] = h.whole ? 0 : std::max<int64_t>(0, columns);
         }
         total += sent[rank];
@@ -936,15 +1045,13 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     whole_from = head.size();
   }
   if (launch->shared_bytes > device.shared_per_block_optin) return false;
-  if (!head.empty()) {
-    try {
-      launch->head_image = build_head_image(head, p);
-    } catch (const std::exception&) {
-      cudaGetLastError();
-      return false;
-    }
-    p.head_image = launch->head_image.data();
+  try {
+    launch->rank_image = build_rank_image(head, p);
+  } catch (const std::exception&) {
+    cudaGetLastError();
+    return false;
   }
+  p.rank_image = launch->rank_image.data();
   // The kernel's body exists only where it was built for compute capability 9.0 or newer. The
   // shared-memory limit is the device's most, not this model's need: the attribute is the
   // kernel's, shared by every model in the process, and a smaller model's plan would otherwise
