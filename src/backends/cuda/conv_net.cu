@@ -29,6 +29,7 @@
 #include <cuda_pipeline.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -150,6 +151,11 @@ struct alignas(16) ConvNetParams {
   int32_t stage_count;
   int32_t head_count;
   uint32_t scratch;  // float offset of the split stages' partial sums
+  // x goes into stage 0's staged planes once the previous grid is done, in pieces of
+  // 1 << x_piece_shift floats (16, 8 or 4 bytes: what the input's width, its padding and x's
+  // alignment allow), one cp.async each; the zeros around them are written before the wait.
+  int32_t x_piece_shift;
+  FastDivisor by_in_width, by_in_height;
   // What differs from block to block, [rank][every stage's PatchRecords, then every head layer's
   // HeadLayer weights and bias]: a block takes its run (rank_floats from rank_image + rank *
   // rank_floats) in two bulk copies, the records (records_floats) to records_base with the
@@ -181,7 +187,7 @@ static_assert(kBarrierFloats % 4 == 0, "the parameters' copy starts on 16 bytes"
 constexpr int kWarps = kThreads / 32;
 
 // Timeline stamps (kernel_timeline.cuh) from block 0's thread 0: entry, parameters copied, the
-// conv biases and the later stages' zeros issued, mbarriers initialised, bulk copies issued, the
+// conv biases and the stages' zeros issued, mbarriers initialised, bulk copies issued, the
 // previous grid done, x issued, its own copies of x and the biases landed, the block's landed,
 // then per layer: input arrived (for the first, the filters), block synchronised, partial sums
 // done, first output computed, outputs sent.
@@ -249,14 +255,13 @@ struct Publisher {
   }
 };
 
-// A stage's input planes in the staged layout: staged (c, i, j) = x (origin_row + i,
-// origin_col + j) for stage 0, zero outside; a later stage's planes get only their zeros (x
-// null), and the previous stage's blocks write the rest. A warp per staged row. The fields are
-// read once into registers: the parameters live in shared memory, where every store here could
-// alias them, and reloading them after each store, with a division per row, made this ~2 us of
-// the kernel's preamble (bench/cuda/NOTES.md, version 15).
-__device__ void stage_input(const ConvPoolParams& p, int staged_height, const float* x,
-                            float* staged) {
+// The zeros of a stage's input planes in the staged layout, where staged (c, i, j) is the input's
+// (origin_row + i, origin_col + j): the padding around the input and each row's tail up to the
+// pitch. x (stage 0) or the previous stage's blocks write the rest. A warp per staged row. The
+// fields are read once into registers: the parameters live in shared memory, where every store
+// here could alias them, and reloading them after each store, with a division per row, made this
+// ~2 us of the kernel's preamble (bench/cuda/NOTES.md, version 15).
+__device__ void stage_zeros(const ConvPoolParams& p, int staged_height, float* staged) {
   const int in_channels = p.in_channels, in_height = p.in_height, in_width = p.in_width;
   const int origin_row = p.origin_row, origin_col = p.origin_col;
   const int row_pitch = p.row_pitch, staged_width = p.staged_width;
@@ -266,14 +271,11 @@ __device__ void stage_input(const ConvPoolParams& p, int staged_height, const fl
     for (int i = threadIdx.x / 32; i < staged_height; i += kWarps) {
       const int row = origin_row + i;
       const bool row_inside = row >= 0 && row < in_height;
-      const int base = (c * in_height + row) * in_width;  // an offset: x may be null
       float* destination = staged + c * plane_floats + i * row_pitch;
       for (int j = lane; j < row_pitch; j += 32) {
         const int col = origin_col + j;
         if (!(row_inside && j < staged_width && col >= 0 && col < in_width)) {
           destination[j] = 0.0f;
-        } else if (x != nullptr) {  // asynchronous: no thread waits on a load here
-          __pipeline_memcpy_async(destination + j, x + base + col, sizeof(float));
         }
       }
     }
@@ -546,12 +548,15 @@ __device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank,
     float sum = 0.0f, b = 0.0f;
     if (c < count) {
       if (has_bias) b = bias[c];
-      const float4* w = weights + (c << shift);
+      const float4* v_at = input;
+      const float4* f_at = weights + (c << shift);
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 2
       for (int k = 0; k < mine; ++k) {
-        const float4 v = input[k << shift];
-        const float4 f = w[k * step_stride];
+        const float4 v = *v_at;
+        const float4 f = *f_at;
+        v_at += group;
+        f_at += step_stride;
         acc[0] = fmaf(v.x, f.x, acc[0]);
         acc[1] = fmaf(v.y, f.y, acc[1]);
         acc[2] = fmaf(v.z, f.z, acc[2]);
@@ -589,6 +594,32 @@ __device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank,
   }
 }
 
+// Piece e of a sample's x (x_piece_shift): its float offset in x and in shared memory; false for
+// one stage 0 does not read (rows past its staged rows, columns past its staged width).
+__device__ __forceinline__ bool locate_x_piece(const ConvNetParams& q, int e, int* from,
+                                               uint32_t* to) {
+  const Stage& stage = q.stages[0];
+  const ConvPoolParams& p = stage.conv;
+  const int f = e << q.x_piece_shift;
+  const int row = q.by_in_width.divide(f);  // over channels x rows
+  const int channel = q.by_in_height.divide(row);
+  const int i = row - channel * p.in_height - p.origin_row;  // origin_row <= 0
+  const int j = f - row * p.in_width - p.origin_col;         // origin_col <= 0
+  if (i >= stage.staged_height || j + (1 << q.x_piece_shift) > p.staged_width) return false;
+  *from = f;
+  *to = stage.input + channel * p.plane_floats + i * p.row_pitch + j;
+  return true;
+}
+
+// cp.async of one piece of x (16, 8 or 4 bytes, aligned to as many).
+__device__ __forceinline__ void copy_x_piece(float* destination, const float* source, int shift) {
+  switch (shift) {
+    case 2: __pipeline_memcpy_async(destination, source, 16); break;
+    case 1: __pipeline_memcpy_async(destination, source, 8); break;
+    default: __pipeline_memcpy_async(destination, source, 4); break;
+  }
+}
+
 #endif
 
 __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
@@ -609,8 +640,9 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
   // The parameters into shared memory first (one round trip, then every field at shared-memory
   // latency). Launched as a dependent kernel (launch_dependent_kernel), a cluster may start while
   // the kernel before it finishes, so everything but x comes first: the conv biases (cp.async),
-  // the zeros around the later stages' planes, and thread 0's mbarriers and bulk copies (the
-  // filters, this block's run of the head image). Then x, once the previous kernel is done.
+  // the zeros around every stage's planes, where this thread's piece of x goes, and thread 0's
+  // mbarriers and bulk copies (the filters, this block's run of the rank image). Then x, once
+  // the previous kernel is done.
   {
     const float4* source = reinterpret_cast<const float4*>(&p);
     float4* destination = shared_memory + kBarrierFloats / 4;
@@ -626,8 +658,13 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
     for (int c = tid; stage.conv.bias != nullptr && c < stage.conv.out_channels; c += kThreads) {
       __pipeline_memcpy_async(smem + stage.bias + c, stage.conv.bias + c, 4);  // 4 bytes each
     }
-    if (s > 0) stage_input(stage.conv, stage.staged_height, nullptr, smem + stage.input);
+    stage_zeros(stage.conv, stage.staged_height, smem + stage.input);
   }
+  // Where this thread's first piece of x goes, worked out before the wait.
+  int x_from = 0;
+  uint32_t x_to = 0;
+  const bool x_first =
+      tid < (q.input_floats >> q.x_piece_shift) && locate_x_piece(q, tid, &x_from, &x_to);
   for (int l = 0; l < q.head_count; ++l) {  // the zeros after each head input's last chunk
     const HeadLayer& layer = q.head[l];
     for (int i = layer.in + tid; i < 4 * layer.chunks; i += kThreads) smem[layer.input + i] = 0.0f;
@@ -672,8 +709,14 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
   wait_for_previous_grid();
   allow_next_grid();
   FDNN_CONV_NET_STAMP(stamps, 5);
-  stage_input(q.stages[0].conv, q.stages[0].staged_height, q.x + n * q.input_floats,
-              smem + q.stages[0].input);
+  {
+    const float* x = q.x + n * q.input_floats;
+    const int shift = q.x_piece_shift;
+    if (x_first) copy_x_piece(smem + x_to, x + x_from, shift);
+    for (int e = tid + kThreads; e < (q.input_floats >> shift); e += kThreads) {
+      if (locate_x_piece(q, e, &x_from, &x_to)) copy_x_piece(smem + x_to, x + x_from, shift);
+    }
+  }
   __pipeline_commit();  // the conv biases and x, one group
   FDNN_CONV_NET_STAMP(stamps, 6);
   if (layer_count > 1) asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
@@ -918,6 +961,22 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
         return false;
       }
     }
+    if (s == 0) {
+      // The widest pieces of x that stay aligned (launch_conv_net() narrows them for x itself):
+      // the sample, each input row and the staged column of its first value are multiples of a
+      // piece, and the rows fit the staged width (the zeros leave exactly them).
+      const int32_t lead = -stage.conv.origin_col;
+      p.x_piece_shift = 0;
+      for (int32_t next = 2; next <= 4; next *= 2) {
+        if (input % next != 0 || d.in_width % next != 0 || lead % next != 0 ||
+            lead + d.in_width > stage.conv.staged_width) {
+          break;
+        }
+        ++p.x_piece_shift;
+      }
+      p.by_in_width = make_fast_divisor(d.in_width);
+      p.by_in_height = make_fast_divisor(d.in_height);
+    }
     previous_output = int64_t{d.out_channels} * d.pooled_height * d.pooled_width;
     stage.staged_height = static_cast<int32_t>(
         (int64_t{shape.patch_rows} * SmallTile::kR - 1) * d.stride_height + d.kernel_height);
@@ -1088,6 +1147,10 @@ void launch_conv_net(const ConvNetPlan& plan, const float* x, float* y, int64_t 
   ConvNetParams p = plan.launch->params;
   p.x = x;
   p.y = y;
+  const auto x_address = reinterpret_cast<uintptr_t>(x);
+  while (p.x_piece_shift > 0 && x_address % (sizeof(float) << p.x_piece_shift) != 0) {
+    --p.x_piece_shift;  // a caller's x on fewer bytes
+  }
   launch_dependent_kernel(conv_net_kernel, "conv_net_kernel",
                           dim3(static_cast<unsigned>(batch * kBlocks)), dim3(kThreads),
                           plan.launch->shared_bytes, stream, p);
