@@ -3,9 +3,10 @@
 // One sample per cluster of kBlocks blocks (compute capability 9.0 and newer), each block on its
 // own SM with a kBlocks-th of every layer's work:
 // - a conv stage's patches (one output channel x 2 x 2 conv positions each) are split into
-//   kBlocks ranges; the head's first layer's columns the same way, each block holding only its
-//   columns' weights (one bulk copy of its run of the head image) and the stages' filters (bulk
-//   copies); the head's later layers, small, run whole in every block (no exchange after them);
+//   kBlocks ranges, each patch's geometry worked out at load (PatchRecord); the head's first
+//   layer's columns the same way, each block holding only its columns' weights and its patches'
+//   records (bulk copies of its run of the rank image) and the stages' filters (bulk copies);
+//   the head's later layers, small, run whole in every block (no exchange after them);
 // - a block sends each output it computes to every block's copy of the next layer's input
 //   (st.async, counted on that block's mbarrier for the layer), already in the next stage's
 //   zero-padded staged layout; a block starts a layer once its mbarrier has all the other
@@ -18,11 +19,11 @@
 //   (conv1: 147 patches per block, 3 threads each; conv2: 50 patches, 10 threads each), so a
 //   chain is ~10 taps of ~10 instructions, then the sum of the shares, bias, tanh and the
 //   pooling window (~200).
-// Measured (H100, block 0's timeline, bench/cuda/conv_net_timeline.cu): 17.5 us to the last
-// output, against 22.0 for the version before (zeroed output copies gathered by adding all 8
-// through distributed shared memory, a cluster barrier per layer). Still ~3 us from entry to
-// conv1's input and 1-1.5 us per phase of each stage; bench/cuda/NOTES.md, version 13. Earlier:
-// one SM for everything took 29 and 37 us (shared-memory issue and barrier stalls).
+// Measured: 7.9 us a call on an H100 (bench/cuda/NOTES.md, version 22), from 17.5 in version 13.
+// At batch 1 a warp issues one instruction every ~11 cycles on dependent chains, so what sets
+// the time is the count of instructions on each layer's path, not the pipes' rates: the
+// geometry precomputed at load, divisions as multiply-high and shift, loads issued together.
+// Earlier: one SM for everything took 29 and 37 us (shared-memory issue and barrier stalls).
 #include "backends/cuda/conv_net.hpp"
 
 #include <cooperative_groups.h>
