@@ -174,9 +174,10 @@ struct alignas(16) ConvNetParams {
 };
 
 // Shared memory, in floats: the mbarriers (slot 0: the filters' and the patch records' bulk
-// copies; slot l: layer l's input; slot kHeadSlot: the head's bulk copy), a copy of the parameters (read there rather than
-// through the constant cache; the kernel with the copy and nothing else changed took 20.0 us,
-// without it 19.0: NOTES.md version 13), then the plan's regions from kParamsFloats on.
+// copies; slot l: layer l's input; slot kHeadSlot: the head's bulk copy), a copy of the
+// parameters (read there rather than through the constant cache; the kernel with the copy and
+// nothing else changed took 20.0 us, without it 19.0: NOTES.md version 13), then the plan's
+// regions from kParamsFloats on.
 constexpr int kHeadSlot = kMaxLayers;
 constexpr uint32_t kBarrierFloats = (2 * (kHeadSlot + 1) + 3) / 4 * 4;
 constexpr uint32_t kParamsFloats =
