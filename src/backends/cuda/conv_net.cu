@@ -287,10 +287,9 @@ __device__ void stage_zeros(const ConvPoolParams& p, int staged_height, float* s
 // One output channel's 2 x 2 conv positions (a patch: its first tap at `patch` in the staged
 // input, its channel's first filter value at `lane_filters` in the SmallTile image) over reduction
 // rows [r_begin, r_end) (row r: input channel r / kernel_height, kernel row r % kernel_height).
-// Loops rather
-// than conv_pool.cu's unrolled register tiles: a thread here has a piece of one patch, and a
-// short chain matters more than fewer loads. kWidth: the kernel width when the caller knows it
-// (the row's taps unrolled, their loads issued together), 0 for any.
+// Loops rather than conv_pool.cu's unrolled register tiles: a thread here has a piece of one
+// patch, and a short chain matters more than fewer loads. kWidth: the kernel width when the
+// caller knows it (the row's taps unrolled, their loads issued together), 0 for any.
 template <int kWidth>
 __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p,
                                                    const FastDivisor& by_kernel_height,
