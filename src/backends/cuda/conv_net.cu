@@ -188,6 +188,23 @@ static_assert(kBarrierFloats % 4 == 0, "the parameters' copy starts on 16 bytes"
 
 constexpr int kWarps = kThreads / 32;
 
+// threadIdx.x, read once: the compiler reads the special register again where a layer uses it
+// (S2R, tens of cycles on the layer's path) rather than keep it in a register, and a volatile
+// asm's result cannot be read again.
+__device__ __forceinline__ int thread_index() {
+  int tid;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+  return tid;
+}
+
+// `value` kept in a register from here on: the compiler cannot work out a volatile asm's result
+// again (from the special registers, say) where it is used.
+__device__ __forceinline__ uint32_t kept(uint32_t value) {
+  uint32_t result;
+  asm volatile("mov.b32 %0, %1;" : "=r"(result) : "r"(value));
+  return result;
+}
+
 // Timeline stamps (kernel_timeline.cuh) from block 0's thread 0: entry, parameters copied, the
 // conv biases and the stages' zeros issued, mbarriers initialised, bulk copies issued, the
 // previous grid done, x issued, its own copies of x and the biases landed, the block's landed,
@@ -432,8 +449,8 @@ __device__ __forceinline__ void finish_patch(const ConvPoolParams& p, const Patc
 
 // This block's patches of the stage, from its staged input: thread (split, patch) sums its share
 // of the reduction rows; the shares are added in order.
-__device__ __forceinline__ void run_stage(const Stage& stage, int rank, const float* smem,
-                                          float* scratch, Publisher& publisher,
+__device__ __forceinline__ void run_stage(const Stage& stage, int rank, int tid,
+                                          const float* smem, float* scratch, Publisher& publisher,
                                           [[maybe_unused]] const Stamps& stamps,
                                           [[maybe_unused]] int partial_phase) {
   const ConvPoolParams& p = stage.conv;
@@ -450,7 +467,7 @@ __device__ __forceinline__ void run_stage(const Stage& stage, int rank, const fl
   const int units = per_block * stage.splits;
   const int splits = stage.splits;
   const FastDivisor by_kernel_height = stage.by_kernel_height;
-  for (int u = threadIdx.x; u < units; u += kThreads) {
+  for (int u = tid; u < units; u += kThreads) {
     const int split = stage.by_items_per_block.divide(u);
     const int local = u - split * per_block;
     if (local >= count) continue;
@@ -487,7 +504,7 @@ __device__ __forceinline__ void run_stage(const Stage& stage, int rank, const fl
   }
   __syncthreads();
   FDNN_CONV_NET_STAMP(stamps, partial_phase);
-  for (int local = threadIdx.x; local < count; local += kThreads) {
+  for (int local = tid; local < count; local += kThreads) {
     // Splits outer, values inner: each split's four loads issue together (the same additions in
     // the same order as a loop per value, whose loads waited one by one).
     float acc[ChannelTile::kValues];
@@ -522,13 +539,14 @@ __device__ __forceinline__ float sum_over_lanes(float sum) {
 // keeps it in this block's input of the next layer (the last layer: block 0 writes y). No
 // barrier between the sums and the sends. The layer's fields are read into registers first:
 // each is a shared-memory load, and on this path every dependent load's latency counts.
-__device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank, const float* smem,
+__device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank, int tid,
+                                               const float* smem,
                                                Publisher& publisher,
                                                [[maybe_unused]] const Stamps& stamps,
                                                [[maybe_unused]] int partial_phase) {
   const int shift = layer.group_shift;
   const int group = 1 << shift;
-  const int lane = threadIdx.x & (group - 1);
+  const int lane = tid & (group - 1);
   const int chunks = layer.chunks;
   const int step_stride = layer.columns << shift;  // float4s from one step to the next
   const int first = layer.whole ? 0 : rank * layer.columns;
@@ -545,7 +563,7 @@ __device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank,
   const float4* weights = reinterpret_cast<const float4*>(smem + layer.weights) + lane;
   // Uniform over the block (a group never spans warps), so every lane reaches the butterfly.
   for (int base = 0; base < count; base += kThreads >> shift) {
-    const int c = base + (threadIdx.x >> shift);
+    const int c = base + (tid >> shift);
     float sum = 0.0f, b = 0.0f;
     if (c < count) {
       if (has_bias) b = bias[c];
@@ -631,7 +649,7 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
   float* const smem = reinterpret_cast<float*>(shared_memory);
   const int rank = static_cast<int>(cg::this_cluster().block_rank());
   const int64_t n = blockIdx.x / kBlocks;
-  const int tid = threadIdx.x;
+  const int tid = thread_index();
   const int layer_count = p.stage_count + p.head_count;
   [[maybe_unused]] const Stamps stamps{
       blockIdx.x == 0, min(kLeadPhases + kPhasesPerLayer * layer_count, kTimelinePhases) - 1,
@@ -706,6 +724,16 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
                 shared_address(smem + 2 * kHeadSlot));
     }
   }
+  // What the layer loop decides on, in registers: read from shared memory at each layer (after
+  // its barriers, which let the compiler assume nothing), with the mbarriers' address worked
+  // out from a special register, they were ~3 dependent instructions of tens of cycles at the
+  // start of every layer.
+  const int stage_count = q.stage_count;
+  float* const scratch = smem + q.scratch;
+  const uint32_t barriers = kept(shared_address(smem));
+  uint32_t acquires = 0;  // bit l: other blocks send bytes into this block's input of layer l
+  static_assert(kMaxLayers <= 32, "a bit a layer");
+  for (int l = 1; l < layer_count; ++l) acquires |= (q.expected_bytes[l][rank] != 0 ? 1u : 0u) << l;
   FDNN_CONV_NET_STAMP(stamps, 4);
   wait_for_previous_grid();
   allow_next_grid();
@@ -737,24 +765,24 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
       FDNN_CONV_NET_STAMP(stamps, 7);
       __syncthreads();  // everyone's, and thread 0 has initialised the mbarriers
       FDNN_CONV_NET_STAMP(stamps, 8);
-      wait_for_phase_zero<AcquireScope::Block>(shared_address(smem));  // filters, records
+      wait_for_phase_zero<AcquireScope::Block>(barriers);  // filters, records
     } else {
-      if (l == q.stage_count) {  // the head's weights
-        wait_for_phase_zero<AcquireScope::Block>(shared_address(smem + 2 * kHeadSlot));
+      if (l == stage_count) {  // the head's weights
+        wait_for_phase_zero<AcquireScope::Block>(barriers + sizeof(uint64_t) * kHeadSlot);
       }
       // Not after a whole head layer: no other block sends this one anything, and its own
       // outputs are the block barrier's below (the cluster-scope acquire took ~0.2 us).
-      if (q.expected_bytes[l][rank] != 0) {
-        wait_for_phase_zero<AcquireScope::Cluster>(shared_address(smem + 2 * l));
+      if (acquires >> l & 1u) {
+        wait_for_phase_zero<AcquireScope::Cluster>(barriers + sizeof(uint64_t) * l);
       }
     }
     FDNN_CONV_NET_STAMP(stamps, phase);
     __syncthreads();  // this block's part of the input, the other threads' copies
     FDNN_CONV_NET_STAMP(stamps, phase + 1);
-    if (l < q.stage_count) {
-      run_stage(q.stages[l], rank, smem, smem + q.scratch, publisher, stamps, phase + 2);
+    if (l < stage_count) {
+      run_stage(q.stages[l], rank, tid, smem, scratch, publisher, stamps, phase + 2);
     } else {
-      run_head_layer(q.head[l - q.stage_count], rank, smem, publisher, stamps, phase + 2);
+      run_head_layer(q.head[l - stage_count], rank, tid, smem, publisher, stamps, phase + 2);
     }
     if (l == 0) publisher.wait_for_cluster();  // every thread waits for the barrier once
     FDNN_CONV_NET_STAMP(stamps, phase + 4);
