@@ -19,10 +19,12 @@
 //   (conv1: 147 patches per block, 3 threads each; conv2: 50 patches, 10 threads each), so a
 //   chain is ~10 taps of ~10 instructions, then the sum of the shares, bias, tanh and the
 //   pooling window (~200).
-// Measured: 7.9 us a call on an H100 (bench/cuda/NOTES.md, version 22), from 17.5 in version 13.
+// Measured: 7.45 us a call on an H100 (bench/cuda/NOTES.md, version 23), from 17.5 in version 13.
 // At batch 1 a warp issues one instruction every ~11 cycles on dependent chains, so what sets
 // the time is the count of instructions on each layer's path, not the pipes' rates: the
-// geometry precomputed at load, divisions as multiply-high and shift, loads issued together.
+// geometry precomputed at load, divisions as multiply-high and shift, loads issued together,
+// and values the compiler would read again at each layer (threadIdx.x, the loop's fields) kept
+// in registers.
 // Earlier: one SM for everything took 29 and 37 us (shared-memory issue and barrier stalls).
 #include "backends/cuda/conv_net.hpp"
 
