@@ -43,6 +43,7 @@
 #include "backends/cuda/device_memory.hpp"
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/fast_divisor.hpp"
+#include "backends/cuda/kept_in_register.cuh"
 #include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
 #include "backends/cuda/mbarrier.cuh"
@@ -189,23 +190,6 @@ static_assert(kBarrierFloats % 4 == 0, "the parameters' copy starts on 16 bytes"
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // the kernel's pieces, sm_90+ only
 
 constexpr int kWarps = kThreads / 32;
-
-// threadIdx.x, read once: the compiler reads the special register again where a layer uses it
-// (S2R, tens of cycles on the layer's path) rather than keep it in a register, and a volatile
-// asm's result cannot be read again.
-__device__ __forceinline__ int thread_index() {
-  int tid;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
-  return tid;
-}
-
-// `value` kept in a register from here on: the compiler cannot work out a volatile asm's result
-// again (from the special registers, say) where it is used.
-__device__ __forceinline__ uint32_t kept(uint32_t value) {
-  uint32_t result;
-  asm volatile("mov.b32 %0, %1;" : "=r"(result) : "r"(value));
-  return result;
-}
 
 // Timeline stamps (kernel_timeline.cuh) from block 0's thread 0: entry, parameters copied, the
 // conv biases and the stages' zeros issued, mbarriers initialised, bulk copies issued, the
