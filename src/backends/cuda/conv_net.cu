@@ -526,8 +526,7 @@ __device__ __forceinline__ float sum_over_lanes(float sum) {
 // barrier between the sums and the sends. The layer's fields are read into registers first:
 // each is a shared-memory load, and on this path every dependent load's latency counts.
 __device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank, int tid,
-                                               const float* smem,
-                                               Publisher& publisher,
+                                               const float* smem, Publisher& publisher,
                                                [[maybe_unused]] const Stamps& stamps,
                                                [[maybe_unused]] int partial_phase) {
   const int shift = layer.group_shift;
@@ -710,10 +709,10 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
                 shared_address(smem + 2 * kHeadSlot));
     }
   }
-  // What the layer loop decides on, in registers: read from shared memory at each layer (after
-  // its barriers, which let the compiler assume nothing), with the mbarriers' address worked
-  // out from a special register, they were ~3 dependent instructions of tens of cycles at the
-  // start of every layer.
+  // What the layer loop decides on, in registers. Read from shared memory at each layer (after
+  // its barriers the compiler can assume nothing about it), and with the mbarriers' address
+  // worked out from a special register, these were dependent instructions of tens of cycles at
+  // the start of every layer (LeNet-5 b1 7.73 -> 7.45 us; bench/cuda/NOTES.md, version 23).
   const int stage_count = q.stage_count;
   float* const scratch = smem + q.scratch;
   const uint32_t barriers = kept(shared_address(smem));
