@@ -2,9 +2,12 @@
 // (caller's stream, rotating device buffers, CUDA events around back-to-back calls) and the host
 // path (wall clock around synchronous calls). Medians of repeated runs.
 //
-//   device_latency MODEL.safetensors BATCH [CUDA_GRAPHS=1] [BUFFER_SETS=8]
+//   device_latency MODEL.safetensors BATCH [CUDA_GRAPHS=1] [BUFFER_SETS=8] [PRECISION=fp32]
+//                  [device]
 //
 // BUFFER_SETS=1 runs every call on the same buffers (a captured graph is never re-pointed).
+// "device" skips the host path (host_path_us -1): at millions of rows its pageable copies take
+// seconds a run.
 //
 // Prints one JSON object per line.
 #include <cuda_runtime_api.h>
@@ -44,7 +47,9 @@ double median(std::vector<double> values) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s MODEL BATCH [CUDA_GRAPHS] [BUFFER_SETS] [fp32|tf32|fp16|bf16]\n",
+    std::fprintf(stderr,
+                 "usage: %s MODEL BATCH [CUDA_GRAPHS] [BUFFER_SETS] [fp32|tf32|fp16|bf16] "
+                 "[device]\n",
                  argv[0]);
     return 2;
   }
@@ -53,6 +58,7 @@ int main(int argc, char** argv) {
   const int graphs = argc > 3 ? std::atoi(argv[3]) : 1;
   const int sets = argc > 4 ? std::max(1, std::min(8, std::atoi(argv[4]))) : 8;
   const std::string precision = argc > 5 ? argv[5] : "fp32";
+  const bool host_path = !(argc > 6 && std::string(argv[6]) == "device");
 
   check_cuda(cudaFree(nullptr), "cudaFree(0)");  // the CUDA context exists before timing
   fdnn_model_options options;
@@ -81,8 +87,8 @@ int main(int argc, char** argv) {
   std::vector<float> host_in(in_count), host_out(out_count);
   float* device_in[kSets];
   float* device_out[kSets];
+  for (float& v : host_in) v = normal(random);  // one draw for every set: timing only
   for (int k = 0; k < kSets; ++k) {
-    for (float& v : host_in) v = normal(random);
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_in[k]), in_count * sizeof(float)), "malloc");
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_out[k]), out_count * sizeof(float)), "malloc");
     check_cuda(cudaMemcpy(device_in[k], host_in.data(), in_count * sizeof(float),
@@ -116,13 +122,13 @@ int main(int argc, char** argv) {
     submit_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / calls);
   }
 
-  const int host_calls = batch <= 64 ? 1000 : batch <= 4096 ? 200 : 20;
+  const int host_calls = !host_path ? 0 : batch <= 64 ? 1000 : batch <= 4096 ? 200 : 20;
   for (int i = 0; i < host_calls / 4; ++i) {
     check(fdnn_context_run(context, batch, host_in.data(), in_count, host_out.data(), out_count),
           "run");
   }
   std::vector<double> host_us;
-  for (int repeat = 0; repeat < 9; ++repeat) {
+  for (int repeat = 0; repeat < 9 && host_path; ++repeat) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < host_calls; ++i) {
       check(fdnn_context_run(context, batch, host_in.data(), in_count, host_out.data(), out_count),
@@ -135,7 +141,7 @@ int main(int argc, char** argv) {
               "\"precision\": \"%s\", \"device_path_us\": %.3f, \"device_path_submit_us\": %.3f, "
               "\"host_path_us\": %.3f}\n",
               path, static_cast<long long>(batch), graphs, sets, precision.c_str(),
-              median(device_us), median(submit_us), median(host_us));
+              median(device_us), median(submit_us), host_path ? median(host_us) : -1.0);
 
   fdnn_context_destroy(context);
   fdnn_model_destroy(model);

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
@@ -49,6 +50,7 @@ struct WarpgroupParams {
   uint32_t stage_bytes;
   uint32_t last_tile_bytes;  // the last tile's input, which may hold fewer rows
   int32_t input_steps;
+  int32_t interleaved_columns;  // the first layer's k order (fused_mlp_warpgroup_image.cpp)
   int32_t stages;
   int32_t vector_output;  // y on 16 bytes and an even last width: float2 stores
   uint32_t image_chunks;  // 16-byte chunks
@@ -128,8 +130,9 @@ __device__ __forceinline__ void pack_step(const float4& low, const float4& high,
 }
 
 // The first layer's A fragments from this warp's 16 staged rows: 4 consecutive columns per
-// thread and k-step (the weights' k order matches, fused_mlp_warpgroup_image.cpp); zeros past
-// the input's width (a multiple of 4, so a thread's 4 columns are all in or all out).
+// thread and k-step, in quads or interleaved (the weights' k order matches, and the image's
+// file says which order is conflict-free at which row stride); zeros past the input's width (a
+// multiple of 4, so a thread's 4 columns are all in or all out).
 //
 // Two orders, by measurement (bench/cuda/warpgroup_mlp_timeline.cu, H200): at width 128 every
 // load first, then every conversion: with a branch per k-step the compiler converted each step's
@@ -137,13 +140,19 @@ __device__ __forceinline__ void pack_step(const float4& low, const float4& high,
 // 2.85 us per tile reading the input (0.64 after; the seed 39.4 -> 38.3 us). At width 64 (two or
 // four k-steps) the batched order ran the 64-wide MLP 1% slower, so it keeps a branch per step.
 template <TensorCoreMath kMath, int kSteps>
-__device__ __forceinline__ void load_input(uint32_t rows, int stride, int input_steps, int g,
-                                           int t, Operands<kSteps>& a) {
+__device__ __forceinline__ void load_input(uint32_t rows, int stride, int input_steps,
+                                           bool interleaved, int g, int t,
+                                           Operands<kSteps>& a) {
   float4 low[kSteps], high[kSteps];
+  // Step s starts at 16 s + 4 t (quads) or 32 (s / 2) + 8 t + 4 (s % 2): 16 s + 8 t, less 12 on
+  // odd steps.
+  const int even_column = interleaved ? 8 * t : 4 * t;
+  const int odd_column = interleaved ? 8 * t - 12 : 4 * t;
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
-    const bool inside = s < input_steps && 16 * s + 4 * t < stride;
-    const uint32_t column = static_cast<uint32_t>(16 * s + 4 * t);
+    const int first = 16 * s + (s % 2 == 0 ? even_column : odd_column);
+    const bool inside = s < input_steps && first < stride;
+    const uint32_t column = static_cast<uint32_t>(first);
     const uint32_t low_row = rows + 4u * (static_cast<uint32_t>(g * stride) + column);
     const uint32_t high_row = rows + 4u * (static_cast<uint32_t>((g + 8) * stride) + column);
     if constexpr (kSteps <= 4) {
@@ -413,6 +422,9 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
   const uint32_t stage_bytes = p.stage_bytes;
   FDNN_BLOCK_STAMP(0);
 
+  // Launched as a dependent kernel (launch_dependent_kernel), a block may start while the kernel
+  // before it on the stream finishes: until wait_for_previous_grid() it stages only the weights
+  // and sets up its mbarriers. Then the input copies go out before the weights have landed.
   for (uint32_t i = threadIdx.x; i < p.image_chunks; i += blockDim.x) {
     __pipeline_memcpy_async(shared_memory + i, p.image + i, 16);
   }
@@ -426,13 +438,13 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     for (int i = 0; i < warpgroups * p.stages; ++i) {
       init_single_arrival(shared_base + p.barrier_offset + 8u * static_cast<uint32_t>(i));
     }
+    publish_mbarrier_init();
   }
-  __pipeline_wait_prior(0);
-  // The weights arrived through the generic proxy and wgmma reads them through the async one.
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  publish_mbarrier_init();
-  __syncthreads();
-  FDNN_BLOCK_STAMP(1);
+  __syncthreads();  // the issuers see the mbarriers set up
+  wait_for_previous_grid();
+  // The next kernel's blocks find no room on an SM before this block leaves (its shared memory
+  // and registers), so they may start launching now.
+  allow_next_grid();
 
   // Tiles warpgroup-major over the grid: a round of grid_step tiles gives every block's first
   // warpgroup one before any block's second, so the last, partial round spreads over all the SMs
@@ -465,6 +477,11 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
       FDNN_TILE_STAMP(warpgroup, s, 0);
     }
   }
+  __pipeline_wait_prior(0);
+  // The weights arrived through the generic proxy and wgmma reads them through the async one.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  FDNN_BLOCK_STAMP(1);
   int stage = 0;
   uint32_t parity = 0;
   [[maybe_unused]] int local_tile = 0;  // the timeline probe's count
@@ -474,7 +491,7 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     const uint32_t rows = ring + static_cast<uint32_t>(stage) * stage_bytes +
                           static_cast<uint32_t>(warp * 16 * width) * 4u;
     Operands<kSteps> a, b;
-    load_input<kMath, kSteps>(rows, width, p.input_steps, g, t, a);
+    load_input<kMath, kSteps>(rows, width, p.input_steps, p.interleaved_columns != 0, g, t, a);
     warpgroup_barrier(warpgroup);  // every thread has read the stage
     if (issuer) {
       if constexpr (!kRunningCopy) {
@@ -620,6 +637,7 @@ void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const
   p.last_tile_bytes = static_cast<uint32_t>((rows - (p.tiles - 1) * kWarpgroupTileRows) *
                                             plan.layers[0].in * 4);
   p.input_steps = plan.input_steps;
+  p.interleaved_columns = plan.interleaved_columns ? 1 : 0;
   p.stages = plan.stages;
   p.vector_output = plan.layers[plan.layer_count - 1].out % 2 == 0 &&
                     reinterpret_cast<uintptr_t>(y) % 16 == 0;
@@ -633,8 +651,8 @@ void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const
   for (int l = 0; l < plan.layer_count; ++l) p.layers[l] = plan.layers[l];
   const int64_t blocks = (p.tiles + plan.warpgroups - 1) / plan.warpgroups;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks, device.sm_count));
-  launch_kernel(kernel_for(plan), "warpgroup_mlp_kernel", dim3(grid), dim3(128 * plan.warpgroups),
-                plan.shared_bytes, stream, p);
+  launch_dependent_kernel(kernel_for(plan), "warpgroup_mlp_kernel", dim3(grid),
+                          dim3(128 * plan.warpgroups), plan.shared_bytes, stream, p);
 }
 
 }  // namespace fusednn::cuda

@@ -41,7 +41,10 @@ struct WarpgroupMlpPlan {
   int32_t warpgroups = 0;       // per block; one block per SM
   int32_t stages = 0;           // input tiles each warpgroup has in flight
   uint32_t stage_bytes = 0;     // per input buffer: a tile's rows as they lie in memory
-  int32_t input_steps = 0;      // k-steps over the first layer's input
+  int32_t input_steps = 0;      // k-steps over the first layer's input, in its k order
+  // The first layer's k order (the .cpp says which columns each thread reads): interleaved where
+  // the input's row stride makes that order's 16-byte shared loads conflict-free.
+  bool interleaved_columns = false;
   // Width 64, no tail, and every layer before the last of N 64 with ReLU alone: the kernel runs
   // those layers without a switch on N or a test of the activation (the 64-wide MLP's shape).
   bool uniform_hidden = false;

@@ -11,7 +11,12 @@
 // and g + 8, k 2t..2t+1 and 2t+8..2t+9 of each step. Later layers' operands are the previous
 // layer's accumulators (k in its natural order). The first layer's are read from the staged
 // fp32 rows as 4 consecutive columns per thread and step (one 16-byte load), so its k order is
-// permuted: the value at k' of a step is column 4 * ((k' % 8) / 2) + 2 * (k' / 8) + k' % 2.
+// permuted: thread t's 4 columns of step s (its k 2t, 2t + 1, 2t + 8, 2t + 9) start at
+//   quads:        16 s + 4 t
+//   interleaved:  32 (s / 2) + 8 t + 4 (s % 2)   (steps 2p and 2p + 1 share 32 columns)
+// A quarter warp's 16-byte loads (rows g and g + 1, t = 0..3) are conflict-free when the two rows'
+// 4-bank groups do not meet: quads need a row stride of 16 mod 32 words, interleaved an odd
+// number of 4-word groups (the seed MLP's 100: its quads had 2-way conflicts).
 #include <algorithm>
 #include <cstring>
 
@@ -24,6 +29,11 @@ namespace {
 int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 int wgmma_n(int out) { return out <= 16 ? 16 : out <= 32 ? 32 : out <= 64 ? 64 : 128; }
+
+// The first column of thread t's 4 in k-step s (the comment above).
+int first_layer_column(bool interleaved, int step, int t) {
+  return interleaved ? 32 * (step / 2) + 8 * t + 4 * (step % 2) : 16 * step + 4 * t;
+}
 
 }  // namespace
 
@@ -51,7 +61,17 @@ bool lay_out_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorC
   }
   result.width_class = widest <= 64 ? 64 : 128;
   if (tail.kind != RowTailKind::None && layers.back().out > kWarpgroupMaxTailColumns) return false;
-  result.input_steps = (layers.front().in + 15) / 16;
+  const int input_width = layers.front().in;
+  result.interleaved_columns = (input_width / 4) % 2 == 1;
+  // The steps up to the last that holds a column of the input (interleaved, a width of 12 needs
+  // two: columns 8..11 are step 1's).
+  for (int step = 0; step < result.width_class / 16; ++step) {
+    for (int t = 0; t < 4; ++t) {
+      if (first_layer_column(result.interleaved_columns, step, t) < input_width) {
+        result.input_steps = step + 1;
+      }
+    }
+  }
   result.uniform_hidden = result.width_class == 64 && tail.kind == RowTailKind::None &&
                           result.layer_count >= 2;
   for (int l = 0; l + 1 < result.layer_count; ++l) {
@@ -110,10 +130,11 @@ std::vector<uint32_t> build_warpgroup_mlp_image(const WarpgroupMlpPlan& plan,
     for (int n = 0; n < layer.out; ++n) {
       const float* row = weights[l] + static_cast<size_t>(n) * layer.in;
       for (int kk = 0; kk < 16 * layer.k_steps; ++kk) {
-        const int within = kk % 16;
-        const int column = l > 0 ? kk
-                                 : 16 * (kk / 16) + 4 * ((within % 8) / 2) + 2 * (within / 8) +
-                                       within % 2;
+        const int within = kk % 16;  // k 2t, 2t + 1, 2t + 8, 2t + 9 are thread t's 4 columns
+        const int column =
+            l > 0 ? kk
+                  : first_layer_column(plan.interleaved_columns, kk / 16, (within % 8) / 2) +
+                        2 * (within / 8) + within % 2;
         if (column >= layer.in) continue;
         const size_t core = static_cast<size_t>(n / 8) * layer.k_steps * 2 + kk / 8;
         const size_t at = core * 64 + (n % 8) * 8 + kk % 8;  // in 16-bit values

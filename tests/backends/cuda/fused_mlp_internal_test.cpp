@@ -5,6 +5,7 @@
 // Without a GPU, or below the compute capability a form needs, its test skips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -260,12 +261,14 @@ TEST(FusedMlpInternal, Fp32ChainsSplitTheirWeightsWhereTheyFit) {
 // The Warpgroup form's image read the way its wgmma descriptors address it (B's element (k, n)
 // of k-step s at weight_offset + 256 s + (n / 8) * k_steps * 256 + (k / 8) * 128 + (n % 8) * 16 +
 // (k % 8) * 2) and multiplied with A fragments built the way the kernel builds them (the first
-// layer's thread t holds columns 16 s + 4t .. 4t + 3 of its rows as k 2t, 2t + 1, 2t + 8,
-// 2t + 9; later layers hold C tiles 2s and 2s + 1) gives each layer's product with its weights
+// layer's thread t holds 4 consecutive columns of its rows as k 2t, 2t + 1, 2t + 8, 2t + 9, from
+// 16 s + 4 t in quads or 32 (s / 2) + 8 t + 4 (s % 2) interleaved, the steps from input_steps on
+// zeros; later layers hold C tiles 2s and 2s + 1) gives each layer's product with its weights
 // narrowed to 16 bits, and the bias sits where the kernel reads it. Host code only.
 TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
+  // Interleaved (an odd count of 4-column groups): 100, 12, 44; quads: 32, 64.
   const std::vector<std::vector<int>> chains = {
-      {100, 128, 64, 10}, {32, 64, 64, 16}, {12, 40, 24, 3}};
+      {100, 128, 64, 10}, {32, 64, 64, 16}, {12, 40, 24, 3}, {44, 128, 5}, {64, 100, 7}};
   std::mt19937 random(12);
   std::normal_distribution<float> normal_value(0.0f, 1.0f);
   for (const std::vector<int>& widths : chains) {
@@ -299,8 +302,11 @@ TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
         for (float& v : x) v = normal_value(random);
         // A's value at k-step s, position kk (0..15), as the kernel's fragments hold it.
         auto operand = [&](int s, int kk) -> float {
-          const int column = l > 0 ? 16 * s + kk
-                                   : 16 * s + 4 * ((kk % 8) / 2) + 2 * (kk / 8) + kk % 2;
+          const int t = (kk % 8) / 2;
+          const int first = plan.interleaved_columns ? 32 * (s / 2) + 8 * t + 4 * (s % 2)
+                                                     : 16 * s + 4 * t;
+          const int column = l > 0 ? 16 * s + kk : first + 2 * (kk / 8) + kk % 2;
+          if (l == 0 && s >= plan.input_steps) return 0.0f;
           return column < layer.in ? x[column] : 0.0f;
         };
         const uint32_t n_stride = static_cast<uint32_t>(layer.k_steps) * 256u;
@@ -341,6 +347,38 @@ TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
   EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(wide, TensorCoreMath::Bf16, {}, 3, 2, &plan));
   wide[0].out = 8;
   EXPECT_FALSE(fusednn::cuda::lay_out_warpgroup_mlp(wide, TensorCoreMath::Tf32, {}, 3, 2, &plan));
+}
+
+// The first layer's k order the plan picks is the one whose 16-byte shared loads meet fewer bank
+// conflicts at the input's row stride: a quarter warp (rows g, g + 1; t = 0..3) reads 4 words a
+// lane, and a bank's words per load is the conflict degree. Host code only.
+TEST(FusedMlpInternal, WarpgroupFirstLayerOrderHasTheFewerBankConflicts) {
+  auto degree = [](int stride, bool interleaved) {
+    int worst = 1;
+    for (int step = 0; step < 2; ++step) {
+      int words_in_bank[32] = {};
+      for (int g = 0; g < 2; ++g) {
+        for (int t = 0; t < 4; ++t) {
+          const int first = interleaved ? 8 * t + 4 * step : 16 * step + 4 * t;
+          for (int w = 0; w < 4; ++w) ++words_in_bank[(g * stride + first + w) % 32];
+        }
+      }
+      for (int count : words_in_bank) worst = std::max(worst, count);
+    }
+    return worst;
+  };
+  for (int width = 4; width <= 128; width += 4) {
+    std::vector<FusedMlpLayerDesc> layers(1);
+    layers[0].in = width, layers[0].out = 16;
+    WarpgroupMlpPlan plan;
+    ASSERT_TRUE(
+        fusednn::cuda::lay_out_warpgroup_mlp(layers, TensorCoreMath::Bf16, {}, 3, 2, &plan));
+    const int chosen = degree(width, plan.interleaved_columns);
+    EXPECT_LE(chosen, degree(width, !plan.interleaved_columns)) << "width " << width;
+    if (width == 100) {
+      EXPECT_EQ(chosen, 1);  // the seed MLP's input
+    }
+  }
 }
 
 // The uniform kernels (hidden layers without a switch on N or a test of the activation) take a
