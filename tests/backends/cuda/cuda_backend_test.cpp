@@ -559,11 +559,12 @@ std::vector<int64_t> conv_batches() {
 #if FUSEDNN_TEST_WITH_CUDART
 // Kernel launches one run of `net` queues: the run is made on a stream the test captures, so it
 // is recorded into the test's graph (not run) and the graph's kernel nodes are counted.
-void count_kernels(const Net& net, int64_t batch, int* kernels) {
+void count_kernels(const Net& net, int64_t batch, int* kernels,
+                   fdnn_precision precision = FDNN_PRECISION_FP32) {
   *kernels = -1;
   std::mt19937 random(7);
   const std::vector<std::vector<float>> weights = draw_weights(net, random);
-  fdnn_model* model = create_model(net.spec(), FDNN_DEVICE_CUDA, batch, 0);
+  fdnn_model* model = create_model(net.spec(), FDNN_DEVICE_CUDA, batch, 0, precision);
   ASSERT_NE(model, nullptr);
   set_weights(model, net, weights);
   fdnn_context* context = nullptr;
@@ -964,8 +965,9 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
 #endif
 }
 
-// The dependent launches (the small-batch cluster MLP, the small-batch Linear and the whole-network
-// conv kernel) may start while the kernel ahead of them on the stream finishes, which lets the
+// The dependent launches (the small-batch cluster MLP, the small-batch Linear, the whole-network
+// conv kernel and the Warpgroup MLP) may start while the kernel ahead of them on the stream
+// finishes, which lets the
 // next one start as soon as it has passed its own wait. Here each runs a chain of a net whose
 // output has its input's shape, between two buffers in turn: run k reads what run k - 1 wrote
 // (read after write) and writes what run k - 1 read (write after read), queued back to back on
@@ -989,6 +991,8 @@ TEST(CudaBackend, DependentLaunchesWaitForTheKernelBefore) {
     const char* name;
     Net net;
     int64_t batch;
+    fdnn_precision precision = FDNN_PRECISION_FP32;
+    double tolerance = kTolerance;  // per run of the chain
   };
   Net mlp({64});  // the cluster MLP at batch 1
   mlp.linear("f1", 64, 96).act(R"({"type": "ReLU"})").linear("f2", 96, 64);
@@ -998,18 +1002,22 @@ TEST(CudaBackend, DependentLaunchesWaitForTheKernelBefore) {
   Net convs({1, 8, 8});  // two conv stages in one launch, the output shaped like the input
   convs.conv("c1", 1, 2, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
   convs.conv("c2", 2, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "Tanh"})");
+  Net half({100});  // the Warpgroup form (bf16 from 512 rows on compute capability 9.0)
+  half.linear("f1", 100, 128).act(R"({"type": "ReLU"})").linear("f2", 128, 100);
+  half.act(R"({"type": "Tanh"})");
   const Case cases[] = {{"cluster MLP", mlp, 1},
                         {"small-batch Linear", wide, 32},
-                        {"conv net in one launch", convs, 1}};
+                        {"conv net in one launch", convs, 1},
+                        {"Warpgroup MLP, bf16", half, 8192, FDNN_PRECISION_BF16, 1e-2}};
   constexpr int kRuns = 4;
   uint32_t seed = 90;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     std::mt19937 random(seed++);
-    const CpuAndGpu models = cpu_and_gpu_models(c.net, c.batch, random);
+    const CpuAndGpu models = cpu_and_gpu_models(c.net, c.batch, random, c.precision);
     ASSERT_TRUE(models.cpu && models.gpu);
     int kernels = -1;
-    count_kernels(c.net, c.batch, &kernels);
+    count_kernels(c.net, c.batch, &kernels, c.precision);
     EXPECT_EQ(kernels, 1) << "one launch a run";
     fdnn_shape shape;
     ASSERT_EQ(fdnn_model_input_shape(models.cpu, &shape), FDNN_STATUS_OK);
@@ -1042,7 +1050,7 @@ TEST(CudaBackend, DependentLaunchesWaitForTheKernelBefore) {
       std::vector<float> got(count);
       CUDA_OK(cudaMemcpy(got.data(), buffers[kRuns % 2], count * sizeof(float),
                          cudaMemcpyDeviceToHost));
-      EXPECT_LE(relative_error(got, expected), kRuns * kTolerance) << how;
+      EXPECT_LE(relative_error(got, expected), kRuns * c.tolerance) << how;
     };
     ASSERT_NO_FATAL_FAILURE(upload(buffers[0], start.data(), count * sizeof(float)));
     queue_chain();

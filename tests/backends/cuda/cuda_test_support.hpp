@@ -284,16 +284,18 @@ inline void set_weights(fdnn_model* model, const Net& net,
 }
 
 // The same net on the CPU (the reference) and on the GPU, with the same fresh weights; either
-// is null where creating it failed (the caller asserts). Destroy both with fdnn_model_destroy.
+// is null where creating it failed (the caller asserts); the GPU model in gpu_precision. Destroy
+// both with fdnn_model_destroy.
 struct CpuAndGpu {
   fdnn_model* cpu = nullptr;
   fdnn_model* gpu = nullptr;
 };
-inline CpuAndGpu cpu_and_gpu_models(const Net& net, int64_t max_batch, std::mt19937& random) {
+inline CpuAndGpu cpu_and_gpu_models(const Net& net, int64_t max_batch, std::mt19937& random,
+                                    fdnn_precision gpu_precision = FDNN_PRECISION_FP32) {
   const auto weights = draw_weights(net, random);
   CpuAndGpu models;
   models.cpu = create_model(net.spec(), FDNN_DEVICE_CPU, max_batch, 1);
-  models.gpu = create_model(net.spec(), FDNN_DEVICE_CUDA, max_batch, 1);
+  models.gpu = create_model(net.spec(), FDNN_DEVICE_CUDA, max_batch, 1, gpu_precision);
   if (models.cpu != nullptr) set_weights(models.cpu, net, weights);
   if (models.gpu != nullptr) set_weights(models.gpu, net, weights);
   return models;
