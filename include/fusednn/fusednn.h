@@ -564,7 +564,8 @@ FDNN_API fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, cons
  * wait: the work is queued on `cuda_stream` and the results are ready when the stream reaches
  * that point. Not thread-safe for one context.
  *
- * On compute capability 9.0 and newer, small-batch kernels are programmatic dependent launches:
+ * On compute capability 9.0 and newer, the small-batch kernels and the fp16/bf16 MLP kernel for
+ * large batches are programmatic dependent launches:
  * one may start while the kernel before it on the stream finishes, staging only weights until
  * that kernel is complete; it reads device_input and writes device_output only afterwards, so
  * stream order holds as for any launch (a profiler shows the overlap). The environment variable
