@@ -967,15 +967,14 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
 
 // The dependent launches (the small-batch cluster MLP, the small-batch Linear, the whole-network
 // conv kernel and the Warpgroup MLP) may start while the kernel ahead of them on the stream
-// finishes, which lets the
-// next one start as soon as it has passed its own wait. Here each runs a chain of a net whose
-// output has its input's shape, between two buffers in turn: run k reads what run k - 1 wrote
-// (read after write) and writes what run k - 1 read (write after read), queued back to back on
-// one stream with no host synchronisation; then the same chain captured into a graph of the
-// caller's and launched twice. The result must match the CPU backend's chain within the
+// finishes, which lets the next one start as soon as it has passed its own wait. Here each runs a
+// chain of a net whose output has its input's shape, between two buffers in turn: run k reads what
+// run k - 1 wrote (read after write) and writes what run k - 1 read (write after read), queued back
+// to back on one stream with no host synchronisation; then the same chain captured into a graph of
+// the caller's and launched twice. The result must match the CPU backend's chain within the
 // tolerance of one run per run of the chain (errors compound); a kernel reading x or writing y
-// before its wait would read the buffer's older contents or overwrite an input still being
-// read, and the chain would diverge by far more.
+// before its wait would read the buffer's older contents or overwrite an input still being read,
+// and the chain would diverge by far more.
 TEST(CudaBackend, DependentLaunchesWaitForTheKernelBefore) {
   REQUIRE_CUDA();
 #if FUSEDNN_TEST_WITH_CUDART
