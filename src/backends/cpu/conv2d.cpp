@@ -34,7 +34,7 @@ int64_t round_up_to_panels(int64_t count) {
 }
 
 // Copies of a few dozen floats, as a loop the compiler vectorises in place: std::copy calls
-// memmove, whose call overhead was a fifth of LeNet conv1's time.
+// memmove, whose call overhead is a large share of LeNet conv1's time.
 void copy_floats(const float* source, int64_t count, float* destination) {
   for (int64_t i = 0; i < count; ++i) destination[i] = source[i];
 }

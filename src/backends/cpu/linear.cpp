@@ -4,7 +4,7 @@
 // Blocking: for each block of kColumnBlock output features and kGemmDepthBlock input features,
 // the packed weight block (256 x 48 floats = 48 KiB on the stack, L1/L2) is swept by every row of
 // X; each 6-row sliver of X is read from L3 once per block and reused across its 3 panels (48
-// columns measured 3-4 % faster than 32 for 768 -> 3072, 64 no better). Calls with fewer than
+// columns are faster than 32 for wide layers, 64 no better). Calls with fewer than
 // kDotProductRowLimit rows skip the packing and take dot products instead (rows in pairs, one pass
 // over W per pair); that path sums in another order, so a row can differ in its last bits
 // depending on whether its slice of the batch had fewer than 4 rows. On the packed path results

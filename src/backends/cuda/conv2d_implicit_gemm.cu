@@ -18,14 +18,14 @@
 // in a row, so a stage copies 16-byte pieces of rows into [pixel][k] tiles instead of gathering
 // 4-byte elements through the table. Row strides of kK + 4 floats (tf32: lane (g, t) reads row g,
 // k t) and kK + 8 (halves: a float2 of k 2t, 2t + 1, conflict-free per half warp) keep fragment
-// loads on distinct banks. The gather on LeNet-5's 400 -> 120 head layer at batch 16384 (3xTF32)
-// took ~80 us on an H200, for ~10 us of tensor-core work.
+// loads on distinct banks. Gathering a dense layer element by element through the table costs
+// several times its tensor-core work, which is why these rows have their own copy.
 //
-// The gather was first written with registers carrying the next stage and a branch per element:
-// ncu (H200, bf16, 64 -> 64 3x3 on 56 x 56 at batch 32) counted 594 instructions a warp per stage,
-// mostly integer and branch work, and long-scoreboard stalls at the stores that waited for the
-// loads. Here the bounds of an element are one unsigned compare pair on a table entry (padded k
-// and rows past the batch carry steps that no input holds) and the copy is predicated.
+// The gather keeps its integer work small: a form with registers carrying the next stage and a
+// branch per element spent most of its instructions on integer and branch work and stalled at
+// the stores waiting for the loads. Here the bounds of an element are one unsigned compare pair
+// on a table entry (padded k and rows past the batch carry steps that no input holds) and the
+// copy is predicated.
 #include "backends/cuda/conv2d_implicit_gemm.hpp"
 
 #include <cuda_pipeline.h>

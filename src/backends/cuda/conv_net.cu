@@ -19,13 +19,12 @@
 //   (conv1: 147 patches per block, 3 threads each; conv2: 50 patches, 10 threads each), so a
 //   chain is ~10 taps of ~10 instructions, then the sum of the shares, bias, tanh and the
 //   pooling window (~200).
-// Measured: 7.45 us a call on an H100 (bench/cuda/NOTES.md, version 23), from 17.5 in version 13.
 // At batch 1 a warp issues one instruction every ~11 cycles on dependent chains, so what sets
 // the time is the count of instructions on each layer's path, not the pipes' rates: the
 // geometry precomputed at load, divisions as multiply-high and shift, loads issued together,
 // and values the compiler would read again at each layer (threadIdx.x, the loop's fields) kept
-// in registers.
-// Earlier: one SM for everything took 29 and 37 us (shared-memory issue and barrier stalls).
+// in registers. The work is spread over a cluster rather than one SM because one SM for
+// everything stalls on shared-memory issue and barriers.
 #include "backends/cuda/conv_net.hpp"
 
 #include <cooperative_groups.h>
@@ -82,8 +81,8 @@ struct Destination {
 };
 
 // One of a block's patches as the plan works it out at load (patch_record()): where its staged
-// input and filters start, and what its finish does with the sums. Reading these was one
-// shared-memory round trip where the finish had computed them from the stage's fields: ~100
+// input and filters start, and what its finish does with the sums. Reading these is one
+// shared-memory round trip where computing them in the finish from the stage's fields takes ~100
 // dependent instructions a patch (the patch's coordinates, the pooling window's divisor, the
 // destination's bounds) on every conv stage's path at batch 1.
 struct alignas(16) PatchRecord {
@@ -114,7 +113,7 @@ struct Stage {
   int32_t splits;
   int32_t rows_per_split;
   // The plan's divisors (the split of a unit, a reduction row's input channel): at batch 1 each
-  // division by a runtime value was a ~20-instruction chain on a layer's path.
+  // division by a runtime value is a ~20-instruction chain on a layer's path.
   FastDivisor by_items_per_block, by_kernel_height;
   uint32_t records;       // float offset of this block's PatchRecords in shared memory
   uint32_t filters;       // float offset of this stage's SmallTile image in shared memory
@@ -178,9 +177,8 @@ struct alignas(16) ConvNetParams {
 
 // Shared memory, in floats: the mbarriers (slot 0: the filters' and the patch records' bulk
 // copies; slot l: layer l's input; slot kHeadSlot: the head's bulk copy), a copy of the
-// parameters (read there rather than through the constant cache; the kernel with the copy and
-// nothing else changed took 20.0 us, without it 19.0: NOTES.md version 13), then the plan's
-// regions from kParamsFloats on.
+// parameters (read there rather than through the constant cache), then the plan's regions from
+// kParamsFloats on.
 constexpr int kHeadSlot = kMaxLayers;
 constexpr uint32_t kBarrierFloats = (2 * (kHeadSlot + 1) + 3) / 4 * 4;
 constexpr uint32_t kParamsFloats =
@@ -264,8 +262,8 @@ struct Publisher {
 // (origin_row + i, origin_col + j): the padding around the input and each row's tail up to the
 // pitch. x (stage 0) or the previous stage's blocks write the rest. A warp per staged row. The
 // fields are read once into registers: the parameters live in shared memory, where every store
-// here could alias them, and reloading them after each store, with a division per row, made this
-// ~2 us of the kernel's preamble (bench/cuda/NOTES.md, version 15).
+// here could alias them, and reloading them after each store, with a division per row, would make
+// this a large part of the kernel's preamble.
 __device__ void stage_zeros(const ConvPoolParams& p, int staged_height, float* staged) {
   const int in_channels = p.in_channels, in_height = p.in_height, in_width = p.in_width;
   const int origin_row = p.origin_row, origin_col = p.origin_col;
@@ -568,7 +566,7 @@ __device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank,
       }
       sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
-    switch (shift) {  // straight-line butterflies (a loop over the offsets took ~7 instructions
+    switch (shift) {  // straight-line butterflies (a loop over the offsets takes ~7 instructions
                       // a level, a predicated unrolled one ~9)
       case 5: sum = sum_over_lanes<32>(sum); break;
       case 4: sum = sum_over_lanes<16>(sum); break;
@@ -711,8 +709,8 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
   }
   // What the layer loop decides on, in registers. Read from shared memory at each layer (after
   // its barriers the compiler can assume nothing about it), and with the mbarriers' address
-  // worked out from a special register, these were dependent instructions of tens of cycles at
-  // the start of every layer (LeNet-5 b1 7.73 -> 7.45 us; bench/cuda/NOTES.md, version 23).
+  // worked out from a special register, these would be dependent instructions of tens of cycles
+  // at the start of every layer.
   const int stage_count = q.stage_count;
   float* const scratch = smem + q.scratch;
   const uint32_t barriers = kept(shared_address(smem));
@@ -756,7 +754,7 @@ __global__ void FDNN_CONV_NET_CLUSTER __launch_bounds__(kThreads, 1)
         wait_for_phase_zero<AcquireScope::Block>(barriers + sizeof(uint64_t) * kHeadSlot);
       }
       // Not after a whole head layer: no other block sends this one anything, and its own
-      // outputs are the block barrier's below (the cluster-scope acquire took ~0.2 us).
+      // outputs are the block barrier's below (a cluster-scope acquire would wait on L2).
       if (acquires >> l & 1u) {
         wait_for_phase_zero<AcquireScope::Cluster>(barriers + sizeof(uint64_t) * l);
       }
@@ -780,8 +778,8 @@ int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 // Patch `item` of a stage (block rank's items_per_block from rank x items_per_block on): output
 // channel o of patch (ty, tx), as finish_patch_to() has them. The channel varies fastest, so that
 // a warp's lanes read the same staged inputs (a broadcast) and neighbouring filters;
-// position-major lanes read inputs 2 floats apart on rows of one pitch, up to 7 to a bank
-// (2026-11-25: the conv stages took 1.5 and 2.4 us to sum their taps). Then where its input and
+// position-major lanes would read inputs 2 floats apart on rows of one pitch, up to 7 to a bank,
+// and the conv stages would wait on bank conflicts. Then where its input and
 // filters start and what its finish does, worked out as conv_tile::finish_patch_to() does on the
 // device: which conv positions lie inside the output, the pooling window's divisor, and where
 // each output lands (unless it goes to y, only inside the next stage's staged rows and columns).

@@ -44,13 +44,11 @@ struct ConvNetPlan {
   }
 };
 
-// The batches the single launch takes unless FUSEDNN_CUDA_SINGLE_LAUNCH says otherwise: where it
-// measured faster than the per-layer kernels. LeNet-5 on an H100 (2026-11-25, outputs pushed by
-// st.async, weights by bulk copies), us per call, one launch against one per layer: batch 1
-// 16.80 / 16.85, 2 17.05 / 17.48, 4 17.00 / 18.08, 8 16.93 / 18.19, 12 17.26 / 18.44,
-// 16 31.8 / 18.5 (16 clusters of 8 do not fit at once); bench/cuda/NOTES.md, version 13. Batch 1
-// joined once the kernel became a dependent launch with a shorter preamble (twelfth session):
-// 11.57 against 16.35 us (version 15).
+// The batches the single launch takes unless FUSEDNN_CUDA_SINGLE_LAUNCH says otherwise: those
+// where it beats the per-layer kernels. It wins while every sample's cluster is resident at once
+// (up to a dozen samples); from 16 the clusters of 8 blocks no longer fit together and run in
+// waves, and the per-layer kernels are faster. Batch 1 is included because the kernel is a
+// dependent launch with a short preamble.
 constexpr int64_t kConvNetDefaultMinBatch = 1;
 constexpr int64_t kConvNetDefaultMaxBatch = 12;
 

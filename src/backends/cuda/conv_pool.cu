@@ -6,20 +6,19 @@
 //   4704 + 1600 tanh. Bytes: conv1 reads 784 floats and writes its pooled 1176, conv2 reads
 //   those and writes 400: 14 KB per sample, where the unfused kernels also write and re-read
 //   the 4704 + 1600 conv outputs (+50 KB).
-//   batch 16384: 11.7 GFLOP, ~195 us at ~60 TFLOP/s of fp32; 232 MB, ~58 us at ~4 TB/s. So
-//     arithmetic-bound, and what counts is the share of issue slots that are FFMAs. The plan
+//   Large batches: the arithmetic takes a few times as long as the bytes at the device's fp32
+//     rate and copy rate, so the kernel is arithmetic-bound, and what counts is the share of
+//     issue slots that are FFMAs. The plan
 //     picks 6 channels x 2 x 4 positions per thread for conv1 (no padded channels) and
 //     8 x 2 x 2 for conv2 (no ragged columns on its 5-wide output); per input channel a conv1
 //     thread issues 1200 FFMAs against 62 shared loads (12 x 16-byte input rows, 25 x (16 + 8)
 //     byte filter broadcasts), a conv2 thread 800 against 68. Per sample that is ~360 K FFMAs,
 //     ~26 K shared loads, ~126 K instructions of tanh (~20 each), ~23 K of staging and ~15 K
-//     of pooling and stores: ~550 K thread instructions, 17 K warp instructions. At 4 per clock
-//     on 132 SMs at 1.98 GHz: ~270 us at perfect issue for both convs; expected ~330-380 us.
-//   batch 1024: ~17 us at perfect issue; expected ~30-40 us for both (one wave, uneven tails).
-//   batch 1: 358 K multiply-adds are nothing for 132 SMs; the time is the launch (~2-3 us in a
-//     graph), the trip of the input and the filters from L2, and each thread's dependent chain.
-//     The small tile (4 channels x 2 x 2 positions) and row slabs spread one sample over 7
-//     blocks (conv1, 400 FFMAs per thread) and 3 blocks (conv2, 2400): expected ~1.5 and ~3 us.
+//     of pooling and stores: ~550 K thread instructions, 17 K warp instructions.
+//   Batch 1: 358 K multiply-adds are nothing for the device; the time is the launch, the trip
+//     of the input and the filters from L2, and each thread's dependent chain. The small tile
+//     (4 channels x 2 x 2 positions) and row slabs spread one sample over 7 blocks (conv1, 400
+//     FFMAs per thread) and 3 blocks (conv2, 2400) to shorten those chains.
 //
 // The work. A block owns `samples_per_block` samples and a slab of patch rows (grid.y splits a
 // sample's rows across blocks when the batch is small). It stages its samples' input planes with
@@ -147,7 +146,7 @@ int simulated_wavefronts(const ConvPoolDesc& d, const Variant& v, const ConvPool
   int total = 0;
   // A phase reads 32 words at most (lanes_per_phase x width): sorted and deduplicated in place,
   // then counted per bank. The planner runs this for every variant and pitch at load, so it
-  // allocates nothing (a map of sets per phase cost ~0.2 ms per layer).
+  // allocates nothing (a map of sets per phase would add noticeably to every layer's load).
   std::array<int64_t, 32> words;
   for (int phase_start = 0; phase_start < 64; phase_start += lanes_per_phase) {
     size_t count = 0;

@@ -10,9 +10,8 @@
 // tiles; build_conv_pool_weights() lays the filters out as the chosen kernels read them;
 // launch_conv_pool() picks samples per block and row slabs for the batch and launches.
 //
-// On unless FUSEDNN_CUDA_FUSED_CONV=0 when the backend is created (validated and timed on an H100,
-// bench/cuda/NOTES.md). The register-tile code itself is in conv_pool_tile.cuh, which conv_net.cu
-// shares.
+// On unless FUSEDNN_CUDA_FUSED_CONV=0 when the backend is created. The register-tile code itself
+// is in conv_pool_tile.cuh, which conv_net.cu shares.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -78,10 +77,9 @@ bool plan_conv_pool(const ConvPoolDesc& desc, const DeviceInfo& device, ConvPool
 
 // Lets the kernels `plan` launches for batches up to max_batch use the device's opt-in shared
 // memory (at load). Only those: setting the attribute loads a kernel, and a first model in a
-// process waits for each kernel it loads (the first LeNet-5 took 14 ms from context create with
-// all ten conv kernels set, 3.4 ms with every kernel loaded before; bench/cuda/cold_start.cpp,
-// H100, 2026-11-23). false when the device refuses: the layer then runs on the separate kernels,
-// which report the device's state.
+// process waits for each kernel it loads, so setting it on every conv kernel would multiply the
+// first model's start-up time. false when the device refuses: the layer then runs on the
+// separate kernels, which report the device's state.
 bool prepare_conv_pool_kernels(const ConvPoolPlan& plan, int64_t max_batch,
                                const DeviceInfo& device);
 

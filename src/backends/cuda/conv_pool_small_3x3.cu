@@ -1,6 +1,6 @@
 // conv_pool_kernel<3, SmallTile> (3x3 taps at stride 1) in a module of its own: a model
 // whose batches stay under the SM count loads this kernel's module and no other conv + pool
-// code (LeNet-5's first load in a process spent ~3 ms loading the module with all ten variants).
+// code (a module with all ten variants makes a model's first load in a process much slower).
 #include "backends/cuda/conv_pool_kernel.cuh"
 
 namespace fusednn::cuda::conv_tile {

@@ -138,14 +138,13 @@ size_t add_transposed(WeightBlob& blob, const std::vector<float>& weight, int64_
   return offset;
 }
 
-// When an fp32 chain runs on tensor cores (3xTF32 split products, relative error ~2e-6 against
-// the FMA kernels' ~3e-7, both inside fp32's 1e-5 contract), from
+// When an fp32 chain runs on tensor cores (3xTF32 split products, a few times the FMA kernels'
+// error, both well inside fp32's 1e-5 contract), from
 // FUSEDNN_CUDA_FP32_TENSOR_CORES: "1" at every batch size, "0" never, otherwise ("auto", the
-// default) in the WarpRegisters form from the batch that gives every SM a warp tile. Seed MLP on
-// an H100 (2026-11-23), FMA kernels against 3xTF32: batch 1024 17.5 against 25.9 us, 4096 48.3
-// against 25.9, 16384 46.3 against 32.9, 262144 655 against 433. The SharedTiles form lost at
-// every size (980 against 662 us at 262144), so it runs only when asked for. A knob for tests
-// and benchmarks, not an API. Returns -1 for never.
+// default) in the WarpRegisters form from the batch that gives every SM a warp tile: below that
+// the FMA kernels are faster, above it 3xTF32 is. The SharedTiles form is slower than the FMA
+// kernels at every size, so it runs only when asked for. A knob for tests and benchmarks, not
+// an API. Returns -1 for never.
 std::string fp32_tensor_cores_knob() {
   const char* knob = std::getenv("FUSEDNN_CUDA_FP32_TENSOR_CORES");
   return knob != nullptr ? knob : "auto";
@@ -277,9 +276,8 @@ bool conv_runs_as_gemm(const Conv2dArgs& geometry, Precision precision) {
 
 // Whether a reduced-precision model runs a Conv2d the fused conv + pool kernel could take as an
 // implicit GEMM instead (its pooling then runs as a kernel of its own): where the product fills
-// tensor-core tiles, from 32 output channels a group and 64-long dot products. Conv2d 64->64 3x3
-// on 14 x 14 at batch 256 in bf16 took 59 us as an implicit GEMM against 143 us on the fused
-// kernel (in fp32) on an H200 (2026-11-26, b42a0dd); LeNet-5's convolutions (6 and 16 channels)
+// tensor-core tiles, from 32 output channels a group and 64-long dot products, the implicit GEMM
+// is several times faster than the fused kernel; LeNet-5's convolutions (6 and 16 channels)
 // stay.
 bool reduced_precision_prefers_gemm(const Conv2dArgs& geometry, Precision precision) {
   if (precision == Precision::FP32 || reduced_tensor_cores_off() || implicit_gemm_knob() == "0") {
@@ -293,8 +291,8 @@ bool reduced_precision_prefers_gemm(const Conv2dArgs& geometry, Precision precis
 // The batch rows from which a reduced-precision MLP chain runs on tensor cores; -1 for never.
 // tf32 keeps batches of up to kFusedMlpBlockMaxRows rows in exact fp32: there the call is
 // bound by its launch, not its arithmetic, and PyTorch with TF32 allowed computes a batch of 1
-// in fp32 too (its error was 1.8e-7 against tf32's 6e-4 on an H100), which the accuracy
-// contract's "at most 2x PyTorch's error" holds fusednn to.
+// in fp32 too (with fp32's error, far below tf32's), which the accuracy contract's "at most 2x
+// PyTorch's error" holds fusednn to.
 int64_t reduced_tensor_core_min_rows(Precision precision) {
   if (reduced_tensor_cores_off()) return -1;
   return precision == Precision::TF32 ? kFusedMlpBlockMaxRows + 1 : 0;
@@ -415,16 +413,15 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_ordinal));
   device_.shared_per_sm = static_cast<size_t>(value);
   FDNN_LOAD_STAMP("backend: device attributes");
-  // Lone wide Linear layers go to cuBLASLt: Linear 768->3072 + GELU at batch 32 took 18.2 us
-  // there against the fused kernel's 27.9 on an H100 (2026-11-23). FUSEDNN_CUDA_CUBLASLT=0 keeps
-  // fp32 models on the fused kernel's column-split form, for comparing.
+  // Lone wide Linear layers go to cuBLASLt, which is faster there than the fused kernel's
+  // column-split form. FUSEDNN_CUDA_CUBLASLT=0 keeps fp32 models on that form, for comparing.
   const char* cublaslt_knob = std::getenv("FUSEDNN_CUDA_CUBLASLT");
   const bool use_cublaslt = precision_ != Precision::FP32 || cublaslt_knob == nullptr ||
                             std::string(cublaslt_knob) != "0";
   const bool fused_conv = conv_pool_enabled();  // unless FUSEDNN_CUDA_FUSED_CONV=0
-  // A Softmax or LayerNorm after a tensor-core MLP chain folded into its kernel: seed MLP +
-  // Softmax in bf16 at batch 262144 took 149 us folded against 201 with the row kernel after it
-  // on an H100 (2026-11-23). FUSEDNN_CUDA_FOLD_ROW_OPS=0 keeps the row kernel, for comparing.
+  // A Softmax or LayerNorm after a tensor-core MLP chain folded into its kernel, which saves the
+  // row kernel's launch and its read and write of the chain's output. FUSEDNN_CUDA_FOLD_ROW_OPS=0
+  // keeps the row kernel, for comparing.
   // Chains with a first layer too wide for the tensor-core MLP kernels split in two at large
   // batches (fused_mlp_split.hpp). FUSEDNN_CUDA_SPLIT_MLP=0 keeps them whole on the fused FMA
   // kernel, =1 splits them at every batch: knobs for comparing and testing.
@@ -865,7 +862,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
 
 // LeNet-class plans, a stack of fused conv (+ pool) ops and an optional fp32 MLP head with
 // nothing else in between, also get the whole network as one kernel (conv_net.hpp) for the
-// batches where that measured faster (every batch up to the SM count with
+// batches where that is faster (every batch up to the SM count with
 // FUSEDNN_CUDA_SINGLE_LAUNCH=1, none with 0).
 void CudaBackend::plan_single_launch() {
   const ConvNetMode mode = conv_net_mode();

@@ -304,8 +304,8 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   const bool caller_capturing = capturing != cudaStreamCaptureStatusNone;
   // A float32 run of a plan that reads and writes only the caller's buffers and the weights, in
   // one launch (no graph of the context's), shares nothing with the context's other runs: it
-  // neither waits for the previous one nor records the order event, which cost 0.1-0.4 us a call
-  // (bench/cuda/launch_floor.cu, docs/performance.md's ninth session).
+  // neither waits for the previous one nor records the order event, whose cost is a noticeable
+  // part of so short a run.
   const bool shares_nothing = input_dtype == FDNN_DTYPE_FLOAT32 &&
                               output_dtype == FDNN_DTYPE_FLOAT32 &&
                               !backend_.runs_touch_context_memory(batch) &&

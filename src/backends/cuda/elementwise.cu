@@ -1,16 +1,12 @@
-// Elementwise and Add: memory-bound streams. Napkin math for the benchmark case, ReLU + Scale
-// over 2^26 floats: 256 MiB read + 256 MiB written = 537 MB; at the ~3 TB/s a device-to-device
-// copy reaches on an H100 that is ~180 us, and a copy of the same bytes is the bound to meet.
-// 16-byte loads and stores when every pointer is 16-byte aligned, a scalar loop otherwise; one
-// float4 per thread, with a grid that covers the whole range, and one dispatch per epilogue op
-// per float4. bench/cuda/elementwise_sweep.cu on an H100 (2026-11-23): that form ran at 2.92
-// TB/s against the copy kernel's 2.95, while this kernel's earlier form (a grid of 8 blocks per
-// SM striding over the range, a dispatch per value) ran ReLU + Scale at 2.26 TB/s, 77% of the
-// copy. Four loads in flight per thread measured slower still on an H200 (bench/cuda/NOTES.md).
+// Elementwise and Add: memory-bound streams, so a device-to-device copy of the same bytes is the
+// bound to meet. 16-byte loads and stores when every pointer is 16-byte aligned, a scalar loop
+// otherwise; one float4 per thread, with a grid that covers the whole range, and one dispatch
+// per epilogue op per float4. That form runs at nearly the copy kernel's rate, where a grid of a
+// few blocks per SM striding over the range with a dispatch per value stays well below it, and
+// more loads in flight per thread do not help (bench/cuda/elementwise_sweep.cu compares them).
 // The parameters are __grid_constant__: the epilogue's op list and Add's inputs are indexed at
 // run time, which otherwise copies the parameter struct to a stack frame in every thread; at one
-// float4 per thread that copy halved the bandwidth (H100, 2026-11-23: 1.37 TB/s, 391 us for
-// ReLU + Scale over 2^26 floats, against 182 us with the fix).
+// float4 per thread that copy would halve the bandwidth.
 #include "backends/cuda/elementwise.hpp"
 
 #include <cstdint>

@@ -9,7 +9,7 @@
 namespace fusednn::cuda {
 
 // 2^x and 1/x on the special-function unit (relative errors ~2^-22 and 1 ulp): one instruction
-// each. Tanh was 40% of LeNet-5 conv1's instructions with tanhf (~17 each).
+// each. With tanhf (~17 instructions each) Tanh is a large share of LeNet-5 conv1's instructions.
 __device__ __forceinline__ float exp2_fast(float x) {
   float result;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x));
@@ -24,8 +24,8 @@ __device__ __forceinline__ float reciprocal_fast(float x) {
 
 // tanh x = 1 - 2 / (e^2x + 1) from |x| = 0.25 on, and its odd Taylor polynomial to x^9 below
 // (truncation under 1e-8 relative there), where the exponential form cancels: its absolute error
-// of ~2e-7 broke fp32's normwise 1e-5 when every output of a Tanh is small (pre-activations of
-// ~1e-3 gave 2.7e-5 in emulation). Relative error under 2e-6 everywhere
+// of ~2e-7 would break fp32's normwise 1e-5 when every output of a Tanh is small (pre-activations
+// of ~1e-3, in host emulation). Relative error under 2e-6 everywhere
 // (TanhOnTheSpecialFunctionUnit); -0 stays -0, +-1 at the ends, NaN for NaN. 13 instructions
 // against tanhf's ~17, two of them on the special-function unit.
 __device__ __forceinline__ float tanh_fast(float x) {
@@ -47,9 +47,9 @@ __device__ __forceinline__ float gelu_tanh_fast(float x) {
   return x * reciprocal_fast(exp2_fast(kMinusTwoOverLn2 * inner) + 1.0f);
 }
 
-// kLibmTanh: Tanh and GELU(tanh) through tanhf, as before tanh_fast, for the WarpRegisters
-// kernels: with tanh_fast in their general epilogue the tf32 seed MLP (a ReLU chain, which never
-// runs that code) took 154-155 us against 144-146 at batch 262144 on an H200, A/B in one call.
+// kLibmTanh: Tanh and GELU(tanh) through tanhf rather than tanh_fast, for the WarpRegisters
+// kernels: tanh_fast in their general epilogue makes the whole kernel slower, even for chains
+// that never run that code.
 template <bool kLibmTanh = false>
 __device__ __forceinline__ float apply_op(int kind, float parameter, float x) {
   switch (kind) {

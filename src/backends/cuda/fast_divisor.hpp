@@ -1,7 +1,6 @@
 // Division of non-negative ints by a divisor fixed at plan time: a multiply-high and a shift in
 // place of the ~20 dependent instructions of a division by a runtime value. The whole-network
-// kernel (conv_net.cu) spends most of a layer's fixed cost on such chains at batch 1, one
-// instruction every ~8-13 cycles (bench/cuda/NOTES.md, version 21).
+// kernel (conv_net.cu) spends most of a layer's fixed cost on such dependent chains at batch 1.
 //
 // For a divisor d >= 2, l = ceil(log2 d) and m = ceil(2^(31 + l) / d) < 2^32; for 0 <= n < 2^31,
 // n / d = (n * m) >> (31 + l) exactly, since the rounding up of m adds less than n / 2^(31 + l)

@@ -1,11 +1,12 @@
 // The fully fused MLP kernel (see fused_mlp.hpp for the design).
 //
 // Napkin math, seed MLP 100-128-64-10 (21.6 K weights, 86 KB):
-//   batch 1: one block; the floor is reading 86 KB from L2 into one SM (~64 B/clk, ~0.7 us) plus
-//     three short dependent layers; the launch itself costs more than the arithmetic.
-//   batch 262144: 5.7 G multiply-adds = 11.3 GFLOP, ~0.17 ms at the ~67 TFLOP/s fp32 rate, while
-//     input and output are only 115 MB (~40 us): arithmetic-bound, so the inner loop is register
-//     tiled (4 rows x 4 columns per thread, 16-byte shared loads: 2 loads per 16 FMAs).
+//   batch 1: one block; the floor is reading 86 KB from L2 into one SM plus three short dependent
+//     layers; the launch itself costs more than the arithmetic.
+//   batch 262144: 5.7 G multiply-adds against 115 MB of input and output: at the fp32 FMA rate
+//     the arithmetic takes several times as long as the bytes, so the kernel is arithmetic-bound
+//     and the inner loop is register tiled (4 rows x 4 columns per thread, 16-byte shared loads:
+//     2 loads per 16 FMAs).
 // Activations never leave the chip between layers, where an unfused run writes and re-reads
 // 128 + 64 floats per row.
 #include "backends/cuda/fused_mlp.hpp"
@@ -361,9 +362,9 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_ro
   // The small-batch forms stage images of their own, which are the backend's to build and upload
   // (build_fused_mlp_row_image, build_fused_mlp_cluster_image). On compute capability 9.0 and
   // newer the cluster form takes batches while its clusters fit the SMs at once; the
-  // single-block form takes up to kFusedMlpBlockMaxRows rows elsewhere (bench/cuda/NOTES.md,
-  // version 12, has the seed MLP's times). FUSEDNN_CUDA_SMALL_BATCH_MLP=block or =cluster leaves
-  // the other form out, for comparing; a knob, not an API.
+  // single-block form takes up to kFusedMlpBlockMaxRows rows elsewhere.
+  // FUSEDNN_CUDA_SMALL_BATCH_MLP=block or =cluster leaves the other form out, for comparing; a
+  // knob, not an API.
   const char* small_batch_knob = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_MLP");
   const std::string small_batch = small_batch_knob != nullptr ? small_batch_knob : "";
   bool narrow = true;  // the small-batch forms take layers of at most kFusedMlpMaxWidth columns

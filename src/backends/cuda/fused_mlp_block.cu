@@ -7,11 +7,10 @@
 // holds at each step. One block barrier per layer.
 //
 // Why: at batch 1 the work is tiny (21.6 K multiply-adds for the seed MLP) and the time is
-// latency. Staging all 86 KB takes ~1.3 K cycles on an H100 (bench/cuda/weight_staging_probe.cu),
-// but the previous form, with W^T split into k-chunks over threads and the partial sums added
-// one chunk after another by one thread per output, took ~14 K cycles (7 us) per call: long
-// dependent chains (42 partials for the seed's 10-wide last layer), runtime divisions and a
-// second barrier per layer (bench/cuda/NOTES.md, version 11).
+// latency. Staging all the weights at once is cheap next to what a form with W^T split into
+// k-chunks over threads costs, whose partial sums one thread per output adds one chunk after
+// another: long dependent chains (42 partials for the seed's 10-wide last layer), runtime
+// divisions and a second barrier per layer.
 #include <cuda_pipeline.h>
 
 #include <algorithm>

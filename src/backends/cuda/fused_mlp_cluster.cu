@@ -11,13 +11,11 @@
 // each warp waits for just before its first remote store, after layer 0's products. No block
 // leaves while stores may still come: each waits for every exchange before its last layer.
 //
-// Why: at batch 1 the single-block form spends ~4.4 us on one SM for the seed MLP: 86 KB of
-// weights through one SM's load path and ~15 K warp instructions on its four schedulers
-// (bench/cuda/NOTES.md, version 11). Over 4 SMs each gets a quarter of both; what paid most,
-// though, was a shorter chain of dependent instructions per warp (version 12: 6.4-6.6 -> 4.3-5.8
-// us per call on an H100, paced by the host's launch). The earlier cluster form (8 blocks,
-// transposed weights, a cluster barrier after every layer, one dot product per 1-32 threads)
-// took 8.5 us for the same model (version 3).
+// Why: at batch 1 the single-block form keeps the seed MLP on one SM: 86 KB of weights through
+// one SM's load path and ~15 K warp instructions on its four schedulers. Over 4 SMs each gets a
+// quarter of both; what pays most, though, is the shorter chain of dependent instructions per
+// warp. A cluster barrier after every layer (rather than the mbarrier exchange) and transposed
+// weights with one dot product per 1-32 threads make a slower cluster form.
 #include <cuda_pipeline.h>
 
 #include <algorithm>
@@ -339,8 +337,8 @@ size_t fused_mlp_cluster_shared_bytes(const FusedMlpPlan& plan, int64_t max_rows
 
 int fused_mlp_cluster_capacity(size_t shared_bytes, int64_t max_rows, const DeviceInfo& device) {
   // Asked of the kernel that batches of max_rows launch: each kernel the query or an attribute
-  // touches is loaded, and a model's first load waits for every one (two of them took the seed
-  // MLP's cold start from 2.8-3.6 to 4.5-4.9 ms on an H100, 2026-11-25). The query answers for
+  // touches is loaded, and a model's first load waits for every one, so touching more kernels
+  // lengthens a model's cold start. The query answers for
   // the kernel's current limit, 48 KB until it is raised, so the limit is raised first; always
   // to the device's most, since a model's own size would lower it under another model's
   // launches.

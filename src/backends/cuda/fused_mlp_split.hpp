@@ -7,9 +7,9 @@
 // model's tensor-core math (3xTF32 for fp32). The first layer's output passes through the
 // context's workspace in fp32.
 //
-// Why: LeNet-5's head at batch 16384 took 173 us in the fused FMA kernel on an H200, one block
-// of 8 warps per SM; the first layer alone on cuBLAS's SGEMM took 50 us and the 120-84-10 tail
-// on the tensor-core chain 31 (2026-11-26, bench/cuda/NOTES.md version 16).
+// Why: the fused FMA kernel fits one block of 8 warps per SM for so wide a first layer, and is
+// several times slower than running that layer as a GEMM and the narrow tail on the
+// tensor-core chain.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -36,7 +36,7 @@ struct SplitMlpPlan {
 
 // Whether `layers` (two or more, the first one's input wider than the WarpRegisters form takes)
 // run split in `math` on `device`, from the rows that give every SM a warp tile of the rest
-// (where the split measured faster than the fused FMA kernel; below a few hundred rows it is
+// (where the split is faster than the fused FMA kernel; below a few hundred rows it is
 // slower). Fills *plan (not its images) and readies both kernels. With a `tail`, the rest's
 // kernel ends with that Softmax or LayerNorm (false where it cannot).
 bool plan_split_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,

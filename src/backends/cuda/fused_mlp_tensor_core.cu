@@ -2,10 +2,10 @@
 // fused_mlp_tensor_core.hpp).
 //
 // Napkin math, seed MLP 100-128-64-10 at batch 262144: 11.3 GFLOP and 115 MB of fp32 input and
-// output. The input stream alone is ~27 us at 4.2 TB/s; bf16 mma.sync at ~half the H200's dense
-// peak (~500 TFLOP/s) does the arithmetic in ~23 us, so with the next tile's input in flight
-// during each tile the kernel is bounded by the input stream. Tf32x3 triples the mma work
-// (~140 us at the tf32 mma.sync rate), still about twice the fp32 FMA pipes' best.
+// output. bf16 mma.sync at about half the dense peak does the arithmetic in about the time the
+// input stream takes, so with the next tile's input in flight during each tile the kernel is
+// bounded by the input stream. Tf32x3 triples the mma work at the lower tf32 rate, which still
+// beats the fp32 FMA pipes.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k8 tf32 and mma.m16n8k16 f16/bf16; g = lane / 4,
 // t = lane % 4): one k-step is 8 32-bit words of a row in both cases (8 tf32 or 16 halves), and

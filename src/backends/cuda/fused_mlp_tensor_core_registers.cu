@@ -1,23 +1,19 @@
 // The fused MLP on tensor cores, WarpRegisters form (see fused_mlp_tensor_core.hpp).
 //
-// Why this form: the SharedTiles form ran the seed MLP at batch 262144 in 627 us (bf16) and
-// 980 us (3xTF32) on an H100, slower than PyTorch: one 8-warp block per SM (179 KB of shared
-// memory), a block barrier per layer, every activation through shared memory, and integer work
-// outweighing the mma's. Here a warp owns 16 rows from input to output; the weights are the
-// only shared data, read-only after one barrier.
+// Why this form: the SharedTiles form is slower than PyTorch on large batches: one 8-warp block
+// per SM (179 KB of shared memory), a block barrier per layer, every activation through shared
+// memory, and integer work outweighing the mma's. Here a warp owns 16 rows from input to output;
+// the weights are the only shared data, read-only after one barrier.
 //
-// Napkin math, seed MLP 100-128-64-10 at batch 262144 on an H100: 6.2 G multiply-adds in bf16
-// (~25 us at a mma.sync rate of ~250 T/s), 115 MB of fp32 input and output (~38 us at 3 TB/s),
-// and each warp reads the 46 KB of bf16 weights from shared memory per 16 rows (~25 us at
-// 128 B/clk per SM): memory-bound near 40 us. 3xTF32 triples the products at half the rate:
-// ~130 us, against PyTorch's 525 us in fp32. Measured on that H100 (bench/cuda/NOTES.md,
-// version 10): 74 us in bf16, 142 in tf32, 224 in 3xTF32. Not memory-bound: the last profile
-// showed waits on fixed-latency dependencies, instruction fetch and shared memory, at ~3 warps
-// per scheduler. 3xTF32 went from 427 us to 224 by splitting operands with integer rounding,
-// then splitting the weights once at load.
+// Napkin math, seed MLP 100-128-64-10 at batch 262144: 6.2 G multiply-adds in bf16, 115 MB of
+// fp32 input and output, and each warp reads the 46 KB of bf16 weights from shared memory per
+// 16 rows; each of the three takes about as long as the others at the device's rates, so the
+// bound is memory. 3xTF32 triples the products at half the rate. In practice the kernel is not
+// memory-bound: it waits on fixed-latency dependencies, instruction fetch and shared memory, at
+// ~3 warps per scheduler. 3xTF32 splits operands with integer rounding, and the weights once at
+// load, which more than halves its cost.
 //
-// Where the instructions went (version 9): the first form ran 2818 warp instructions per
-// 16-row tile for 192 mma. Now each layer is a loop over groups of 4 output tiles, the k loop
+// Where the instructions go: each layer is a loop over groups of 4 output tiles, the k loop
 // inside it unrolled, so that only one group's accumulators are live; the half forms up to
 // width 128 run a fixed k trip count over weight rows padded to the width class (no branch per
 // k-step), two layers per trip into alternating operand arrays (no register copies between

@@ -3,16 +3,16 @@
 //
 // Why: the WarpRegisters form issues one mma.sync per 16 x 8 x 16 product and loads its B
 // fragment from shared memory first, so at large batches its warps spend their issue slots on
-// loads, mma and their dependencies (bench/cuda/NOTES.md, versions 9-11: seed bf16 at batch
-// 262144 74 us, 64-wide fp16 at 2^21 339 us, against ~24 and ~84 us of fp32 input and output at
-// an H200's copy rate). Here one wgmma multiplies 64 rows by a whole layer's k-step with B read by
+// loads, mma and their dependencies, and run several times slower than their input and output
+// can stream. Here one wgmma multiplies 64 rows by a whole layer's k-step with B read by
 // the tensor cores themselves, asynchronously: a 64-wide layer is 4 instructions per warp for 64
 // rows instead of 32 mma and 16 loads per 16 rows.
 //
-// Napkin math, 64-wide fp16 MLP (32-64-64-64-64-16) at batch 2^21 on an H200: 32 G
-// multiply-adds, ~60 us at the dense fp16 rate; 268 MB of fp32 input and 134 MB of output, ~95 us
-// at 4.2 TB/s: memory-bound if the input streams while the tensor cores work. Hence a ring of
-// input tiles per warpgroup, filled by bulk copies a warp issues as soon as a buffer is read.
+// Napkin math, 64-wide fp16 MLP (32-64-64-64-64-16) at batch 2^21: 32 G multiply-adds against
+// 268 MB of fp32 input and 134 MB of output; at the dense fp16 rate and the device's copy rate
+// the bytes take longer than the arithmetic: memory-bound if the input streams while the tensor
+// cores work. Hence a ring of input tiles per warpgroup, filled by bulk copies a warp issues as
+// soon as a buffer is read.
 //
 // Shape: one block per SM of 3 or 4 warpgroups (registers: accumulators are N / 2 floats a
 // thread); each warpgroup loops over 64-row tiles. A tile: wait for its input stage, read each
@@ -134,11 +134,11 @@ __device__ __forceinline__ void pack_step(const float4& low, const float4& high,
 // file says which order is conflict-free at which row stride); zeros past the input's width (a
 // multiple of 4, so a thread's 4 columns are all in or all out).
 //
-// Two orders, by measurement (bench/cuda/warpgroup_mlp_timeline.cu, H200): at width 128 every
-// load first, then every conversion: with a branch per k-step the compiler converted each step's
-// loads before issuing the next step's, and the seed MLP's warpgroups spent 0.86 us of their
-// 2.85 us per tile reading the input (0.64 after; the seed 39.4 -> 38.3 us). At width 64 (two or
-// four k-steps) the batched order ran the 64-wide MLP 1% slower, so it keeps a branch per step.
+// Two orders, chosen by timing them (bench/cuda/warpgroup_mlp_timeline.cu): at width 128 every
+// load first, then every conversion: with a branch per k-step the compiler converts each step's
+// loads before issuing the next step's, and the warpgroups spend a large share of each tile
+// reading the input. At width 64 (two or four k-steps) the batched order is slightly slower, so
+// it keeps a branch per step.
 template <TensorCoreMath kMath, int kSteps>
 __device__ __forceinline__ void load_input(uint32_t rows, int stride, int input_steps,
                                            bool interleaved, int g, int t,
@@ -345,11 +345,10 @@ __device__ __forceinline__ void run_hidden_layer(const WarpgroupMlpLayer& layer,
 }
 
 // Layers kLayer on, unrolled: each layer's fields are constant-bank operands at fixed offsets
-// rather than loads at a run-time index. `a` holds layer kLayer's input. Width 64 only: the
-// 64-wide MLP ran 184.8 -> 175.4 us (H200, warpgroup_mlp_timeline.cu), while at width 128 the
-// code grew past the registers (24 bytes of spills) and the seed MLP went 38.9 -> 43.8 us.
+// rather than loads at a run-time index. `a` holds layer kLayer's input. Width 64 only: at width
+// 128 the unrolled code grows past the registers and spills, which costs more than it saves.
 // The first layer multiplies only the k-steps its input fills where that is half of them (the
-// 64-wide MLP's 32 inputs: 2 of 4): 174.6 -> 171.0 us.
+// 64-wide MLP's 32 inputs: 2 of 4).
 template <TensorCoreMath kMath, int kSteps, bool kTail, int kLayer>
 __device__ __forceinline__ void run_layers(const WarpgroupParams& p, const char* smem,
                                            uint32_t shared_base, int64_t row_lo, int64_t valid,
@@ -402,9 +401,8 @@ __device__ __forceinline__ void run_uniform_layers(const WarpgroupParams& p, con
 
 // kUniformLayers: 0 for any chain; 2 to kFusedMlpMaxLayers for a uniform chain of that many layers
 // (WarpgroupMlpPlan::uniform_hidden), whose code is its straight-line chain alone. A kernel for
-// all uniform counts chose the count's code per tile: the jump's compares and the instruction
-// fetches after it took ~4% of the 64-wide MLP's stall samples (ncu, H100); a kernel per count
-// ran it in 146.7-146.9 us against 152.0-152.2 (probe, H100).
+// all uniform counts would choose the count's code per tile, and the jump's compares and the
+// instruction fetches after it are a visible share of the stalls; a kernel per count avoids them.
 template <TensorCoreMath kMath, int kWidth, bool kTail, int kUniformLayers>
 __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     warpgroup_mlp_kernel(const __grid_constant__ WarpgroupParams p) {
@@ -430,9 +428,9 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
   }
   __pipeline_commit();
   // One thread sets up every stage's mbarrier, as the other kernels do. With one a thread, ptxas
-  // looped a uniform init over the warp's addresses, and racecheck read the address register of
-  // the lanes that skip it as a write: at 1537fc5 that register held the shared base, and
-  // racecheck reported WAW hazards against image chunk 0's copy (H100), a write never made.
+  // loops a uniform init over the warp's addresses, and racecheck reads the address register of
+  // the lanes that skip it as a write: when that register holds the shared base, racecheck
+  // reports WAW hazards against image chunk 0's copy, a write never made.
   if (threadIdx.x == 0) {
 #pragma unroll 1
     for (int i = 0; i < warpgroups * p.stages; ++i) {
@@ -448,9 +446,9 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
 
   // Tiles warpgroup-major over the grid: a round of grid_step tiles gives every block's first
   // warpgroup one before any block's second, so the last, partial round spreads over all the SMs
-  // instead of filling the first blocks (the seed MLP at batch 262144: 4096 tiles, 396 warpgroups;
-  // its eleventh round's 136 tiles ran on 46 SMs). Seed bf16 41.2 -> 40.5 us on an H200. The
-  // tail kernels keep block-major rounds: seed + Softmax went 63.6 -> 66.0 us the other way.
+  // instead of filling the first blocks (the seed MLP at batch 262144 has 4096 tiles for 396
+  // warpgroups, so block-major rounds would leave its last round on a third of the SMs). The
+  // tail kernels keep block-major rounds, which suit them better.
   const int64_t grid_step = int64_t{gridDim.x} * warpgroups;
   const int64_t first_tile = kTail ? int64_t{blockIdx.x} * warpgroups + warpgroup
                                    : int64_t{warpgroup} * gridDim.x + blockIdx.x;
@@ -606,8 +604,7 @@ bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCore
     (void)cudaGetLastError();  // not sticky: the WarpRegisters form runs instead
     return false;
   }
-  // From 512 rows: on an H200 it beat WarpRegisters at every batch measured from there (seed MLP
-  // bf16: 6.6 against 7.2 us at 512, 16.2 against 25.5 at 65536; bench/cuda/NOTES.md, version 17).
+  // From 512 rows: from there on it beats WarpRegisters at every batch.
   result.min_rows = knob() == "1" ? 0 : kWarpgroupMinRows;
   *plan = result;
   return true;

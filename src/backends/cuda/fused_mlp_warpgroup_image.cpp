@@ -104,9 +104,9 @@ bool lay_out_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorC
   result.image_bytes = offset;
   result.warpgroups = warpgroups;
   result.stages = stages;
-  // A tile's rows arrive as one bulk copy, as they lie in memory (a copy per row, 64 a tile, was
-  // slower: bench/cuda/NOTES.md, version 17). The kernel reads only columns inside the width and
-  // takes zeros for the rest of the last k-step.
+  // A tile's rows arrive as one bulk copy, as they lie in memory (a copy per row, 64 a tile, is
+  // slower). The kernel reads only columns inside the width and takes zeros for the rest of the
+  // last k-step.
   result.stage_bytes = static_cast<uint32_t>(kWarpgroupTileRows * layers.front().in * 4);
   result.stage_offset = offset;
   const size_t buffers = size_t(warpgroups) * size_t(stages);

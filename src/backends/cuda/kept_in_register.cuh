@@ -1,9 +1,8 @@
 // Values a kernel reads once and keeps in a register. The compiler treats a special register
 // (threadIdx.x, the block's shared window) as free to read again, and reads it again (S2R, tens
 // of cycles) where a loop uses it rather than hold it across the loop; a value a volatile asm
-// produced cannot be worked out again, so it stays in its register. On the whole-network conv
-// kernel's layer path this took LeNet-5 b1 from 7.90 to 7.45 us (bench/cuda/NOTES.md, version
-// 23).
+// produced cannot be worked out again, so it stays in its register. The whole-network conv
+// kernel's layer path, which is latency-bound at batch 1, uses it.
 #pragma once
 
 #include <cstdint>

@@ -18,8 +18,8 @@ __device__ unsigned int kernel_timeline_launches;
 // Stamps `phase` where `stamping` holds (thread 0 of the chosen block) in launch `launch`'s slot;
 // the stamp of `last_phase` closes the slot. FDNN_TIMELINE reads the launch count at each stamp;
 // FDNN_TIMELINE_OF takes it read once at entry (timeline_launch()): after an L1 invalidation
-// (every cluster-scope acquire) each read waits on L2, which put ~0.2 us into each of conv_net's
-// stamps (NOTES.md, version 21).
+// (every cluster-scope acquire) each read waits on L2, which would distort short phases such as
+// conv_net's.
 __device__ __forceinline__ unsigned int timeline_launch() { return kernel_timeline_launches; }
 #define FDNN_TIMELINE_OF(launch, stamping, phase, last_phase)                          \
   do {                                                                                 \

@@ -1,12 +1,11 @@
 // Linear through cuBLASLt (see linear_cublaslt.hpp for the layout identity and the life cycle).
 //
-// Napkin math, the seed's 768 -> 3072 + GELU(tanh): 2.36 M multiply-adds per row.
-//   batch 32: 75.5 M multiply-adds (0.15 GFLOP, ~2 us at the ~67 TFLOP/s fp32 rate of an H100
-//     SXM) against 9.4 MB of weights read once (~3 us at ~3.3 TB/s): bound by reading W, which
-//     is why the heuristic's split-K algorithms (spreading k over more SMs) matter there.
-//   batch 4097: 9.7 GMAC = 19.3 GFLOP, ~0.29 ms at the fp32 rate; the 50 MB of y written
-//     (~15 us) is noise: arithmetic-bound, and the fused epilogue saves a 50 MB read + write
-//     pass (~30 us) that an unfused bias + GELU would cost.
+// Napkin math, a wide layer such as 768 -> 3072 + GELU(tanh):
+//   a few dozen rows: the multiply-adds take less time than reading the weights once, so the
+//     layer is bound by reading W, which is why the heuristic's split-K algorithms (spreading k
+//     over more SMs) matter there.
+//   thousands of rows: arithmetic-bound; writing y is small next to the arithmetic, and the fused
+//     epilogue saves the read + write pass over y that an unfused bias + GELU would cost.
 #include "backends/cuda/linear_cublaslt.hpp"
 
 #include <sstream>

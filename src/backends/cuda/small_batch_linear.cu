@@ -11,16 +11,16 @@
 // sums go through shared memory and are added in a fixed order; the bias and the epilogue are
 // applied before the one store.
 //
-// In this form every block reads all of x (at most 32 rows, from L2): for Linear 768 -> 3072
-// that is 12.6 MB of L2 reads next to W's 9.4 MB. From 16 rows, inputs that fit the stages at
+// In this form every block reads all of x (at most 32 rows, from L2): for a wide layer such as
+// 768 -> 3072 that is more L2 reads than W itself. From 16 rows, inputs that fit the stages at
 // once run on the cluster form further down instead, which loads x once per pair of blocks.
-// What was tried first (2026-11-24, H100, 32 rows): FMA pipes with a cluster of 4 blocks per
-// column tile summing over distributed shared memory (16-20 us), the partial sums pushed with
-// st.async (25 us: the cluster barriers' MEMBAR.ALL.GPU, the remote stores, and clusters that
-// could not all be resident at once), FMA pipes without clusters (11.9 us; half of the
-// instructions were not FFMA). Later (2026-11-25): a split form, a cluster of 4 (or 2) blocks per
-// 96 (48) columns, each a quarter (half) of the reduction, sums added over distributed shared
-// memory: 12-19 us, its data no faster and its finish 2.3-2.9 us (bench/cuda/NOTES.md, v14).
+// Slower alternatives: FMA pipes with a cluster of 4 blocks per column tile summing over
+// distributed shared memory, or pushing the partial sums with st.async (the cluster barriers'
+// MEMBAR.ALL.GPU, the remote stores, and clusters that cannot all be resident at once cost more
+// than they save); FMA pipes without clusters (half of the instructions are not FFMA); a split
+// form, a cluster of 4 (or 2) blocks per 96 (48) columns, each a quarter (half) of the
+// reduction, sums added over distributed shared memory (its data arrive no faster and its
+// finish costs more).
 #include <cooperative_groups.h>
 #include <cuda_pipeline.h>
 
@@ -60,7 +60,7 @@ __host__ __device__ constexpr size_t stage_floats(int columns) {
   return static_cast<size_t>(kRows + columns) * kStride;
 }
 // As many stages as ~200 KB holds, at most 8: a block's copies in flight are what keeps its
-// bytes moving (the first form, with two chunks in flight, moved ~40 GB/s per SM).
+// bytes moving (two chunks in flight leave each SM far below its share of the bandwidth).
 __host__ __device__ constexpr int stages_for(int columns) {
   const size_t fit = kStageBudget / (stage_floats(columns) * sizeof(float));
   return fit < 8 ? static_cast<int>(fit) : 8;
@@ -326,9 +326,8 @@ small_batch_linear_cluster_kernel(const __grid_constant__ SmallBatchParams p) {
 
   // The copies go out in chunk order: copy i from lane i / kWarps of warp i % kWarps. A warp's
   // bulk copies issue a lane at a time, so every warp's first lanes carry chunk 0, and it lands
-  // first. With copy i from thread i, chunk 0's copies (warps 0 and 1) queued behind the other
-  // chunks' and landed 3.7 us after entry (H100, timeline probe); from warp 0 alone the copies
-  // took ~38 ns each to issue.
+  // first. With copy i from thread i, chunk 0's copies (warps 0 and 1) would queue behind the
+  // other chunks' and the first chunk would land late.
   //
   // Launched as a dependent kernel (launch_dependent_kernel), a block may start while the kernel
   // before it finishes: chunk 0's W rows go out first, and x, which that kernel may write, only
@@ -412,11 +411,10 @@ bool plan_small_batch_linear(int32_t in, int32_t out, const DeviceInfo& device,
   // the waves of blocks over the SMs (one block per SM). The arithmetic is small next to them.
   // The first of equal estimates wins.
   //
-  // Where the best estimate passes kMaxCost, Auto leaves the layer to cuBLASLt. Measured on an
-  // H100 (2026-11-24, device path per call, this kernel / cuBLASLt at 1 and 32 rows):
-  // 300 -> 520 (estimate 12 K): 5.4 / 10.6 and 5.3 / 22.5 us; 768 -> 3072 (43 K): 7.2 / 11.7
-  // and 11.1 / 22.5; 1024 -> 4096 (98 K): 13.7 / 12.0 and 20.3 / 22.3; 3072 -> 768 (123 K):
-  // 13.9 / 10.8 and 18.5 / 20.5; 6000 -> 64 (240 K): 24.3 / 17.7 and 30.2 / 13.4.
+  // Where the best estimate passes kMaxCost, Auto leaves the layer to cuBLASLt: the threshold
+  // lies between the estimates of layers this kernel runs faster at every row count (such as
+  // 300 -> 520 and 768 -> 3072) and those where cuBLASLt is faster at some row count (such as
+  // 1024 -> 4096, 3072 -> 768 and 6000 -> 64).
   constexpr long long kMaxCost = 60000;
   long long best_cost = -1;
   for (int v = 0; v < static_cast<int>(sizeof(kVariants) / sizeof(kVariants[0])); ++v) {
@@ -473,9 +471,8 @@ void launch_small_batch_linear(const SmallBatchLinearPlan& plan, const LinearArg
   const Variant& variant = kVariants[plan.variant];
   SmallBatchParams p;
   p.linear = args;
-  // The cluster form from 16 rows: on an H100 (2026-11-24, Linear 768 -> 3072 per call) it took
-  // 10.2 us at 32 rows and 8.7 at 16 against 11.1 and 8.9 without it, but 7.9 at 1 row against
-  // 7.5 (x is nearly all zero-filled there, so there is little to share).
+  // The cluster form from 16 rows: there sharing x between a pair of blocks pays; at fewer rows
+  // x is nearly all zero-filled, there is little to share, and the plain form is faster.
   if (plan.cluster && args.rows >= kClusterMinRows) {
     const unsigned pairs = (plan.grid + 1) / 2;  // the last pair may have an idle block
     launch_dependent_kernel(variant.cluster_kernel, variant.cluster_name, dim3(2 * pairs),

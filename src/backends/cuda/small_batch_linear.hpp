@@ -1,13 +1,12 @@
 // A lone Linear layer at a few rows (up to kSmallBatchLinearMaxRows), spread over the whole GPU:
 // y[rows][out] = epilogue(x[rows][in] * W^T + bias), W as PyTorch stores it ([out][in]), fp32
 // accuracy through 3xTF32 on tensor cores. Planned on compute capability 9.0 and newer (thread-
-// block clusters, bulk copies); measured on an H100 only. Older GPUs keep cuBLASLt.
+// block clusters, bulk copies). Older GPUs keep cuBLASLt.
 //
-// Why: at a few rows a Linear is a matrix-vector product bound by reading W once (Linear
-// 768 -> 3072: 9.4 MB, ~2.5 us at the H100's ~3.5 TB/s), while cuBLASLt took 18-22 us at 32 rows
-// on an H100. Each block owns a few output columns (8, 16 or 24, chosen at load so that the
-// grid covers the SMs) over the whole reduction, so W is read once and no partial sums leave
-// the block.
+// Why: at a few rows a Linear is a matrix-vector product bound by reading W once, and cuBLASLt
+// takes several times that long. Each block owns a few output columns (8, 16 or 24, chosen at
+// load so that the grid covers the SMs) over the whole reduction, so W is read once and no
+// partial sums leave the block.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -41,8 +40,8 @@ struct SmallBatchLinearPlan {
 // The kernel variant with the lowest estimated time for this shape on this device (load time),
 // or false where none applies: a GPU before sm_90, an input width that is not a multiple of 4
 // (rows are copied 16 bytes at a time), a shared-memory need past the device's limit, or a
-// layer so large for the SM count that cuBLASLt measured faster (3072 -> 768, 1024 -> 4096 on
-// an H100; mode Always plans those too).
+// layer so large for the SM count that cuBLASLt is faster (such as 3072 -> 768 and
+// 1024 -> 4096; mode Always plans those too).
 bool plan_small_batch_linear(int32_t in, int32_t out, const DeviceInfo& device,
                              SmallBatchLinearMode mode, SmallBatchLinearPlan* plan);
 

