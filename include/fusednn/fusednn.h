@@ -122,7 +122,7 @@ typedef enum fdnn_device {
  *
  * | Precision | Relative error |
  * |---|---|
- * | ::FDNN_PRECISION_FP32 | 1e-5: fp32 arithmetic (see below) |
+ * | ::FDNN_PRECISION_FP32 | 1e-5: fp32 arithmetic |
  * | ::FDNN_PRECISION_TF32 | 1e-3 |
  * | ::FDNN_PRECISION_FP16 | 1e-2 |
  * | ::FDNN_PRECISION_BF16 | 1e-2 |
@@ -133,21 +133,11 @@ typedef enum fdnn_device {
  * **Where each precision runs.** The CPU backend always computes in fp32, which meets every
  * bound: a model created with ::FDNN_DEVICE_CPU (or ::FDNN_DEVICE_AUTO without a GPU) and a
  * reduced precision runs in fp32, and fdnn_model_precision() reports ::FDNN_PRECISION_FP32.
- * On the GPU (compute capability 8.0 and newer) chains of Linear layers up to 256 wide run on
- * tensor cores in the requested precision, and wider lone Linear layers run on cuBLASLt (tf32:
- * its tf32 compute type on fp32 data; fp16 and bf16: weights and input rounded to that type,
- * fp32 accumulation and output). Convolutions run as implicit GEMMs on tensor cores in the
- * requested precision, except those the fused conv + pool kernel takes and that have fewer than
- * 32 output channels a group or dot products shorter than 64 (LeNet-class layers): those run
- * in fp32 like the other layers. The model reports the requested precision
- * when some layer runs in it, ::FDNN_PRECISION_FP32 otherwise. A Tanh- or Sigmoid-squeezed output
- * can exceed the tf32 and bf16 bounds: docs/precision.md, "Saturating outputs".
- * In fp32, the GPU runs MLP chains of large batches (from one 16-row tile per SM), and lone
- * Linear layers wider than 256 at up to 32 rows (compute capability 9.0 and newer), and
- * convolutions too large for the direct kernel's shared memory, on tensor cores with 3xTF32 split
- * products (each operand split into two tf32 parts, three products
- * summed in fp32): about 2e-6 against the FMA kernels' 3e-7, inside the 1e-5 bound (the
- * convolutions: 0.4-1.6e-6 measured); tf32 runs batches of up to 16 rows in fp32.
+ * On the GPU, layers that run in the requested precision do so on tensor cores; others stay in
+ * fp32. fdnn_model_precision() reports the requested precision when some layer runs in it,
+ * ::FDNN_PRECISION_FP32 otherwise. docs/precision.md says which layers and kernels run in which
+ * precision, and which outputs (those squeezed by a Tanh or Sigmoid) can exceed the tf32 and
+ * bf16 bounds.
  */
 typedef enum fdnn_precision {
   FDNN_PRECISION_FP32 = 0, /**< IEEE 754 binary32 throughout (exact; the default). */
