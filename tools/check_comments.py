@@ -33,7 +33,7 @@ RULES = [
                 r"(?![0-9A-Za-z_])")),
     ("names a date", re.compile(r"\b(19|20)\d\d-(0[1-9]|1[0-2])(-\d\d)?\b")),
     ("names a GPU model", re.compile(r"\b(H100|H200|A100|A10G|L4|L40S?|V100|T4|B200|GB200)\b")),
-    ("states a timing", re.compile(r"\d(\.\d+)?\s*(us|µs|usec)\b")),
+    ("states a timing", re.compile(r"\d(\.\d+)?\s*(ns|us|µs|usec|ms)\b")),
     ("states a throughput", re.compile(r"\d(\.\d+)?\s*(GB/s|TB/s|TFLOP/?s|TFLOPS|GFLOP/?s)\b")),
 ]
 
@@ -133,6 +133,7 @@ PLANTED = [
     "int x = 0;  // since 2026-11-25",
     "// Timed on an H200.",
     "// took 146.7 us against 152.0",
+    "// the first load took ~3 ms",
     "/**\n * Reads W at ~3.3 TB/s.\n */",
 ]
 CLEAN = [
