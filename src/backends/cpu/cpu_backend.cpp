@@ -267,8 +267,8 @@ BackendExplanation CpuBackend::explain(int64_t batch) const {
   if (last_slice != per_slice) {
     result.summary += " (the last slice " + std::to_string(last_slice) + ")";
   }
-  result.summary += "; one more thread per " + std::to_string(static_cast<int64_t>(kFlopsPerThread)) +
-                    " FLOPs of work (" + std::to_string(static_cast<int64_t>(flops_per_sample_)) +
+  result.summary += "; one more thread per " +
+                    std::to_string(static_cast<int64_t>(kFlopsPerThread)) + " FLOPs of work (" + std::to_string(static_cast<int64_t>(flops_per_sample_)) +
                     " per sample); kernels in fp32, instruction set " +
                     cpu::gemm_isa_name(cpu::gemm_isa());
   const Plan& p = *plan_;
@@ -298,7 +298,8 @@ BackendExplanation CpuBackend::explain(int64_t batch) const {
       }
       case StepKind::MaxPool2d:
       case StepKind::AvgPool2d:
-        choice.form = step.kind == StepKind::MaxPool2d ? "max pooling loop" : "average pooling loop";
+        choice.form =
+            step.kind == StepKind::MaxPool2d ? "max pooling loop" : "average pooling loop";
         choice.reason = "the CPU's only pooling kernel";
         break;
       case StepKind::Add:
