@@ -246,8 +246,10 @@ class Model {
   }
 
   /**
-   * @return How a run of `batch` samples would go, step by step (fdnn_model_explain()): a JSON
-   *         document or, with ::FDNN_EXPLAIN_TEXT, a table.
+   * @brief How a run of `batch` samples would go, step by step (fdnn_model_explain()).
+   * @param batch The batch size to explain, 1 to max_batch().
+   * @param format ::FDNN_EXPLAIN_JSON (a JSON document) or ::FDNN_EXPLAIN_TEXT (a table).
+   * @return The document, without its terminating NUL.
    */
   std::string explain(int64_t batch, fdnn_explain_format format = FDNN_EXPLAIN_JSON) const {
     size_t size = 0;
