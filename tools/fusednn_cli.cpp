@@ -1,11 +1,16 @@
-// The fusednn command-line tool: inspect a model and measure its latency.
-//   fusednn info MODEL [--device cpu|cuda|auto] [--precision fp32|tf32|fp16|bf16] [--weights PATH]
+// The fusednn command-line tool: inspect a model, explain its plan, measure its latency.
+//   fusednn info MODEL [--plan [--json]] [--batch N] [--device cpu|cuda|auto]
+//                      [--precision fp32|tf32|fp16|bf16] [--weights PATH]
 //   fusednn bench MODEL [--batch N] [--iterations K] [--warmup W] [--threads T]
 //                       [--device cpu|cuda|auto] [--precision fp32|tf32|fp16|bf16]
 //                       [--weights PATH]
-// Built only on the public C++ wrapper, so it doubles as a usage example.
+//   fusednn --help | --version
+// Exit status: 0 on success, 1 when the library reports an error, 2 for a bad command line (an
+// error line naming the argument on stderr). Built only on the public C++ wrapper, so it doubles
+// as a usage example.
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,15 +23,23 @@
 
 namespace {
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: fusednn info MODEL [--device cpu|cuda|auto]\n"
-               "                          [--precision fp32|tf32|fp16|bf16] [--weights PATH]\n"
-               "       fusednn bench MODEL [--batch N] [--iterations K] [--warmup W]\n"
-               "                           [--threads T] [--device cpu|cuda|auto]\n"
-               "                           [--precision fp32|tf32|fp16|bf16] [--weights PATH]\n"
-               "MODEL is a JSON spec or a bundle (.safetensors with the spec inside).\n"
-               "--precision bounds the error (docs/precision.md); the CPU always runs fp32.\n");
+const char* const kUsage =
+    "usage: fusednn info MODEL [--plan [--json]] [--batch N] [--device cpu|cuda|auto]\n"
+    "                          [--precision fp32|tf32|fp16|bf16] [--weights PATH]\n"
+    "       fusednn bench MODEL [--batch N] [--iterations K] [--warmup W]\n"
+    "                           [--threads T] [--device cpu|cuda|auto]\n"
+    "                           [--precision fp32|tf32|fp16|bf16] [--weights PATH]\n"
+    "       fusednn --help | --version\n"
+    "\n"
+    "MODEL is a JSON spec or a bundle (.safetensors with the spec inside).\n"
+    "info --plan prints, for each step of the plan at --batch (default 1), the layers it covers,\n"
+    "the kernel form the backend picks and why, its output's workspace slot, and its FLOPs and\n"
+    "bytes; --json prints the same as JSON (fdnn_model_explain).\n"
+    "--precision bounds the error (docs/precision.md); the CPU always runs fp32.\n"
+    "--batch also sets the model's max batch.\n";
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "fusednn: %s\nrun 'fusednn --help' for usage\n", message.c_str());
   return 2;
 }
 
@@ -81,30 +94,110 @@ struct Arguments {
   fdnn_precision precision = FDNN_PRECISION_FP32;
   int64_t batch = 1, iterations = 0, warmup = 20;
   int32_t threads = 0;
+  bool plan = false, json = false;
 };
 
-bool parse(int argc, char** argv, Arguments& args) {
-  if (argc < 3) return false;
-  args.command = argv[1];
-  args.model = argv[2];
-  for (int i = 3; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) return false;
-    const char* value = argv[++i];
-    if (flag == "--batch") args.batch = std::atoll(value);
-    else if (flag == "--iterations") args.iterations = std::atoll(value);
-    else if (flag == "--warmup") args.warmup = std::atoll(value);
-    else if (flag == "--threads") args.threads = std::atoi(value);
-    else if (flag == "--device") args.device = value;
-    else if (flag == "--weights") args.weights = value;
-    else if (flag == "--precision") {
-      if (!parse_precision(value, args.precision)) {
-        std::fprintf(stderr, "fusednn: --precision is '%s'; use fp32, tf32, fp16 or bf16\n", value);
-        return false;
-      }
-    } else return false;
+// A whole decimal integer in [low, high], or false.
+bool parse_integer(const char* text, int64_t low, int64_t high, int64_t& value) {
+  if (*text == '\0') return false;
+  char* end = nullptr;
+  errno = 0;
+  const long long parsed = std::strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0' || parsed < low || parsed > high) return false;
+  value = parsed;
+  return true;
+}
+
+// What the command line asks for: run a command, print usage or the version, or a bad argument.
+enum class Parsed { Run, Help, Version, Error };
+
+Parsed parse(int argc, char** argv, Arguments& args, std::string& error) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--help" || word == "-h") return Parsed::Help;
+    if (word == "--version") return Parsed::Version;
   }
-  return args.batch > 0 && args.iterations >= 0 && args.warmup >= 0;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag.rfind("-", 0) != 0 || flag == "-") {
+      positional.push_back(flag);
+      continue;
+    }
+    if (flag == "--plan") {
+      args.plan = true;
+      continue;
+    }
+    if (flag == "--json") {
+      args.json = true;
+      continue;
+    }
+    const bool takes_value = flag == "--batch" || flag == "--iterations" || flag == "--warmup" ||
+                             flag == "--threads" || flag == "--device" || flag == "--weights" ||
+                             flag == "--precision";
+    if (!takes_value) {
+      error = "unknown option '" + flag + "'";
+      return Parsed::Error;
+    }
+    if (i + 1 >= argc) {
+      error = flag + " needs a value";
+      return Parsed::Error;
+    }
+    const char* value = argv[++i];
+    int64_t number = 0;
+    if (flag == "--batch" || flag == "--iterations" || flag == "--warmup" ||
+        flag == "--threads") {
+      const int64_t low = flag == "--batch" ? 1 : 0;
+      const int64_t high = flag == "--threads" ? 4096 : (int64_t{1} << 40);
+      if (!parse_integer(value, low, high, number)) {
+        error = flag + " is '" + value + "'; use a whole number from " + std::to_string(low) +
+                " to " + std::to_string(high);
+        return Parsed::Error;
+      }
+    }
+    if (flag == "--batch") args.batch = number;
+    else if (flag == "--iterations") args.iterations = number;
+    else if (flag == "--warmup") args.warmup = number;
+    else if (flag == "--threads") args.threads = static_cast<int32_t>(number);
+    else if (flag == "--weights") args.weights = value;
+    else if (flag == "--device") {
+      args.device = value;
+      if (args.device != "cpu" && args.device != "cuda" && args.device != "auto") {
+        error = "--device is '" + args.device + "'; use cpu, cuda or auto";
+        return Parsed::Error;
+      }
+    } else if (!parse_precision(value, args.precision)) {
+      error = std::string("--precision is '") + value + "'; use fp32, tf32, fp16 or bf16";
+      return Parsed::Error;
+    }
+  }
+  if (positional.empty()) {
+    error = "no command given; use info or bench";
+    return Parsed::Error;
+  }
+  args.command = positional[0];
+  if (args.command != "info" && args.command != "bench") {
+    error = "unknown command '" + args.command + "'; use info or bench";
+    return Parsed::Error;
+  }
+  if (positional.size() < 2) {
+    error = args.command + " needs a MODEL file";
+    return Parsed::Error;
+  }
+  if (positional.size() > 2) {
+    error = "unexpected argument '" + positional[2] + "'";
+    return Parsed::Error;
+  }
+  args.model = positional[1];
+  if (args.command != "info" && (args.plan || args.json)) {
+    error = std::string(args.plan ? "--plan" : "--json") + " applies to info only";
+    return Parsed::Error;
+  }
+  if (args.json && !args.plan) {
+    error = "--json applies to info --plan only";
+    return Parsed::Error;
+  }
+  return Parsed::Run;
 }
 
 fusednn::Model open(const Arguments& args) {
@@ -120,6 +213,11 @@ fusednn::Model open(const Arguments& args) {
 
 int info(const Arguments& args) {
   fusednn::Model model = open(args);
+  if (args.plan) {
+    std::fputs(model.explain(args.batch, args.json ? FDNN_EXPLAIN_JSON : FDNN_EXPLAIN_TEXT).c_str(),
+               stdout);
+    return 0;
+  }
   std::printf("model      %s\n", args.model.c_str());
   std::printf("input      %s float32\n", shape_text(model.input_shape()).c_str());
   std::printf("output     %s float32\n", shape_text(model.output_shape()).c_str());
@@ -206,13 +304,23 @@ int bench(const Arguments& args) {
 
 int main(int argc, char** argv) {
   Arguments args;
-  if (!parse(argc, argv, args)) return usage();
+  std::string error;
+  switch (parse(argc, argv, args, error)) {
+    case Parsed::Help:
+      std::fputs(kUsage, stdout);
+      return 0;
+    case Parsed::Version:
+      std::printf("fusednn %s\n", fdnn_version_string());
+      return 0;
+    case Parsed::Error:
+      return usage_error(error);
+    case Parsed::Run:
+      break;
+  }
   try {
-    if (args.command == "info") return info(args);
-    if (args.command == "bench") return bench(args);
+    return args.command == "info" ? info(args) : bench(args);
   } catch (const fusednn::Error& error) {
     std::fprintf(stderr, "fusednn: %s\n", error.what());
     return 1;
   }
-  return usage();
 }

@@ -146,6 +146,12 @@ typedef enum fdnn_precision {
   FDNN_PRECISION_BF16 = 3  /**< Weights and products in bfloat16, fp32 accumulation. */
 } fdnn_precision;
 
+/** @brief The form of fdnn_model_explain()'s document. Values are pinned. */
+typedef enum fdnn_explain_format {
+  FDNN_EXPLAIN_JSON = 0, /**< A JSON object (its fields: docs/bindings.md, "Explaining the plan"). */
+  FDNN_EXPLAIN_TEXT = 1  /**< A table for people, as `fusednn info MODEL --plan` prints it. */
+} fdnn_explain_format;
+
 /**
  * @brief A network: its graph, its weights, and the backend it runs on.
  *
@@ -442,6 +448,42 @@ FDNN_API fdnn_status fdnn_model_layer_count(const fdnn_model* model, int32_t* co
  */
 FDNN_API fdnn_status fdnn_model_layer_info(const fdnn_model* model, int32_t index,
                                            fdnn_layer_info* info);
+
+/**
+ * @brief Explain how a run of `batch` samples would go: the plan's steps as the model's backend
+ * runs them at that batch.
+ *
+ * For each lowered step (one kernel or fused kernel): the spec layers it covers, the
+ * activations fused into it, the kernel form the backend picks at this batch and the reason (the
+ * size, alignment, precision or device property that decided it), where its output lives (the
+ * workspace slot and its bytes per sample), and its nominal FLOPs and bytes moved, per sample
+ * and at this batch (float32 sizes; docs/bindings.md lists the conventions). Also the backend's
+ * batch-wide choices (CPU threads, a GPU's single-launch network) and totals. The document is
+ * UTF-8 text ending in a newline, NUL-terminated in the buffer.
+ *
+ * Two-phase: call with buffer NULL and buffer_capacity 0 to get the size in *size, then with a
+ * buffer of that many bytes. Works before the first run and before the weights are loaded: the
+ * query then sets up a plan and backend of its own for the answer (on a GPU this uploads the
+ * weights once per call) and freezes nothing. Launches no kernel.
+ *
+ * @param[in] model The model. Must not be NULL.
+ * @param[in] batch The batch size to explain, 1 to the model's max_batch.
+ * @param[in] format ::FDNN_EXPLAIN_JSON or ::FDNN_EXPLAIN_TEXT.
+ * @param[out] buffer Receives the document and a terminating NUL; may be NULL only when
+ *             buffer_capacity is 0.
+ * @param[in] buffer_capacity Bytes buffer can hold.
+ * @param[out] size Receives the bytes the document needs, its terminating NUL included, on
+ *             success and on ::FDNN_STATUS_BUFFER_TOO_SMALL. Must not be NULL.
+ * @return ::FDNN_STATUS_OK (also for the size query: buffer NULL, buffer_capacity 0);
+ *         ::FDNN_STATUS_BUFFER_TOO_SMALL when buffer_capacity is smaller than *size (then only
+ *         *size is written); ::FDNN_STATUS_INVALID_ARGUMENT (a NULL model or size, a NULL buffer
+ *         with a nonzero capacity, a batch out of range, an unknown format), nothing written;
+ *         for a GPU model before its first run also ::FDNN_STATUS_OUT_OF_MEMORY or
+ *         ::FDNN_STATUS_DEVICE_ERROR. Thread-safe.
+ */
+FDNN_API fdnn_status fdnn_model_explain(const fdnn_model* model, int64_t batch,
+                                        fdnn_explain_format format, char* buffer,
+                                        size_t buffer_capacity, size_t* size);
 
 /**
  * @brief Run the model on host buffers.

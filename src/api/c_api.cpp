@@ -13,6 +13,7 @@
 #include "fusednn/fusednn.h"
 #include "graph/model_file.hpp"
 #include "graph/spec_parser.hpp"
+#include "runtime/plan_explanation.hpp"
 
 using fusednn::fail;
 using fusednn::guarded;
@@ -250,6 +251,42 @@ fdnn_status fdnn_model_layer_info(const fdnn_model* model, int32_t index, fdnn_l
     }
     copy_to_caller(result, info, info->struct_size,
                    offsetof(fdnn_layer_info, parameter_count) + sizeof(int64_t), "fdnn_layer_info");
+  });
+}
+
+fdnn_status fdnn_model_explain(const fdnn_model* model, int64_t batch, fdnn_explain_format format,
+                               char* buffer, size_t buffer_capacity, size_t* size) {
+  return guarded(__func__, [&] {
+    require_non_null(model, "model");
+    require_non_null(size, "size");
+    if (buffer == nullptr && buffer_capacity != 0) {
+      fail(FDNN_STATUS_INVALID_ARGUMENT, "buffer is NULL but buffer_capacity is ",
+           buffer_capacity, "; pass a buffer, or 0 to ask for the size");
+    }
+    fusednn::ExplanationFormat chosen = fusednn::ExplanationFormat::Json;
+    switch (fusednn::raw_enum_value(format)) {
+      case FDNN_EXPLAIN_JSON:
+        break;
+      case FDNN_EXPLAIN_TEXT:
+        chosen = fusednn::ExplanationFormat::Text;
+        break;
+      default:
+        fail(FDNN_STATUS_INVALID_ARGUMENT, "format has unknown value ",
+             fusednn::raw_enum_value(format), "; use FDNN_EXPLAIN_JSON or FDNN_EXPLAIN_TEXT");
+    }
+    const std::string document = model->model.explain(batch, chosen);
+    const size_t needed = document.size() + 1;
+    if (buffer == nullptr) {
+      *size = needed;
+      return;
+    }
+    if (buffer_capacity < needed) {
+      *size = needed;
+      fail(FDNN_STATUS_BUFFER_TOO_SMALL, "buffer_capacity is ", buffer_capacity,
+           " but the explanation needs ", needed, " bytes (its NUL included)");
+    }
+    std::memcpy(buffer, document.c_str(), needed);
+    *size = needed;
   });
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "backends/kernel_choice.hpp"
 #include "common/precision.hpp"
 #include "fusednn/fusednn.h"
 
@@ -44,6 +45,9 @@ class Backend {
   // Bytes each context allocates, known before any context exists.
   virtual size_t context_bytes() const = 0;
   virtual std::unique_ptr<ExecutionContext> create_context() const = 0;
+  // How a run of `batch` samples (1 to max_batch) would run: the kernel form of every lowered
+  // step and why, in plan order, covering every step once. Launches nothing.
+  virtual BackendExplanation explain(int64_t batch) const = 0;
 };
 
 }  // namespace fusednn

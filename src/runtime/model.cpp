@@ -16,6 +16,7 @@
 #include "graph/safetensors_file.hpp"
 #include "graph/weight_directory.hpp"
 #include "planner/planner.hpp"
+#include "runtime/plan_explanation.hpp"
 
 namespace fusednn {
 
@@ -296,6 +297,19 @@ Model::BackendFacts Model::backend_facts() const {
         BackendFacts{backend.weight_bytes(), backend.context_bytes(), backend.effective_precision()};
   }
   return *backend_facts_;
+}
+
+std::string Model::explain(int64_t batch, ExplanationFormat format) const {
+  if (batch < 1 || batch > options_.max_batch) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, "batch is ", batch, "; it must be 1 to max_batch (",
+         options_.max_batch, ", set in fdnn_model_options)");
+  }
+  std::shared_ptr<const PreparedModel> prepared;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    prepared = prepared_ ? prepared_ : make_prepared(weights_);
+  }
+  return explain_plan(*prepared, graph_.name, options_, batch, format);
 }
 
 std::shared_ptr<const PreparedModel> Model::prepare() {

@@ -16,6 +16,8 @@
 
 namespace fusednn {
 
+enum class ExplanationFormat;  // plan_explanation.hpp
+
 // Options with defaults applied and the device resolved.
 struct ResolvedOptions {
   int64_t max_batch = 1024;
@@ -98,6 +100,12 @@ class Model {
   // Known before the weights are loaded; they depend only on the graph and the options, so they
   // are worked out once (a GPU model would otherwise upload its weights on every query).
   BackendFacts backend_facts() const;
+
+  // How a run of `batch` samples would go (plan_explanation.hpp). Before the first run (even
+  // before the weights are loaded) it sets up a plan and backend of its own for the query, as
+  // backend_facts() does, and freezes nothing. Throws INVALID_ARGUMENT for a batch outside
+  // 1..max_batch.
+  std::string explain(int64_t batch, ExplanationFormat format) const;
 
   // Freezes the weights on first use and returns the shared plan and backend.
   std::shared_ptr<const PreparedModel> prepare();

@@ -256,6 +256,24 @@ void conv_group_im2col(const float* x_group, const float* w_group, const float* 
 
 }  // namespace
 
+Conv2dForm conv2d_form(const Conv2dGeometry& geometry, std::string* reason) {
+  const ConvLayout layout = plan_layout(geometry);
+  if (reason != nullptr) {
+    const std::string positions = std::to_string(layout.computed_pixels) +
+                                  " positions computed for " + std::to_string(layout.pixels) +
+                                  " output pixels";
+    if (geometry.stride_height != 1 || geometry.stride_width != 1) {
+      *reason = "stride " + std::to_string(geometry.stride_height) + "x" +
+                std::to_string(geometry.stride_width) + " (shifted windows need stride 1)";
+    } else if (layout.shifted) {
+      *reason = "stride 1, " + positions + " (at most 1.5x)";
+    } else {
+      *reason = "shifted windows would waste too much: " + positions + " (over 1.5x)";
+    }
+  }
+  return layout.shifted ? Conv2dForm::ShiftedWindows : Conv2dForm::Im2col;
+}
+
 size_t conv2d_scratch_floats(const Conv2dGeometry& geometry) {
   return static_cast<size_t>(plan_layout(geometry).scratch_floats);
 }

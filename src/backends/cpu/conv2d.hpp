@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common/elementwise_op.hpp"
 
@@ -18,6 +19,12 @@ struct Conv2dGeometry {
   int64_t dilation_height, dilation_width;
   int64_t groups;
 };
+
+// The two ways conv2d_forward reads its input (conv2d.cpp): shifted windows of the (padded)
+// input plane, or an im2col copy. A function of the geometry alone; *reason (when not null)
+// receives what decided it.
+enum class Conv2dForm { ShiftedWindows, Im2col };
+Conv2dForm conv2d_form(const Conv2dGeometry& geometry, std::string* reason = nullptr);
 
 // Floats of scratch one conv2d_forward call needs (independent of the batch).
 size_t conv2d_scratch_floats(const Conv2dGeometry& geometry);

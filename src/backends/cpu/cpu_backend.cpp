@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "backends/cpu/concat.hpp"
 #include "backends/cpu/conv2d.hpp"
 #include "backends/cpu/elementwise.hpp"
+#include "backends/cpu/gemm.hpp"
 #include "backends/cpu/layer_norm.hpp"
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/pool2d.hpp"
@@ -94,10 +96,12 @@ class CpuBackend final : public Backend {
     return std::make_unique<CpuContext>(*this);
   }
 
+  BackendExplanation explain(int64_t batch) const override;
+
   // Threads worth using for a batch: each extra thread must have about a millisecond's
   // worth of arithmetic to hide the cost of starting it.
+  static constexpr double kFlopsPerThread = 4e6;
   int threads_for(int64_t batch) const {
-    constexpr double kFlopsPerThread = 4e6;
     const double useful = flops_per_sample_ * double(batch) / kFlopsPerThread;
     const int64_t wanted = std::clamp<int64_t>(static_cast<int64_t>(useful), 1, threads_);
     return static_cast<int>(std::min(wanted, batch));
@@ -105,6 +109,11 @@ class CpuBackend final : public Backend {
 
   const Plan& plan() const { return *plan_; }
   int64_t max_batch() const { return max_batch_; }
+  // Samples per thread slice at this batch (run_host's split): the first slices take
+  // slice_samples, the last one what remains.
+  static int64_t slice_samples(int64_t batch, int threads) {
+    return (batch + threads - 1) / threads;
+  }
   int threads() const { return threads_; }
   int64_t scratch_floats() const { return scratch_floats_; }
 
@@ -136,7 +145,7 @@ void CpuContext::run_host(int64_t batch, const float* input, float* output) {
   }
   std::vector<std::thread> workers;
   workers.reserve(threads - 1);
-  const int64_t per_thread = (batch + threads - 1) / threads;
+  const int64_t per_thread = CpuBackend::slice_samples(batch, threads);
   for (int t = 1; t < threads; ++t) {
     const int64_t first = t * per_thread;
     const int64_t count = std::min(per_thread, batch - first);
@@ -226,6 +235,87 @@ void CpuContext::run_slice(int64_t first, int64_t count, const float* input, flo
         break;
     }
   }
+}
+
+std::string isa_text() { return std::string(" (") + cpu::gemm_isa_name(cpu::gemm_isa()) + ")"; }
+
+// The Linear form for slices of `samples` samples, and why.
+void explain_linear(const Step& step, int64_t samples, KernelChoice* choice) {
+  const int64_t rows = samples * step.rows_per_sample;
+  if (cpu::linear_form(rows) == cpu::LinearForm::PackedGemm) {
+    choice->form = "packed GEMM" + isa_text();
+    choice->reason = std::to_string(rows) + " rows per slice (at least " +
+                     std::to_string(cpu::kLinearDotProductRowLimit) +
+                     "): W packed into 16-column panels once per call pays off";
+  } else {
+    choice->form = "dot products" + isa_text();
+    choice->reason = std::to_string(rows) + " rows per slice (fewer than " +
+                     std::to_string(cpu::kLinearDotProductRowLimit) +
+                     "): packing W would cost more than the multiply";
+  }
+}
+
+BackendExplanation CpuBackend::explain(int64_t batch) const {
+  BackendExplanation result;
+  const int threads = threads_for(batch);
+  const int64_t per_slice = slice_samples(batch, threads);
+  const int64_t slices = (batch + per_slice - 1) / per_slice;
+  const int64_t last_slice = batch - (slices - 1) * per_slice;
+  result.summary = "cpu: " + std::to_string(slices) + " thread(s) of " + std::to_string(threads_) +
+                   " at this batch, each running every step on its slice of " +
+                   std::to_string(per_slice) + " sample(s)";
+  if (last_slice != per_slice) {
+    result.summary += " (the last slice " + std::to_string(last_slice) + ")";
+  }
+  result.summary += "; one more thread per " +
+                    std::to_string(static_cast<int64_t>(kFlopsPerThread)) + " FLOPs of work (" + std::to_string(static_cast<int64_t>(flops_per_sample_)) +
+                    " per sample); kernels in fp32, instruction set " +
+                    cpu::gemm_isa_name(cpu::gemm_isa());
+  const Plan& p = *plan_;
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    const Step& step = p.steps[s];
+    KernelChoice choice;
+    choice.first_step = choice.last_step = static_cast<int>(s);
+    switch (step.kind) {
+      case StepKind::Linear: {
+        explain_linear(step, per_slice, &choice);
+        if (last_slice != per_slice) {
+          KernelChoice last;
+          explain_linear(step, last_slice, &last);
+          if (last.form != choice.form) {
+            choice.reason += "; the last slice: " + last.form + ", " + last.reason;
+          }
+        }
+        break;
+      }
+      case StepKind::Conv2d: {
+        std::string why;
+        const bool shifted =
+            cpu::conv2d_form(conv_geometry(step.window), &why) == cpu::Conv2dForm::ShiftedWindows;
+        choice.form = (shifted ? "GEMM on shifted windows" : "GEMM on im2col columns") + isa_text();
+        choice.reason = why;
+        break;
+      }
+      case StepKind::MaxPool2d:
+      case StepKind::AvgPool2d:
+        choice.form =
+            step.kind == StepKind::MaxPool2d ? "max pooling loop" : "average pooling loop";
+        choice.reason = "the CPU's only pooling kernel";
+        break;
+      case StepKind::Add:
+        choice.form = "elementwise add";
+        choice.launches = static_cast<int>(std::max<size_t>(step.inputs.size(), 2) - 1);
+        choice.reason = "the CPU's only Add kernel: " + std::to_string(choice.launches) +
+                        " in-place binary pass(es)";
+        break;
+      default:
+        choice.form = std::string(step_kind_name(step.kind)) + " loop";
+        choice.reason = "the CPU's only kernel for this step";
+        break;
+    }
+    result.kernels.push_back(std::move(choice));
+  }
+  return result;
 }
 
 }  // namespace

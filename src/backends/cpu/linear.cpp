@@ -5,7 +5,7 @@
 // the packed weight block (256 x 48 floats = 48 KiB on the stack, L1/L2) is swept by every row of
 // X; each 6-row sliver of X is read from L3 once per block and reused across its 3 panels (48
 // columns are faster than 32 for wide layers, 64 no better). Calls with fewer than
-// kDotProductRowLimit rows skip the packing and take dot products instead (rows in pairs, one pass
+// kLinearDotProductRowLimit rows skip the packing and take dot products instead (rows in pairs, one pass
 // over W per pair); that path sums in another order, so a row can differ in its last bits
 // depending on whether its slice of the batch had fewer than 4 rows. On the packed path results
 // do not depend on the split.
@@ -22,15 +22,12 @@ namespace {
 constexpr int64_t kColumnBlock = 48;
 static_assert(kColumnBlock % kGemmPanelWidth == 0, "blocks hold whole panels");
 
-// Below this many rows, packing W (one pass over it per call) costs more than it saves.
-constexpr int64_t kDotProductRowLimit = 4;
-
 }  // namespace
 
 void linear_forward(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
                     int64_t in_features, int64_t out_features, const Epilogue& epilogue) {
   if (rows <= 0 || out_features <= 0) return;
-  if (rows < kDotProductRowLimit) {
+  if (linear_form(rows) == LinearForm::DotProducts) {
     linear_dot_rows(x, weight, bias, y, rows, in_features, out_features, epilogue);
     return;
   }

@@ -444,7 +444,7 @@ void launch_conv_pool(const ConvPoolPlan& plan, const float* x, const float* wei
   // Enough samples for a block per SM: the widest tile, as many samples per block as keep its
   // threads busy while still leaving its blocks per SM. Fewer: the small tile, one sample per
   // block, its rows split into slabs so that the blocks cover the SMs (with a warp's work each).
-  const bool large = batch >= sms;
+  const bool large = conv_pool_takes_large_tile(batch, device);
   const ConvPoolShape& s = large ? plan.large : plan.small;
   const Variant& v = kVariants[s.variant];
   const int64_t items_per_row = int64_t{s.channel_groups} * s.patch_cols;

@@ -88,6 +88,12 @@ bool prepare_conv_pool_kernels(const ConvPoolPlan& plan, int64_t max_batch,
 std::vector<float> build_conv_pool_weights(const ConvPoolPlan& plan,
                                            const std::vector<float>& weight);
 
+// Whether launch_conv_pool() runs `batch` samples with the plan's large tile (enough samples for
+// a block per SM) rather than its small one.
+inline bool conv_pool_takes_large_tile(int64_t batch, const DeviceInfo& device) {
+  return batch >= int64_t{device.sm_count > 1 ? device.sm_count : 1};
+}
+
 // y[batch][out][pooled h][pooled w] from x[batch][in][h][w]; weights from
 // build_conv_pool_weights() (16-byte aligned), bias [out] or null.
 void launch_conv_pool(const ConvPoolPlan& plan, const float* x, const float* weights,

@@ -523,6 +523,22 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         if (fused) {
           op.kind = OpKind::FusedMlp;
           op.last_step = static_cast<int>(chain.back());
+          if (chain.size() > 1) {
+            op.load_reason = std::to_string(chain.size()) +
+                             " Linear layers, each read only by the next and at most " +
+                             std::to_string(kFusedMlpMaxWidth) +
+                             " wide: one fused MLP launch, activations kept on chip";
+          } else if (step.out_features > kFusedMlpMaxWidth) {
+            op.load_reason = "a lone Linear layer wider than " +
+                             std::to_string(kFusedMlpMaxWidth) +
+                             " with cuBLASLt off for fp32 (FUSEDNN_CUDA_CUBLASLT=0): the fused "
+                             "MLP kernel, columns split over blocks";
+          } else {
+            op.load_reason = "a lone Linear layer " + std::to_string(step.in_features) + "->" +
+                             std::to_string(step.out_features) + " (at most " +
+                             std::to_string(kFusedMlpMaxWidth) +
+                             " outputs): the fused MLP kernel, every column in one block";
+          }
           op.epilogue = split_epilogue(p.steps[chain.back()].epilogue);
           for (size_t index : chain) {
             const Step& layer_step = p.steps[index];
@@ -565,6 +581,40 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           if (op.tensor_core.tile_rows > 0 && precision_ != Precision::FP32) {
             effective_precision_ = precision_;
           }
+          if (op.tensor_core.tile_rows > 0) {
+            op.load_reason += std::string("; tensor cores (") +
+                              (op.tensor_core.form == TensorCoreForm::WarpRegisters
+                                   ? "WarpRegisters"
+                                   : "SharedTiles") +
+                              ", " + tensor_core_math_name(op.tensor_core.math) + ") from " +
+                              std::to_string(op.tensor_core_min_rows) + " rows";
+            if (precision_ == Precision::FP32 && fp32_tensor_cores_knob() != "1") {
+              op.load_reason += " (3xTF32 pays off from one 16-row tile per SM: " +
+                                std::to_string(device_.sm_count) + " SMs)";
+            } else if (precision_ == Precision::TF32) {
+              op.load_reason += " (tf32 keeps up to " + std::to_string(kFusedMlpBlockMaxRows) +
+                                " rows in fp32, where the launch dominates)";
+            }
+            if (op.tensor_core.warpgroup.layer_count > 0) {
+              op.load_reason += "; the Warpgroup (wgmma) form from " +
+                                std::to_string(op.tensor_core.warpgroup.min_rows) +
+                                " rows where x is on 16 bytes";
+            }
+          } else if (precision_ == Precision::FP32 && !tensor_cores_reachable) {
+            op.load_reason += "; no tensor-core form: fp32 chains take 3xTF32 from one 16-row "
+                              "tile per SM (" +
+                              std::to_string(int64_t{device_.sm_count} * kWarpRegisterTileRows) +
+                              " rows), beyond max_batch's " +
+                              std::to_string(max_batch_ * step.rows_per_sample) + " rows";
+          } else if (precision_ != Precision::FP32 && reduced_tensor_cores_off()) {
+            op.load_reason += "; no tensor-core form: FUSEDNN_CUDA_TENSOR_CORES=0";
+          } else {
+            op.load_reason += "; no tensor-core form fits the chain on this device (compute "
+                              "capability " +
+                              std::to_string(device_.major) + "." + std::to_string(device_.minor) +
+                              "; the forms need 8.0 or newer, widths up to 256 and the weights "
+                              "in shared memory)";
+          }
           // A Softmax or LayerNorm after the chain, folded into the tensor-core kernel that
           // ends it where one does (below its rows the chain's kernel and the row kernel run).
           const Step* tail = fold_row_ops && op.epilogue.size() == 1
@@ -591,6 +641,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             }
             if (tail->weight >= 0) ref.weight = blob.add(constant(tail->weight));
             if (tail->bias >= 0) ref.bias = blob.add(constant(tail->bias));
+            op.load_reason += std::string("; the ") + step_kind_name(tail->kind) +
+                              " after the chain folded into its tensor-core kernel";
           };
           if (tail != nullptr && op.tensor_core.form == TensorCoreForm::WarpRegisters &&
               op.tensor_core.tile_rows > 0) {
@@ -619,6 +671,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                         : reduced_tensor_core_min_rows(precision_);
               }
               if (precision_ != Precision::FP32) effective_precision_ = precision_;
+              op.load_reason += "; the split form from " + std::to_string(op.split.min_rows) +
+                                " rows (the first layer, " + std::to_string(step.in_features) +
+                                " inputs, too wide for the tensor-core MLP: it runs as an "
+                                "implicit GEMM, the rest as WarpRegisters)";
               add_image(build_split_mlp_first_image(op.split, weights.front()),
                         &ImageOffsets::split_first);
               add_image(build_split_mlp_rest_image(
@@ -640,6 +696,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           }
         } else {
           op.kind = OpKind::CublasLtLinear;
+          op.load_reason =
+              step.out_features > kFusedMlpMaxWidth
+                  ? "a lone Linear layer " + std::to_string(step.in_features) + "->" +
+                        std::to_string(step.out_features) + ", wider than the fused MLP's " +
+                        std::to_string(kFusedMlpMaxWidth) + " outputs: cuBLASLt"
+                  : "no fused-MLP tile holds Linear " + std::to_string(step.in_features) + "->" +
+                        std::to_string(step.out_features) + " in shared memory: cuBLASLt";
           as_int32(step.in_features, step, "in_features");
           as_int32(step.out_features, step, "out_features");
           if (step.weight < 0) fail(FDNN_STATUS_INTERNAL_ERROR, "Linear step '", step.label, "' has no weight");
@@ -654,10 +717,22 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           ref.lt_activation = cublaslt_activation(step.epilogue);
           op.epilogue =
               split_cublaslt_epilogue(step.epilogue, cublaslt_fused_ops(ref.lt_activation));
+          if (lt_half_operands) {
+            op.load_reason += std::string(" reading W and x in ") +
+                              (half_format_ == HalfFormat::Binary16 ? "fp16" : "bf16") +
+                              " (x narrowed into the workspace first)";
+          }
           if (precision_ == Precision::FP32) {
             plan_small_batch_linear(as_int32(step.in_features, step, "in_features"),
                                     as_int32(step.out_features, step, "out_features"), device_,
                                     small_batch_mode, &op.small_batch);
+            op.load_reason +=
+                op.small_batch.planned()
+                    ? "; the small-batch kernel for 1 to " +
+                          std::to_string(kSmallBatchLinearMaxRows) +
+                          " rows, where its estimate beats cuBLASLt for this shape"
+                    : std::string("; no small-batch kernel (it needs compute capability 9.0, "
+                                  "and its estimate must beat cuBLASLt for this shape)");
           }
           // With 16-bit operands cuBLASLt reads the narrowed copy, and the narrowing kernel
           // reads the model input.
@@ -682,6 +757,15 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         const bool prefer_gemm = reduced_precision_prefers_gemm(geometry, precision_);
         bool gemm_ready = prefer_gemm && ready_gemm();
         if (fused_conv && !gemm_ready && lower_conv_pool(p, s, consumers, device_, &op)) {
+          op.load_reason = op.last_step > static_cast<int>(s)
+                               ? "the fused conv + pool kernel takes the layer and the pooling "
+                                 "after it (its only reader, windows equal to the stride, 1 or 2)"
+                               : "the fused conv kernel takes the layer (no pooling after it that "
+                                 "it can take)";
+          if (precision_ != Precision::FP32) {
+            op.load_reason += "; in fp32: fewer than 32 output channels a group or dot products "
+                              "shorter than 64 would not fill tensor-core tiles";
+          }
           ref.weight = blob.add(build_conv_pool_weights(op.conv_pool, constant(step.weight)));
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
           break;
@@ -690,12 +774,23 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
         if (!prefer_gemm) gemm_ready = ready_gemm();
         if (gemm_ready) {
+          op.load_reason =
+              prefer_gemm ? "reduced precision, at least 32 output channels a group and dot "
+                            "products of at least 64: an implicit GEMM on tensor cores"
+              : precision_ != Precision::FP32
+                  ? "reduced precision: an implicit GEMM on tensor cores"
+                  : "too large for the direct kernel's shared-memory staging: an implicit GEMM "
+                    "in 3xTF32 on tensor cores";
           op.conv_gemm = gemm;
           if (precision_ != Precision::FP32) effective_precision_ = precision_;
           add_image(build_conv_gemm_image(op.conv_gemm, geometry, constant(step.weight).data()));
           break;
         }
         ref.weight = blob.add(constant(step.weight));
+        op.load_reason = fused_conv ? "the direct kernel (conv2d.cu): the fused conv kernel does "
+                                      "not take this geometry"
+                                    : "the direct kernel (conv2d.cu): the fused conv kernel is off "
+                                      "(FUSEDNN_CUDA_FUSED_CONV=0)";
         break;
       }
       case StepKind::MaxPool2d:
@@ -1000,6 +1095,208 @@ std::unique_ptr<ExecutionContext> CudaBackend::create_context() const {
   return std::make_unique<CudaContext>(*this);
 }
 
+MlpRoute CudaBackend::mlp_route(const Op& op, int64_t rows) {
+  if (op.tensor_core.tile_rows > 0 && rows >= op.tensor_core_min_rows) return MlpRoute::TensorCore;
+  if (op.split.usable() && rows >= op.split.min_rows) return MlpRoute::Split;
+  return MlpRoute::Fused;
+}
+
+namespace {
+
+const char* fused_mlp_form_name(FusedMlpForm form) {
+  switch (form) {
+    case FusedMlpForm::Cluster: return "cluster of 4 blocks";
+    case FusedMlpForm::Block: return "single block";
+    case FusedMlpForm::Tile8: return "tiled, 8-row tiles";
+    case FusedMlpForm::Tile32: return "tiled, 32-row tiles";
+    case FusedMlpForm::Tile64: return "tiled, 64-row tiles";
+  }
+  return "?";
+}
+
+std::string fused_mlp_form_reason(const FusedMlpPlan& plan, FusedMlpForm form, int64_t rows) {
+  switch (form) {
+    case FusedMlpForm::Cluster:
+      return std::to_string(rows) + " rows, at most the " + std::to_string(plan.cluster_max_rows) +
+             " one wave of resident clusters takes";
+    case FusedMlpForm::Block:
+      return std::to_string(rows) + " rows, at most " + std::to_string(kFusedMlpBlockMaxRows);
+    default:
+      return std::to_string(rows) +
+             " rows: the largest tile that fits shared memory and still gives every SM a block";
+  }
+}
+
+const char* step_kernel_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::MaxPool2d: return "max pooling kernel";
+    case OpKind::AvgPool2d: return "average pooling kernel";
+    case OpKind::Elementwise: return "elementwise kernel";
+    case OpKind::ChannelAffine: return "channel affine kernel (unfolded BatchNorm)";
+    case OpKind::LayerNorm: return "LayerNorm row kernel";
+    case OpKind::Softmax: return "Softmax row kernel";
+    case OpKind::Add: return "Add kernel";
+    case OpKind::Concat: return "strided copies (Concat)";
+    case OpKind::Copy: return "copy kernel";
+    default: return "?";
+  }
+}
+
+}  // namespace
+
+BackendExplanation CudaBackend::explain(int64_t batch) const {
+  const Plan& p = *plan_;
+  BackendExplanation result;
+  result.summary = "cuda: device " + std::to_string(device_.ordinal) + " (compute capability " +
+                   std::to_string(device_.major) + "." + std::to_string(device_.minor) + ", " +
+                   std::to_string(device_.sm_count) + " SMs); " +
+                   std::to_string(launches_per_run(batch)) + " launch(es) a run, " +
+                   (cuda_graphs_ ? "captured in a CUDA graph per context and batch size"
+                                 : "launched directly") +
+                   "; forms for buffers on 256 bytes (the context's own, and cudaMalloc's)";
+  if (!cublaslt_unavailable_reason_.empty()) {
+    result.summary += "; cuBLASLt unavailable: " + cublaslt_unavailable_reason_;
+  }
+  if (single_launch_.takes(batch)) {
+    KernelChoice choice;
+    choice.first_step = 0;
+    choice.last_step = static_cast<int>(p.steps.size()) - 1;
+    choice.form = "whole network in one launch (conv_net.cu, a cluster of 8 blocks a sample)";
+    choice.reason = "a stack of fused conv (+ pool) layers with an optional MLP head, and batch " +
+                    std::to_string(batch) + " is in " + std::to_string(single_launch_.min_batch) +
+                    ".." + std::to_string(single_launch_.max_batch) +
+                    ", the batches the single launch takes";
+    result.kernels.push_back(std::move(choice));
+    return result;
+  }
+  DeviceScope scope(device_.ordinal);  // cuBLASLt's algorithm query
+  const auto* aligned = reinterpret_cast<const float*>(uintptr_t{256});
+  for (const Op& op : ops_) {
+    const Step& step = p.steps[op.first_step];
+    const int64_t rows = batch * step.rows_per_sample;
+    const int passes = static_cast<int>(op.epilogue.size()) - 1;
+    KernelChoice choice;
+    choice.first_step = op.first_step;
+    choice.last_step = op.last_step;
+    choice.launches = launches_for(op, step);
+    std::string now;  // what decided the form at this batch
+    switch (op.kind) {
+      case OpKind::FusedMlp: {
+        const bool tail = op.row_tail_input >= 0;
+        const std::string tail_name =
+            tail ? step_kind_name(p.steps[op.last_step].kind) : std::string();
+        switch (mlp_route(op, rows)) {
+          case MlpRoute::TensorCore: {
+            const TensorCoreLaunchForm form =
+                tensor_core_mlp_launch_form(op.tensor_core, aligned, rows);
+            const char* name = form == TensorCoreLaunchForm::Warpgroup ? "Warpgroup (wgmma)"
+                               : form == TensorCoreLaunchForm::WarpRegisters ? "WarpRegisters"
+                                                                             : "SharedTiles";
+            choice.form = std::string("fused MLP on tensor cores, ") + name + ", " +
+                          tensor_core_math_name(op.tensor_core.math) +
+                          (tail ? " + folded " + tail_name : "");
+            now = std::to_string(rows) + " rows, from " +
+                  std::to_string(op.tensor_core_min_rows) + " on tensor cores";
+            if (op.tensor_core.warpgroup.layer_count > 0) {
+              now += form == TensorCoreLaunchForm::Warpgroup
+                         ? ", from " + std::to_string(op.tensor_core.warpgroup.min_rows) +
+                               " the Warpgroup form"
+                         : ", below the Warpgroup form's " +
+                               std::to_string(op.tensor_core.warpgroup.min_rows);
+            }
+            choice.launches = 1 + std::max(passes, 0);
+            break;
+          }
+          case MlpRoute::Split:
+            choice.form = std::string("split MLP: implicit GEMM, then WarpRegisters, ") +
+                          tensor_core_math_name(op.split.rest.math) +
+                          (tail ? " + folded " + tail_name : "");
+            now = std::to_string(rows) + " rows, from the split form's " +
+                  std::to_string(op.split.min_rows);
+            choice.launches = 2 + std::max(passes, 0);
+            break;
+          case MlpRoute::Fused: {
+            const FusedMlpForm form = fused_mlp_form(op.mlp, rows, device_);
+            choice.form = std::string("fused MLP (fp32 FMA), ") + fused_mlp_form_name(form) +
+                          (tail ? ", then the " + tail_name + " row kernel" : "");
+            now = fused_mlp_form_reason(op.mlp, form, rows);
+            if (op.tensor_core.tile_rows > 0) {
+              now += "; below the tensor-core form's " + std::to_string(op.tensor_core_min_rows);
+            } else if (op.split.usable()) {
+              now += "; below the split form's " + std::to_string(op.split.min_rows);
+            }
+            choice.launches = (tail ? 2 : 1) + std::max(passes, 0);
+            break;
+          }
+        }
+        break;
+      }
+      case OpKind::CublasLtLinear: {
+        const char* epilogue = "bias";
+        if (op.lt) {
+          epilogue = op.lt->activation() == CublasLtActivation::ReLU       ? "bias + ReLU"
+                     : op.lt->activation() == CublasLtActivation::GeluTanh ? "bias + GELU(tanh)"
+                                                                            : "bias";
+        }
+        if (small_batch_linear_takes(op.small_batch, rows, aligned)) {
+          choice.form = std::string("small-batch Linear (3xTF32 tensor cores") +
+                        (op.small_batch.cluster ? ", pairs of blocks sharing x where the rows allow" : "") + ")";
+          now = std::to_string(rows) + " rows, at most " +
+                std::to_string(kSmallBatchLinearMaxRows);
+        } else if (op.lt) {
+          const CublasLtLinear::Choice& lt_choice = op.lt->choose(rows, aligned, aligned);
+          if (lt_choice.usable) {
+            choice.form = std::string("cuBLASLt, ") +
+                          (op.half_weight == nullptr ? precision_name(precision_) + std::string(" compute")
+                           : half_format_ == HalfFormat::Binary16 ? std::string("fp16 operands")
+                                                                  : std::string("bf16 operands")) +
+                          ", " + epilogue + " in its epilogue";
+            now = "cuBLASLt has an algorithm for " + std::to_string(rows) + " rows";
+            if (op.small_batch.planned()) {
+              now += ", more than the small-batch kernel's " +
+                     std::to_string(kSmallBatchLinearMaxRows);
+            }
+            if (op.half_weight != nullptr) ++choice.launches;
+          } else {
+            choice.form = "tiled GEMM (linear.cu)";
+            now = lt_choice.reason;
+          }
+        } else {
+          choice.form = "tiled GEMM (linear.cu)";
+          now = "cuBLASLt is not in use: " + cublaslt_unavailable_reason_;
+        }
+        break;
+      }
+      case OpKind::Conv2d:
+        choice.form = op.conv_gemm.usable
+                          ? std::string("implicit GEMM on tensor cores, ") +
+                                tensor_core_math_name(op.conv_gemm.math) +
+                                (op.conv_gemm.dense_rows ? ", dense rows" : "")
+                          : std::string("direct convolution (conv2d.cu)");
+        break;
+      case OpKind::ConvPool: {
+        const bool large = conv_pool_takes_large_tile(batch, device_);
+        choice.form = std::string("fused conv + bias + activation") +
+                      (op.last_step > op.first_step ? " + pooling" : "") + ", " +
+                      (large ? "widest register tile" : "small tile, rows split over blocks");
+        now = "batch " + std::to_string(batch) + (large ? " >= " : " < ") +
+              std::to_string(device_.sm_count) + " SMs";
+        break;
+      }
+      default:
+        choice.form = step_kernel_name(op.kind);
+        break;
+    }
+    choice.reason = op.load_reason.empty() ? "the one kernel for this step" : op.load_reason;
+    if (!now.empty()) choice.reason += "; at this batch: " + now;
+    if (passes > 0) {
+      choice.reason += "; " + std::to_string(passes) + " in-place elementwise pass(es) after it";
+    }
+    result.kernels.push_back(std::move(choice));
+  }
+  return result;
+}
+
 void CudaBackend::enqueue(int64_t batch, const float* input, float* output, float* workspace,
                           void* cublaslt_workspace, cudaStream_t stream) const {
   const Plan& p = *plan_;
@@ -1064,9 +1361,10 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
     switch (op.kind) {
       case OpKind::FusedMlp: {
         const int64_t rows = batch * step.rows_per_sample;
-        if (op.tensor_core.tile_rows > 0 && rows >= op.tensor_core_min_rows) {
+        const MlpRoute route = mlp_route(op, rows);
+        if (route == MlpRoute::TensorCore) {
           launch_tensor_core_mlp(op.tensor_core, x, y, rows, device_, stream);
-        } else if (op.split.usable() && rows >= op.split.min_rows) {
+        } else if (route == MlpRoute::Split) {
           launch_split_mlp(op.split, x, op.mlp.layers.front().bias,
                            workspace + split_middle_offset_, y, rows, device_, stream);
         } else if (op.row_tail_input < 0) {

@@ -77,7 +77,13 @@ struct Op {
   // [0] applied by the kernel (for CublasLtLinear: what cuBLASLt's epilogue fuses after the
   // bias, which the fallback GEMM applies the same), the rest in place after it.
   std::vector<DeviceEpilogue> epilogue;
+  // Why the op took its kind and plans, written where the backend decided them at load; the
+  // per-batch choice is added by CudaBackend::explain().
+  std::string load_reason;
 };
+
+// Which kernel a FusedMlp op runs for a number of rows (CudaBackend::mlp_route).
+enum class MlpRoute { TensorCore, Split, Fused };
 
 class CudaBackend final : public Backend {
  public:
@@ -94,6 +100,12 @@ class CudaBackend final : public Backend {
   }
   size_t context_bytes() const override;
   std::unique_ptr<ExecutionContext> create_context() const override;
+  // The forms enqueue() would launch for `batch` samples with buffers on 256 bytes (the context's
+  // own, and cudaMalloc's), and why. Picks cuBLASLt's algorithm for the batch where a step uses
+  // it, as a first run would; launches nothing.
+  BackendExplanation explain(int64_t batch) const override;
+  // The kernel a FusedMlp op runs for `rows` rows: enqueue() follows it.
+  static MlpRoute mlp_route(const Op& op, int64_t rows);
 
   // Queues the whole plan for `batch` samples on `stream`: input and output are device
   // pointers, workspace a context's workspace_floats() buffer and cublaslt_workspace its

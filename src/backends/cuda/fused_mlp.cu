@@ -415,18 +415,14 @@ void prepare_fused_mlp_kernels(const FusedMlpPlan& plan, int64_t max_rows,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
-void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
-                      const DeviceInfo& device, cudaStream_t stream) {
-  if (rows <= 0) return;
+FusedMlpForm fused_mlp_form(const FusedMlpPlan& plan, int64_t rows, const DeviceInfo& device) {
   if (plan.cluster_shared_bytes > 0 && plan.cluster_image != nullptr &&
       rows <= plan.cluster_max_rows) {
-    launch_fused_mlp_cluster(plan, x, y, rows, stream);
-    return;
+    return FusedMlpForm::Cluster;
   }
   if (plan.block_shared_bytes > 0 && plan.block_image != nullptr &&
       rows <= kFusedMlpBlockMaxRows) {
-    launch_fused_mlp_block(plan, x, y, rows, stream);
-    return;
+    return FusedMlpForm::Block;
   }
   // The largest tile that still gives every SM a block; small batches take the small tile.
   // A lone layer can also split its columns over blocks (down to 32 columns), so there a tile
@@ -439,24 +435,30 @@ void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_
     return lone ? rows >= tile_rows && 2 * row_tiles * column_slices >= device.sm_count
                 : rows >= int64_t{tile_rows} * device.sm_count;
   };
-  int choice;
-  if (v[2].usable && enough(LargeTile::kTileRows)) {
-    choice = 2;
-  } else if (v[1].usable && enough(MediumTile::kTileRows)) {
-    choice = 1;
-  } else if (v[0].usable) {
-    choice = 0;
-  } else {
-    choice = v[1].usable ? 1 : 2;
-  }
-  switch (choice) {
-    case 0:
+  if (v[2].usable && enough(LargeTile::kTileRows)) return FusedMlpForm::Tile64;
+  if (v[1].usable && enough(MediumTile::kTileRows)) return FusedMlpForm::Tile32;
+  if (v[0].usable) return FusedMlpForm::Tile8;
+  return v[1].usable ? FusedMlpForm::Tile32 : FusedMlpForm::Tile64;
+}
+
+void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
+                      const DeviceInfo& device, cudaStream_t stream) {
+  if (rows <= 0) return;
+  const auto& v = plan.variants;
+  switch (fused_mlp_form(plan, rows, device)) {
+    case FusedMlpForm::Cluster:
+      launch_fused_mlp_cluster(plan, x, y, rows, stream);
+      break;
+    case FusedMlpForm::Block:
+      launch_fused_mlp_block(plan, x, y, rows, stream);
+      break;
+    case FusedMlpForm::Tile8:
       launch_tile<SmallTile>(plan, v[0], x, y, rows, device, stream, "fused_mlp_kernel<8 rows>");
       break;
-    case 1:
+    case FusedMlpForm::Tile32:
       launch_tile<MediumTile>(plan, v[1], x, y, rows, device, stream, "fused_mlp_kernel<32 rows>");
       break;
-    default:
+    case FusedMlpForm::Tile64:
       launch_tile<LargeTile>(plan, v[2], x, y, rows, device, stream, "fused_mlp_kernel<64 rows>");
       break;
   }

@@ -106,6 +106,12 @@ void prepare_fused_mlp_block_kernels(int64_t max_rows, const DeviceInfo& device)
 void launch_fused_mlp_block(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                             cudaStream_t stream);
 
+// The kernel launch_fused_mlp() runs for `rows` rows: the cluster form while the clusters fit the
+// SMs, the single-block form up to kFusedMlpBlockMaxRows rows, else the tiled kernel with the
+// largest tile that still gives every SM a block (8, 32 or 64 rows).
+enum class FusedMlpForm { Cluster, Block, Tile8, Tile32, Tile64 };
+FusedMlpForm fused_mlp_form(const FusedMlpPlan& plan, int64_t rows, const DeviceInfo& device);
+
 // y[rows][last out] = chain(x[rows][first in]).
 void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
                       const DeviceInfo& device, cudaStream_t stream);

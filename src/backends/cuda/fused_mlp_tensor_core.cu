@@ -511,16 +511,27 @@ std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
   return image;
 }
 
+TensorCoreLaunchForm tensor_core_mlp_launch_form(const TensorCoreMlpPlan& plan, const float* x,
+                                                 int64_t rows) {
+  if (plan.form != TensorCoreForm::WarpRegisters) return TensorCoreLaunchForm::SharedTiles;
+  return warpgroup_mlp_takes(plan.warpgroup, x, rows) ? TensorCoreLaunchForm::Warpgroup
+                                                      : TensorCoreLaunchForm::WarpRegisters;
+}
+
 void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
                             int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
-  if (plan.form == TensorCoreForm::WarpRegisters && warpgroup_mlp_takes(plan.warpgroup, x, rows)) {
-    launch_warpgroup_mlp(plan.warpgroup,
-                         static_cast<const char*>(plan.image) + plan.warpgroup_image_offset, x, y,
-                         rows, device, stream);
-  } else if (plan.form == TensorCoreForm::WarpRegisters) {
-    launch_warp_register_mlp(plan, x, y, rows, device, stream);
-  } else {
-    launch_shared_tile_mlp(plan, x, y, rows, device, stream);
+  switch (tensor_core_mlp_launch_form(plan, x, rows)) {
+    case TensorCoreLaunchForm::Warpgroup:
+      launch_warpgroup_mlp(plan.warpgroup,
+                           static_cast<const char*>(plan.image) + plan.warpgroup_image_offset, x,
+                           y, rows, device, stream);
+      break;
+    case TensorCoreLaunchForm::WarpRegisters:
+      launch_warp_register_mlp(plan, x, y, rows, device, stream);
+      break;
+    case TensorCoreLaunchForm::SharedTiles:
+      launch_shared_tile_mlp(plan, x, y, rows, device, stream);
+      break;
   }
 }
 

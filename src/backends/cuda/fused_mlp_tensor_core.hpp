@@ -102,6 +102,12 @@ std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
                                                   const float* gamma = nullptr,
                                                   const float* beta = nullptr);
 
+// The form launch_tensor_core_mlp() runs for `rows` rows reading x: the Warpgroup companion
+// where it takes them (from its min_rows, x on 16 bytes), else the plan's form.
+enum class TensorCoreLaunchForm { Warpgroup, WarpRegisters, SharedTiles };
+TensorCoreLaunchForm tensor_core_mlp_launch_form(const TensorCoreMlpPlan& plan, const float* x,
+                                                 int64_t rows);
+
 // y[rows][last out] = chain(x[rows][first in]); the image must be uploaded.
 void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
                             int64_t rows, const DeviceInfo& device, cudaStream_t stream);

@@ -7,7 +7,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, List, Mapping, Optional, Tuple, Type, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Type, Union
 
 import numpy as np
 
@@ -439,6 +439,33 @@ class Model(Closeable):
             layers.append(LayerInfo(_native._decode(info.name), _native._decode(info.type),
                                     info.output_shape.to_tuple(), int(info.parameter_count)))
         return layers
+
+    def explain(self, batch: int = 1) -> Dict[str, Any]:
+        """How a run of ``batch`` samples would go, step by step (``fdnn_model_explain``).
+
+        Returns the parsed JSON document: the backend's batch-wide choices (``"backend"``), and
+        under ``"steps"`` one entry per kernel the backend runs, with the spec layers it covers,
+        the activations fused into it, the kernel form chosen at this batch and the reason, where
+        its output lives, and its nominal FLOPs and bytes per sample and at this batch
+        (docs/bindings.md, "Explaining the plan"). Works before the weights are loaded and
+        freezes nothing. Raises InvalidArgumentError for a batch outside 1..max_batch.
+        """
+        return json.loads(self._explain(batch, _native.EXPLAIN_JSON))
+
+    def explain_text(self, batch: int = 1) -> str:
+        """The same as :meth:`explain`, as the table ``fusednn info MODEL --plan`` prints."""
+        return self._explain(batch, _native.EXPLAIN_TEXT)
+
+    def _explain(self, batch: int, form: int) -> str:
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)):
+            raise TypeError(f"batch must be an int, not {type(batch).__name__}")
+        handle = self._live_handle()
+        function = _native.call("fdnn_model_explain")
+        size = ctypes.c_size_t(0)
+        function(handle, int(batch), form, None, 0, ctypes.byref(size))
+        buffer = ctypes.create_string_buffer(size.value)
+        function(handle, int(batch), form, buffer, size.value, ctypes.byref(size))
+        return buffer.value.decode("utf-8", errors="replace")
 
     # --- running -------------------------------------------------------------------------------
 

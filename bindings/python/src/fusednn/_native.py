@@ -53,6 +53,8 @@ c_status = ctypes.c_int
 c_dtype = ctypes.c_int
 c_device = ctypes.c_int
 c_precision = ctypes.c_int
+c_explain_format = ctypes.c_int
+EXPLAIN_JSON, EXPLAIN_TEXT = 0, 1  # fdnn_explain_format
 
 
 class _OpaqueModel(ctypes.Structure):
@@ -206,6 +208,8 @@ class Library:
         fallible("fdnn_model_memory_info", ModelHandle, P(MemoryInfoStruct))
         fallible("fdnn_model_layer_count", ModelHandle, P(i32))
         fallible("fdnn_model_layer_info", ModelHandle, i32, P(LayerInfoStruct))
+        fallible("fdnn_model_explain", ModelHandle, i64, c_explain_format, ctypes.c_char_p, size_t,
+                 P(size_t))
         fallible("fdnn_model_run", ModelHandle, i64, FloatInput, size_t, FloatOutput, size_t)
         fallible("fdnn_model_run_typed", ModelHandle, i64, ctypes.c_void_p, c_dtype, size_t,
                  ctypes.c_void_p, c_dtype, size_t)

@@ -89,6 +89,7 @@ pub mod declared {
         super::DTYPE_DECL,
         super::DEVICE_DECL,
         super::PRECISION_DECL,
+        super::EXPLAIN_FORMAT_DECL,
     ];
 
     /// Every struct declared in this crate.
@@ -296,6 +297,16 @@ c_enum! {
     }
 }
 
+c_enum! {
+    /// The form of [`fdnn_model_explain`]'s document (C `fdnn_explain_format`).
+    EXPLAIN_FORMAT_DECL: pub type fdnn_explain_format = c_int {
+        /// A JSON object (its fields: docs/bindings.md, "Explaining the plan").
+        FDNN_EXPLAIN_JSON = 0,
+        /// A table for people, as `fusednn info MODEL --plan` prints it.
+        FDNN_EXPLAIN_TEXT = 1,
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Handles and structs
 // ------------------------------------------------------------------------------------------------
@@ -474,6 +485,19 @@ c_functions! {
         model: *const fdnn_model,
         index: i32,
         info: *mut fdnn_layer_info,
+    ) -> fdnn_status;
+
+    /// How a run of `batch` samples would go, step by step: kernel forms and why, workspace,
+    /// FLOPs and bytes (since 0.3). Two-phase: `buffer` null and `buffer_capacity` 0 give the
+    /// size (NUL included) in `*size`; a smaller buffer gets `FDNN_STATUS_BUFFER_TOO_SMALL` with
+    /// only `*size` written. Works before the first run. Thread-safe.
+    pub fn fdnn_model_explain(
+        model: *const fdnn_model,
+        batch: i64,
+        format: fdnn_explain_format,
+        buffer: *mut c_char,
+        buffer_capacity: usize,
+        size: *mut usize,
     ) -> fdnn_status;
 
     /// Run on host buffers. Thread-safe once the weights are loaded; the first run freezes them.

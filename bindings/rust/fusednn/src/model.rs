@@ -517,6 +517,53 @@ impl Model {
         })
     }
 
+    /// How a run of `batch` samples would go, as a JSON document (`fdnn_model_explain`): for
+    /// each kernel the backend runs, the spec layers it covers, the activations fused into it,
+    /// the kernel form chosen at this batch and why, where its output lives, and its nominal
+    /// FLOPs and bytes (fields: docs/bindings.md, "Explaining the plan"). Works before the
+    /// weights are loaded and freezes nothing.
+    ///
+    /// Errors: [`Status::InvalidArgument`] for a batch outside 1..=max_batch; for a GPU model
+    /// before its first run, what setting up the backend may fail with.
+    pub fn explain_json(&self, batch: usize) -> Result<String> {
+        self.explain(batch, sys::FDNN_EXPLAIN_JSON)
+    }
+
+    /// The same as [`Model::explain_json`], as the table `fusednn info MODEL --plan` prints.
+    pub fn explain_text(&self, batch: usize) -> Result<String> {
+        self.explain(batch, sys::FDNN_EXPLAIN_TEXT)
+    }
+
+    fn explain(&self, batch: usize, format: sys::fdnn_explain_format) -> Result<String> {
+        let batch = i64::try_from(batch).unwrap_or(i64::MAX);
+        let mut size = 0usize;
+        // SAFETY: the handle is live; a null buffer with capacity 0 asks for the size only.
+        check(unsafe {
+            sys::fdnn_model_explain(
+                self.raw.as_ptr(),
+                batch,
+                format,
+                ptr::null_mut(),
+                0,
+                &mut size,
+            )
+        })?;
+        let mut buffer = vec![0u8; size];
+        // SAFETY: buffer holds buffer.len() writable bytes; size is writable.
+        check(unsafe {
+            sys::fdnn_model_explain(
+                self.raw.as_ptr(),
+                batch,
+                format,
+                buffer.as_mut_ptr().cast(),
+                buffer.len(),
+                &mut size,
+            )
+        })?;
+        buffer.truncate(size.saturating_sub(1));
+        Ok(String::from_utf8_lossy(&buffer).into_owned())
+    }
+
     /// The number of layers in the spec.
     pub fn layer_count(&self) -> Result<usize> {
         let mut count = 0i32;
