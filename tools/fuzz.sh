@@ -9,8 +9,9 @@
 #   tools/fuzz.sh --seconds 600 fuzz_bundle # one harness
 #
 # Options:
-#   --seconds N       run each harness for N seconds (default 10)
-#   --runs N          run each harness for N executions instead
+#   --seconds N       run each harness for N seconds (default 10 when --runs is not given)
+#   --runs N          run each harness for N executions (with --seconds too: whichever comes
+#                     first)
 #   --corpus DIR      keep the new inputs under DIR/<harness> (default: a temporary folder,
 #                     removed at the end); never the committed tests/fuzz/corpus
 #   --findings DIR    where reproducers go (default build/fuzz/findings)
@@ -20,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 all_harnesses=(fuzz_spec_parser fuzz_safetensors fuzz_weight_directory fuzz_bundle fuzz_set_weight)
-seconds=10
+seconds=""
 runs=""
 corpus_root=""
 findings="$PWD/build/fuzz/findings"
@@ -28,12 +29,12 @@ build=1
 harnesses=()
 while (($#)); do
   case "$1" in
-    --seconds) seconds="$2"; runs=""; shift 2 ;;
+    --seconds) seconds="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --corpus) corpus_root="$2"; shift 2 ;;
     --findings) findings="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     fuzz_*) harnesses+=("$1"); shift ;;
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -58,7 +59,11 @@ mkdir -p "$findings"
 scratch="${TMPDIR:-/tmp}"
 [[ -d /dev/shm && -w /dev/shm ]] && scratch=/dev/shm
 
-if [[ -n "$runs" ]]; then limit=(-runs="$runs"); else limit=(-max_total_time="$seconds"); fi
+[[ -n "$runs" || -n "$seconds" ]] || seconds=10
+limit=()
+[[ -n "$runs" ]] && limit+=(-runs="$runs")
+[[ -n "$seconds" ]] && limit+=(-max_total_time="$seconds")
+budget="${runs:+$runs runs}${runs:+${seconds:+, }}${seconds:+$seconds s}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
@@ -71,7 +76,7 @@ for harness in "${harnesses[@]}"; do
   mkdir -p "$fresh"
   log="$findings/$harness.log"
   start=$SECONDS
-  echo "=== $harness (${runs:+$runs runs}${runs:-$seconds s}) ==="
+  echo "=== $harness ($budget) ==="
   # New inputs go to the first folder ($fresh); the committed seeds are only read.
   set +e
   TMPDIR="$scratch" "$binary" "$fresh" "tests/fuzz/corpus/$harness" -dict=tests/fuzz/fusednn.dict "${limit[@]}" \
