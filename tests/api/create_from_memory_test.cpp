@@ -53,8 +53,9 @@ TEST_P(BundleFromMemory, GivesTheSameOutputsAsTheFile) {
     const std::string file_bytes = read_bytes(path);
     auto buffer = std::make_unique<unsigned char[]>(file_bytes.size());
     std::copy(file_bytes.begin(), file_bytes.end(), buffer.get());
-    ASSERT_EQ(fdnn_model_create_from_memory(buffer.get(), file_bytes.size(), &options, &from_memory),
-              FDNN_STATUS_OK)
+    ASSERT_EQ(
+        fdnn_model_create_from_memory(buffer.get(), file_bytes.size(), &options, &from_memory),
+        FDNN_STATUS_OK)
         << fdnn_last_error_message();
     std::fill(buffer.get(), buffer.get() + file_bytes.size(), static_cast<unsigned char>(0xA5));
   }

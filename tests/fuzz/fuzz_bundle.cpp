@@ -13,7 +13,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const fdnn_status created = fdnn_model_create_from_memory(data, size, &options, &model);
   fusednn_fuzz::check_refusal(created, "fdnn_model_create_from_memory");
   if (created != FDNN_STATUS_OK) {
-    if (model != nullptr) fusednn_fuzz::broken_promise("create_from_memory", "set model on failure");
+    if (model != nullptr) {
+      fusednn_fuzz::broken_promise("fdnn_model_create_from_memory", "set model on failure");
+    }
     return 0;
   }
   fusednn_fuzz::run_model(model);

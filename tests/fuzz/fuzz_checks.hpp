@@ -20,7 +20,9 @@ namespace fusednn_fuzz {
 inline void check_refusal(fdnn_status status, const char* call) {
   if (status == FDNN_STATUS_OK) return;
   const char* message = fdnn_last_error_message();
-  if (message == nullptr || std::strlen(message) == 0) broken_promise(call, "failed with no message");
+  if (message == nullptr || std::strlen(message) == 0) {
+    broken_promise(call, "failed with no message");
+  }
   if (status == FDNN_STATUS_INTERNAL_ERROR) broken_promise(call, message);
 }
 

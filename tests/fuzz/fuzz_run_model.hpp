@@ -42,7 +42,8 @@ inline double multiply_adds_per_sample(const fdnn_model* model) {
       outputs *= static_cast<double>(info.output_shape.dims[d]);
     }
     const double channels = info.output_shape.rank > 0 ? info.output_shape.dims[0] : 1;
-    const double per_output = channels > 0 ? static_cast<double>(info.parameter_count) / channels : 0;
+    const double per_output =
+        channels > 0 ? static_cast<double>(info.parameter_count) / channels : 0;
     total += outputs * (per_output > 1 ? per_output : 1);
   }
   return total;
@@ -74,8 +75,9 @@ inline void run_model(fdnn_model* model) {
   }
   std::vector<float> output(static_cast<size_t>(3 * output_count));
   for (int64_t batch : {1, 2}) {
-    check_refusal(fdnn_model_run(model, batch, input.data(), static_cast<size_t>(batch * input_count),
-                                 output.data(), static_cast<size_t>(batch * output_count)),
+    const auto in_count = static_cast<size_t>(batch * input_count);
+    const auto out_count = static_cast<size_t>(batch * output_count);
+    check_refusal(fdnn_model_run(model, batch, input.data(), in_count, output.data(), out_count),
                   "fdnn_model_run");
   }
   if (fdnn_model_run(model, 3, input.data(), input.size(), output.data(), output.size()) !=
