@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config nlohmann-json3-dev python3-pip)
 if [[ "${1:-}" == "--tests" ]]; then
   packages+=(libgtest-dev googletest doxygen binutils)
+  packages+=(clang libclang-rt-dev)  # libFuzzer and the sanitizers for tools/fuzz.sh
 fi
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test suite: C++ (GoogleTest under CTest, including the public-header Doxygen build, the
-# C99 header check and the export-list check), the same suite under ASan/UBSan, and the Python,
-# Rust and C# bindings' tests. GPU tests skip with a message where no GPU is present.
+# C99 header check and the export-list check), the same suite under ASan/UBSan, a short pass of
+# every libFuzzer harness (10 s each on the committed corpus plus fresh inputs; tools/fuzz.sh), and
+# the Python, Rust and C# bindings' tests. GPU tests skip with a message where no GPU is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +18,7 @@ run() {
 run cmake --workflow --preset dev
 run tools/run_samples.sh build/dev
 run cmake --workflow --preset asan
+run tools/fuzz.sh --seconds 10
 
 library="$PWD/build/dev/src/api/libfusednn.so"
 export FUSEDNN_LIBRARY="$library" FUSEDNN_REQUIRE_LIBRARY=1

@@ -155,8 +155,8 @@ typedef enum fdnn_explain_format {
 /**
  * @brief A network: its graph, its weights, and the backend it runs on.
  *
- * Create with fdnn_model_create_from_file() or fdnn_model_create_from_spec(); free with
- * fdnn_model_destroy().
+ * Create with fdnn_model_create_from_file(), fdnn_model_create_from_memory() or
+ * fdnn_model_create_from_spec(); free with fdnn_model_destroy().
  */
 typedef struct fdnn_model fdnn_model;
 
@@ -307,6 +307,32 @@ FDNN_API fdnn_status fdnn_model_options_init(fdnn_model_options* options, size_t
 FDNN_API fdnn_status fdnn_model_create_from_file(const char* path,
                                                  const fdnn_model_options* options,
                                                  fdnn_model** model);
+
+/**
+ * @brief Create a model from a model file's bytes held in memory: a bundle (the usual case, e.g.
+ * one linked into the program) or a JSON spec.
+ *
+ * Takes the same content as fdnn_model_create_from_file() and goes through the same parser: a
+ * bundle's weights are loaded as well; a spec's come later from fdnn_model_load_weights() or
+ * fdnn_model_set_weight(). The library copies what it needs before returning, so the caller may
+ * free or reuse data as soon as the call returns.
+ *
+ * @param[in] data The file's bytes. Must not be NULL.
+ * @param[in] size Length of data in bytes; 0 is refused with ::FDNN_STATUS_PARSE_ERROR.
+ * @param[in] options Options, or NULL for the defaults; checked as for
+ *            fdnn_model_create_from_file().
+ * @param[out] model Receives the new model; free it with fdnn_model_destroy(). Must not be NULL;
+ *             untouched on failure.
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT (a NULL data or model, a bad option),
+ *         ::FDNN_STATUS_PARSE_ERROR (empty, truncated, neither a spec nor a safetensors file, a
+ *         malformed header), ::FDNN_STATUS_INVALID_MODEL (a safetensors file without a spec, a bad
+ *         spec), ::FDNN_STATUS_WEIGHT_MISMATCH, ::FDNN_STATUS_UNSUPPORTED,
+ *         ::FDNN_STATUS_OUT_OF_MEMORY. Messages name the source as "<memory>".
+ * Thread-safe (creates independent objects).
+ */
+FDNN_API fdnn_status fdnn_model_create_from_memory(const void* data, size_t size,
+                                                   const fdnn_model_options* options,
+                                                   fdnn_model** model);
 
 /**
  * @brief Create a model from a JSON spec held in memory.

@@ -177,6 +177,21 @@ class Model {
   }
 
   /**
+   * @brief Creates a model from a bundle's (or spec's) bytes in memory
+   * (fdnn_model_create_from_memory()); the bytes are copied, so they may be freed afterwards.
+   * @param[in] data The file's bytes.
+   * @param[in] size Their length in bytes.
+   * @param[in] options Options; defaults when omitted.
+   * @return The model.
+   */
+  static Model from_memory(const void* data, size_t size,
+                           const ModelOptions& options = ModelOptions()) {
+    fdnn_model* handle = nullptr;
+    check(fdnn_model_create_from_memory(data, size, options.get(), &handle));
+    return Model(handle);
+  }
+
+  /**
    * @brief Creates a model from a spec in memory (fdnn_model_create_from_spec()).
    * @param[in] spec_json The spec text.
    * @param[in] options Options; defaults when omitted.

@@ -59,6 +59,13 @@ fdnn_model* new_model(fusednn::Graph graph, const fdnn_model_options* options) {
   return new fdnn_model{fusednn::Model(std::move(graph), fusednn::resolve_options(options))};
 }
 
+// A model from an opened model file: its graph, and its weights when the file is a bundle.
+fdnn_model* new_model_from(fusednn::ModelFile file, const fdnn_model_options* options) {
+  std::unique_ptr<fdnn_model> created(new_model(std::move(file.graph), options));
+  if (file.bundled_weights) created->model.accept_weights(std::move(*file.bundled_weights));
+  return created.release();
+}
+
 }  // namespace
 
 extern "C" {
@@ -120,10 +127,17 @@ fdnn_status fdnn_model_create_from_file(const char* path, const fdnn_model_optio
   return guarded(__func__, [&] {
     require_non_null(path, "path");
     require_non_null(model, "model");
-    fusednn::ModelFile file = fusednn::open_model_file(path);
-    std::unique_ptr<fdnn_model> created(new_model(std::move(file.graph), options));
-    if (file.bundled_weights) created->model.accept_weights(std::move(*file.bundled_weights));
-    *model = created.release();
+    *model = new_model_from(fusednn::open_model_file(path), options);
+  });
+}
+
+fdnn_status fdnn_model_create_from_memory(const void* data, size_t size,
+                                          const fdnn_model_options* options, fdnn_model** model) {
+  return guarded(__func__, [&] {
+    require_non_null(data, "data");
+    require_non_null(model, "model");
+    const std::string bytes(static_cast<const char*>(data), size);
+    *model = new_model_from(fusednn::parse_model_file(bytes, "<memory>"), options);
   });
 }
 

@@ -30,11 +30,11 @@ bool looks_like_json(const std::string& bytes) {
   return i < bytes.size() && bytes[i] == '{';
 }
 
-ModelFile open_bundle(const std::string& bytes, const std::string& path) {
-  SafetensorsContent content = parse_safetensors(bytes, path);
+ModelFile open_bundle(const std::string& bytes, const std::string& source) {
+  SafetensorsContent content = parse_safetensors(bytes, source);
   const auto spec = content.metadata.find(kBundleSpecKey);
   if (spec == content.metadata.end()) {
-    fail(FDNN_STATUS_INVALID_MODEL, "'", path,
+    fail(FDNN_STATUS_INVALID_MODEL, "'", source,
          "' is a safetensors file with no model spec: its metadata has no \"", kBundleSpecKey,
          "\" key. Open the JSON spec instead and load this file as its weights, or make a bundle "
          "by saving the spec's text under that key, e.g. safetensors.torch.save_file(state_dict, "
@@ -42,34 +42,37 @@ ModelFile open_bundle(const std::string& bytes, const std::string& path) {
          kBundleSpecKey, "\": open(\"model.json\").read()})");
   }
   ModelFile model;
-  model.graph = parse_model_spec(spec->second, path + " (metadata \"" + kBundleSpecKey + "\")");
+  model.graph = parse_model_spec(spec->second, source + " (metadata \"" + kBundleSpecKey + "\")");
   model.bundled_weights = std::move(content.tensors);
   return model;
 }
 
 }  // namespace
 
-ModelFile open_model_file(const std::string& path) {
-  const std::string bytes = read_file_contents(path);
+ModelFile parse_model_file(const std::string& bytes, const std::string& source) {
   if (bytes.empty()) {
-    fail(FDNN_STATUS_PARSE_ERROR, "'", path,
+    fail(FDNN_STATUS_PARSE_ERROR, "'", source,
          "' is empty; expected a JSON model spec or a safetensors bundle");
   }
-  if (looks_like_safetensors(bytes)) return open_bundle(bytes, path);
+  if (looks_like_safetensors(bytes)) return open_bundle(bytes, source);
   if (looks_like_json(bytes)) {
     ModelFile model;
-    model.graph = parse_model_spec(bytes, path);
+    model.graph = parse_model_spec(bytes, source);
     return model;
   }
   // Neither: let the safetensors reader say what is wrong (truncated, bad length, ...).
   try {
-    return open_bundle(bytes, path);
+    return open_bundle(bytes, source);
   } catch (const StatusError& e) {
     if (e.status() != FDNN_STATUS_PARSE_ERROR) throw;
-    fail(FDNN_STATUS_PARSE_ERROR, "'", path,
+    fail(FDNN_STATUS_PARSE_ERROR, "'", source,
          "' is neither a JSON model spec (it does not start with '{') nor a safetensors bundle: ",
          e.what());
   }
+}
+
+ModelFile open_model_file(const std::string& path) {
+  return parse_model_file(read_file_contents(path), path);
 }
 
 }  // namespace fusednn

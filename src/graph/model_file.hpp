@@ -19,7 +19,13 @@ struct ModelFile {
   std::optional<std::vector<NamedTensor>> bundled_weights;  // set for a bundle
 };
 
-// Sniffs the content (JSON starts with '{'; safetensors with an 8-byte header length).
+// A model file's bytes, however they arrived: sniffs the content (JSON starts with '{';
+// safetensors with an 8-byte header length) and parses it. source names the bytes in messages
+// (a path, or "<memory>"). Throws FDNN_STATUS_PARSE_ERROR (empty, neither format, malformed),
+// FDNN_STATUS_INVALID_MODEL (a safetensors file without a spec, a bad spec).
+ModelFile parse_model_file(const std::string& bytes, const std::string& source);
+
+// Reads the file at path (FDNN_STATUS_IO_ERROR when it cannot) and parses it as above.
 ModelFile open_model_file(const std::string& path);
 
 }  // namespace fusednn

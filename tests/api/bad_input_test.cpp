@@ -353,6 +353,8 @@ TEST(BadInput, NullHandleOrPointerForEveryEntryPoint) {
       {"cuda_device_count", [&](fdnn_model*, fdnn_context*) { return fdnn_cuda_device_count(nullptr); }, "count"},
       {"create_from_file/path", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_file(nullptr, nullptr, &created); }, "path"},
       {"create_from_file/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_file("x.json", nullptr, nullptr); }, "model"},
+      {"create_from_memory/data", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_memory(nullptr, 16, nullptr, &created); }, "data"},
+      {"create_from_memory/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_memory(spec.data(), spec.size(), nullptr, nullptr); }, "model"},
       {"create_from_spec/spec", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_spec(nullptr, 3, nullptr, &created); }, "spec_json"},
       {"create_from_spec/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_spec(spec.data(), spec.size(), nullptr, nullptr); }, "model"},
       {"load_weights/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_load_weights(nullptr, "w.safetensors"); }, "model"},

@@ -32,3 +32,18 @@ TEST(CppWrapper, UnknownPrecisionThrowsNamingTheOption) {
         << error.what();
   }
 }
+
+TEST(CppWrapper, FromMemoryTakesABundleAndThrowsOnBadBytes) {
+  const std::string spec = tiny_linear_spec();
+  fusednn::Model model = fusednn::Model::from_memory(spec.data(), spec.size(),
+                                                     fusednn::ModelOptions().max_batch(2));
+  EXPECT_EQ(model.device(), FDNN_DEVICE_CPU);
+  const char garbage[] = "not a model";
+  try {
+    fusednn::Model::from_memory(garbage, sizeof garbage - 1);
+    FAIL() << "garbage was accepted";
+  } catch (const fusednn::Error& error) {
+    EXPECT_EQ(error.status(), FDNN_STATUS_PARSE_ERROR);
+    EXPECT_NE(std::string(error.what()).find("<memory>"), std::string::npos) << error.what();
+  }
+}

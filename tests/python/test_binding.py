@@ -119,6 +119,26 @@ def test_missing_file_is_a_file_error(tmp_path: Path) -> None:
     check_error(info, fusednn.FileError, fusednn.Status.IO_ERROR, str(path))
 
 
+def test_bundle_bytes_give_the_same_outputs_as_the_file() -> None:
+    path = SEED_MLP / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    x = np.random.default_rng(3).standard_normal((3, 100)).astype(np.float32)
+    with fusednn.Model.from_file(path, max_batch=4) as from_file, \
+            fusednn.Model.from_bytes(data, max_batch=4) as from_bytes:
+        data[:] = b"\0" * len(data)  # the library holds its own copy
+        np.testing.assert_array_equal(from_bytes.run(x), from_file.run(x))
+
+
+def test_bad_bytes_are_parse_errors() -> None:
+    bundle = (SEED_MLP / "model.safetensors").read_bytes()
+    for data in (b"", bundle[:100], bundle[:-1], b"garbage"):
+        with pytest.raises(fusednn.ParseError) as info:
+            fusednn.Model.from_bytes(data)
+        check_error(info, fusednn.ParseError, fusednn.Status.PARSE_ERROR, "<memory>")
+    with pytest.raises(TypeError):
+        fusednn.Model.from_bytes("not bytes")  # type: ignore[arg-type]
+
+
 def test_malformed_json_is_a_parse_error(tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
     path.write_text('{"fusednn": 1, "layers": [')

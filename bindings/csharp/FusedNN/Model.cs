@@ -70,6 +70,37 @@ namespace FusedNN
             return Adopt(status, created);
         }
 
+        /// <summary>
+        /// Creates a model from a model file's bytes held in memory: a bundle (spec and weights, e.g.
+        /// an embedded resource) or a JSON spec. The library copies what it needs.
+        /// </summary>
+        /// <param name="data">The file's bytes.</param>
+        /// <param name="options">Options, or null for the defaults.</param>
+        /// <returns>The model; dispose it when done.</returns>
+        /// <exception cref="ArgumentNullException"><paramref name="data"/> is null.</exception>
+        /// <exception cref="FusedNNException">
+        /// <see cref="Status.ParseError"/> (empty, truncated, neither format), <see cref="Status.InvalidModel"/>,
+        /// <see cref="Status.WeightMismatch"/>, <see cref="Status.Unsupported"/>,
+        /// <see cref="Status.InvalidArgument"/> (bad options), <see cref="Status.OutOfMemory"/>.
+        /// </exception>
+        public static unsafe Model FromBytes(byte[] data, ModelOptions options = null)
+        {
+            if (data == null)
+            {
+                throw new ArgumentNullException(nameof(data));
+            }
+            FusedNNLibrary.EnsureCompatible();
+            NativeModelOptions native = (options ?? new ModelOptions()).ToNative();
+            byte placeholder = 0;  // an empty array pins to null; the library reads no byte of it
+            fixed (byte* pinned = data)
+            {
+                byte* bytes = data.Length == 0 ? &placeholder : pinned;
+                Status status = NativeMethods.fdnn_model_create_from_memory(
+                    bytes, (UIntPtr)data.Length, ref native, out ModelHandle created);
+                return Adopt(status, created);
+            }
+        }
+
         /// <summary>Creates a model from a JSON spec held in memory; load its weights next.</summary>
         /// <param name="specJson">The spec's text.</param>
         /// <param name="options">Options, or null for the defaults.</param>

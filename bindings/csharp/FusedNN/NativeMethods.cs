@@ -97,6 +97,10 @@ namespace FusedNN
             byte[] path, ref NativeModelOptions options, out ModelHandle model);
 
         [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern unsafe Status fdnn_model_create_from_memory(
+            void* data, UIntPtr size, ref NativeModelOptions options, out ModelHandle model);
+
+        [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status fdnn_model_create_from_spec(
             byte[] specJson, UIntPtr specLength, ref NativeModelOptions options, out ModelHandle model);
 

@@ -19,6 +19,19 @@ namespace FusedNN.Tests
                 Contains(error.Message, "FDNN_STATUS_IO_ERROR: ", "Message");
             });
 
+            Add("errors: empty or truncated bytes are ParseError naming <memory>", () =>
+            {
+                byte[] bundle = File.ReadAllBytes(Path.Combine(FixturesDir, "formats", "tiny_mlp.safetensors"));
+                foreach (int length in new[] { 0, 100, bundle.Length - 1 })
+                {
+                    byte[] cut = new byte[length];
+                    Array.Copy(bundle, cut, length);
+                    var error = Fails(Status.ParseError, () => Model.FromBytes(cut), "FromBytes");
+                    Contains(error.ErrorMessage, "<memory>", "message");
+                }
+                Throws<ArgumentNullException>(() => Model.FromBytes(null), "FromBytes(null)");
+            });
+
             Add("errors: malformed spec is ParseError", () =>
             {
                 var error = Fails(Status.ParseError, () => Model.FromSpec("{\"fusednn\": 1, \"input\": "), "FromSpec");

@@ -104,13 +104,14 @@ namespace FusedNN.Tests
                     defaults.ToNative().StructSize.ToUInt64(), "options declare this binding's struct size");
             });
 
-            Add("run: golden seed_mlp (bundle, and spec + weight directory)", () =>
+            Add("run: golden seed_mlp (bundle from its file and its bytes, and spec + weight directory)", () =>
             {
                 string directory = Path.Combine(FixturesDir, "golden", "seed_mlp");
                 string bundle = Path.Combine(directory, "model.safetensors");
                 Check(File.Exists(bundle), "no fixture at " + bundle);
                 var io = SafeTensors.Read(Path.Combine(directory, "io.safetensors"));
                 using (Model fromBundle = Model.FromFile(bundle))
+                using (Model fromBytes = Model.FromBytes(File.ReadAllBytes(bundle)))
                 using (Model fromSpec = Model.FromFile(Path.Combine(directory, "spec.json")))
                 {
                     fromSpec.LoadWeights(Path.Combine(directory, "weights_bin"));
@@ -123,7 +124,7 @@ namespace FusedNN.Tests
                         Tensor expected = io["output_b" + suffix];
                         Equal(fromBundle.InputShape, new Shape(input.Shape.Skip(1).ToArray()), "input shape");
                         Equal(fromBundle.OutputShape, new Shape(expected.Shape.Skip(1).ToArray()), "output shape");
-                        foreach (Model model in new[] { fromBundle, fromSpec })
+                        foreach (Model model in new[] { fromBundle, fromBytes, fromSpec })
                         {
                             double error = Numerics.RelativeError(model.Run(batch, input.Data), expected.Data);
                             Check(error <= Tolerance, "batch " + batch + ": relative error " + error);

@@ -290,6 +290,37 @@ class Model(Closeable):
         return model
 
     @classmethod
+    def from_bytes(cls: Type["Model"], data: Union[bytes, bytearray, memoryview], *,
+                   max_batch: Optional[int] = None, device: str = "cpu", device_id: int = 0,
+                   cpu_threads: Optional[int] = None, cuda_graphs: Optional[bool] = None,
+                   precision: str = "fp32") -> "Model":
+        """Create a model from a model file's bytes: a bundle (spec and weights) or a JSON spec.
+
+        The same content as :meth:`from_file` takes, already in memory (e.g. embedded in a
+        package). The library copies what it needs; ``data`` may change afterwards.
+
+        Args:
+            data: The file's bytes (any bytes-like object).
+            max_batch, device, device_id, cpu_threads, cuda_graphs, precision: As for
+                :meth:`from_file`.
+
+        Raises:
+            ParseError (empty, truncated, neither format), InvalidModelError,
+            WeightMismatchError, UnsupportedError, OutOfMemoryError; TypeError for data that is
+            not bytes-like; ValueError for a bad option.
+        """
+        if isinstance(data, str) or not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"data must be bytes-like, got {type(data).__name__}")
+        raw = bytes(data)
+        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision)
+        handle = ModelHandle()
+        _native.call("fdnn_model_create_from_memory")(raw, len(raw), ctypes.byref(options),
+                                                      ctypes.byref(handle))
+        model = cls(handle)
+        model._device_id = device_id
+        return model
+
+    @classmethod
     def from_spec(cls: Type["Model"], spec: Union[str, bytes, Mapping[str, Any]], *,
                   max_batch: Optional[int] = None, device: str = "cpu", device_id: int = 0,
                   cpu_threads: Optional[int] = None, cuda_graphs: Optional[bool] = None,

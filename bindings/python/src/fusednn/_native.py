@@ -195,6 +195,8 @@ class Library:
         fallible("fdnn_model_create_from_file", ctypes.c_char_p, P(ModelOptions), P(ModelHandle))
         fallible("fdnn_model_create_from_spec", ctypes.c_char_p, size_t, P(ModelOptions),
                  P(ModelHandle))
+        fallible("fdnn_model_create_from_memory", ctypes.c_char_p, size_t, P(ModelOptions),
+                 P(ModelHandle))
         plain("fdnn_model_destroy", None, ModelHandle)
         fallible("fdnn_model_load_weights", ModelHandle, ctypes.c_char_p)
         fallible("fdnn_model_set_weight", ModelHandle, ctypes.c_char_p, c_dtype, ctypes.c_void_p,

@@ -313,7 +313,8 @@ c_enum! {
 
 c_opaque! {
     /// A network: its graph, its weights and the backend it runs on. Created by
-    /// [`fdnn_model_create_from_file`] or [`fdnn_model_create_from_spec`], freed by
+    /// [`fdnn_model_create_from_file`], [`fdnn_model_create_from_memory`] or
+    /// [`fdnn_model_create_from_spec`], freed by
     /// [`fdnn_model_destroy`].
     pub struct fdnn_model;
 }
@@ -427,6 +428,16 @@ c_functions! {
     pub fn fdnn_model_create_from_spec(
         spec_json: *const c_char,
         spec_length: usize,
+        options: *const fdnn_model_options,
+        model: *mut *mut fdnn_model,
+    ) -> fdnn_status;
+
+    /// Create a model from a model file's bytes in memory (`size` bytes): a bundle or a JSON
+    /// spec, as [`fdnn_model_create_from_file`] takes. The bytes are copied; `data` may be freed
+    /// when the call returns. Free the result with [`fdnn_model_destroy`]. Thread-safe.
+    pub fn fdnn_model_create_from_memory(
+        data: *const c_void,
+        size: usize,
         options: *const fdnn_model_options,
         model: *mut *mut fdnn_model,
     ) -> fdnn_status;

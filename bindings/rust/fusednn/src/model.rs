@@ -278,6 +278,31 @@ impl Model {
         Model::adopt(raw)
     }
 
+    /// Creates a model from a model file's bytes held in memory (a bundle, e.g. one embedded with
+    /// `include_bytes!`, or a JSON spec), with default options. The library copies what it needs.
+    ///
+    /// Errors: [`Status::ParseError`] (empty, truncated, neither format), [`Status::InvalidModel`],
+    /// [`Status::WeightMismatch`], [`Status::Unsupported`], [`Status::OutOfMemory`].
+    pub fn from_bytes(data: &[u8]) -> Result<Model> {
+        Model::from_bytes_with_options(data, &ModelOptions::new())
+    }
+
+    /// Like [`Model::from_bytes`], with options.
+    pub fn from_bytes_with_options(data: &[u8], options: &ModelOptions) -> Result<Model> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: the pointer and length describe a live byte slice (a non-null pointer even when
+        // empty), options is a valid struct, raw is writable.
+        check(unsafe {
+            sys::fdnn_model_create_from_memory(
+                data.as_ptr().cast(),
+                data.len(),
+                &options.raw,
+                &mut raw,
+            )
+        })?;
+        Model::adopt(raw)
+    }
+
     /// Creates a model from a JSON spec held in memory, with default options; load its weights
     /// next with [`Model::load_weights`] or [`Model::set_weight`].
     ///

@@ -22,6 +22,16 @@ fn missing_file_is_io_error_naming_the_path() {
 }
 
 #[test]
+fn empty_or_truncated_bytes_are_parse_errors() {
+    let bundle = std::fs::read(common::fixtures_dir().join("formats/tiny_mlp.safetensors")).unwrap();
+    for data in [&bundle[..0], &bundle[..100], &bundle[..bundle.len() - 1]] {
+        let error = Model::from_bytes(data).unwrap_err();
+        assert_eq!(error.status(), Status::ParseError, "{error}");
+        assert!(error.message().contains("<memory>"), "{error}");
+    }
+}
+
+#[test]
 fn malformed_spec_is_parse_error() {
     let error = Model::from_spec("{\"fusednn\": 1, \"input\": ").unwrap_err();
     assert_eq!(error.status(), Status::ParseError, "{error}");

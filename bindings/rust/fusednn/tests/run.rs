@@ -102,7 +102,7 @@ fn model_describes_itself() {
 }
 
 /// Runs `tests/fixtures/golden/<name>` for every batch its io.safetensors holds, through the
-/// bundle and through spec.json with each weight directory.
+/// bundle (from its file and from its bytes) and through spec.json with each weight directory.
 fn run_golden(name: &str) {
     let dir = fixtures_dir().join("golden").join(name);
     let bundle = dir.join("model.safetensors");
@@ -113,10 +113,18 @@ fn run_golden(name: &str) {
     );
     let io = read_safetensors(&dir.join("io.safetensors"));
 
-    let mut models = vec![(
-        "bundle",
-        Model::from_file(&bundle).unwrap_or_else(|e| panic!("{e}")),
-    )];
+    let bundle_bytes = std::fs::read(&bundle).unwrap();
+    let mut models = vec![
+        (
+            "bundle",
+            Model::from_file(&bundle).unwrap_or_else(|e| panic!("{e}")),
+        ),
+        (
+            "bundle bytes",
+            Model::from_bytes(&bundle_bytes).unwrap_or_else(|e| panic!("{e}")),
+        ),
+    ];
+    drop(bundle_bytes); // the model holds its own copy
     for weights in ["weights_bin", "weights_txt"] {
         if dir.join(weights).is_dir() {
             let mut model =
