@@ -76,7 +76,7 @@ configure_library() {
   if [[ "$build_dir" == "$default_build" ]]; then
     (cd "$root" && cmake --preset dev)
   else
-    cmake -S "$root" -B "$build_dir" -DFUSEDNN_BUILD_TESTS=OFF
+    cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DFUSEDNN_BUILD_TESTS=OFF
   fi
 }
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
@@ -219,7 +219,7 @@ find_cuda_runtime
 run_c_sample() {
   local name="$1" log="$work/logs/$1.log" by_cmake by_pkg note
   : >"$log"
-  # 1. find_package(fusednn 0.1) and fusednn::fusednn.
+  # 1. find_package(fusednn 0.3) and fusednn::fusednn.
   if configure_cmake_samples; then
     by_cmake=1
     if run_step "$log" cmake --build "$work/cmake" --target "${program[$name]}"; then
@@ -235,8 +235,8 @@ run_c_sample() {
   local flags libdir binary="$work/pkg-config/${program[$name]}" compiler std extra=()
   mkdir -p "$work/pkg-config"
   [[ -n "$pc_file" ]] && PKG_CONFIG_PATH="$(dirname "$pc_file")" && export PKG_CONFIG_PATH
-  if [[ -z "$pc_file" ]] || ! pkg-config --atleast-version=0.1 fusednn >>"$log" 2>&1; then
-    echo "pkg-config cannot find fusednn 0.1 in $prefix" >>"$log"
+  if [[ -z "$pc_file" ]] || ! pkg-config --atleast-version=0.3 fusednn >>"$log" 2>&1; then
+    echo "pkg-config cannot find fusednn 0.3 in $prefix" >>"$log"
     by_pkg=1
   else
     read -ra flags <<<"$(pkg-config --cflags --libs fusednn)"
