@@ -24,7 +24,8 @@ fusednn_library_dir() {
   done < <(find "$root" -maxdepth 5 -path "$root/bindings" -prune -o -path '*/build*' \
              -name 'libfusednn.so' -printf '%T@ %p\n' 2>/dev/null | sort -nr)
   echo "run_tests.sh: no libfusednn.so found; building it into $build_dir" >&2
-  cmake -S "$root" -B "$build_dir" -DFUSEDNN_BUILD_TOOLS=OFF -DFUSEDNN_BUILD_TESTS=OFF >&2
+  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DFUSEDNN_DEVELOPER_MODE=OFF \
+    -DFUSEDNN_BUILD_TOOLS=OFF >&2
   cmake --build "$build_dir" -j2 --target fusednn >&2
   dirname "$(find "$build_dir" -name 'libfusednn.so' | head -n1)"
 }

@@ -20,7 +20,7 @@
 #   --only     run only this sample (a folder name in samples/, e.g. 00_hello_c); repeatable.
 # Work files (sample builds, the wheel, the venv, logs) go to BUILD_DIR/run_samples/.
 # Environment: CC, CXX (compilers for the pkg-config builds), CMAKE_BUILD_PARALLEL_LEVEL
-# (default 2), FUSEDNN_SAMPLE_TIMEOUT (seconds per sample run, default 300).
+# (default: the number of processors), FUSEDNN_SAMPLE_TIMEOUT (seconds per sample run, default 300).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -54,7 +54,7 @@ if [[ -z "$build_dir" ]]; then
 else
   mkdir -p "$build_dir" && build_dir="$(cd "$build_dir" && pwd)"
 fi
-export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 sample_timeout="${FUSEDNN_SAMPLE_TIMEOUT:-300}"
 
 # Every sample folder must have a runner here, so that a new sample is never silently left out.
@@ -76,7 +76,7 @@ configure_library() {
   if [[ "$build_dir" == "$default_build" ]]; then
     (cd "$root" && cmake --preset dev)
   else
-    cmake -S "$root" -B "$build_dir" -DFUSEDNN_BUILD_TESTS=OFF
+    cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DFUSEDNN_BUILD_TESTS=OFF
   fi
 }
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
@@ -219,7 +219,7 @@ find_cuda_runtime
 run_c_sample() {
   local name="$1" log="$work/logs/$1.log" by_cmake by_pkg note
   : >"$log"
-  # 1. find_package(fusednn 0.1) and fusednn::fusednn.
+  # 1. find_package(fusednn 0.3) and fusednn::fusednn.
   if configure_cmake_samples; then
     by_cmake=1
     if run_step "$log" cmake --build "$work/cmake" --target "${program[$name]}"; then
@@ -235,8 +235,8 @@ run_c_sample() {
   local flags libdir binary="$work/pkg-config/${program[$name]}" compiler std extra=()
   mkdir -p "$work/pkg-config"
   [[ -n "$pc_file" ]] && PKG_CONFIG_PATH="$(dirname "$pc_file")" && export PKG_CONFIG_PATH
-  if [[ -z "$pc_file" ]] || ! pkg-config --atleast-version=0.1 fusednn >>"$log" 2>&1; then
-    echo "pkg-config cannot find fusednn 0.1 in $prefix" >>"$log"
+  if [[ -z "$pc_file" ]] || ! pkg-config --atleast-version=0.3 fusednn >>"$log" 2>&1; then
+    echo "pkg-config cannot find fusednn 0.3 in $prefix" >>"$log"
     by_pkg=1
   else
     read -ra flags <<<"$(pkg-config --cflags --libs fusednn)"
@@ -264,15 +264,15 @@ run_c_sample() {
 
 # Builds the wheel with the library bundled and installs it into a fresh venv; prints how.
 prepare_wheel_venv() {
-  local log="$1" python_src="$work/python/src" wheel_dir="$work/python/wheel"
+  local log="$1" python_src="$root/bindings/python" wheel_dir="$work/python/wheel"
   local venv="$work/python/venv"
   mkdir -p "$work/python"
-  # A copy of the package sources, so no build output is left in (or taken from) the checkout.
-  cp -r "$root/bindings/python" "$python_src"
-  rm -rf "$python_src/build" "$python_src"/src/*.egg-info
+  # scikit-build-core configures the project from the checkout (cmake.source-dir) in a build
+  # folder of its own; FUSEDNN_BUNDLE_LIBRARY makes it bundle the installed library, compiling
+  # nothing.
   if ! run_step "$log" env FUSEDNN_BUNDLE_LIBRARY="$library" python3 -m pip wheel -q --no-deps \
          -w "$wheel_dir" "$python_src"; then
-    echo "(retrying without build isolation, with the setuptools installed here)" >>"$log"
+    echo "(retrying without build isolation, with the scikit-build-core installed here)" >>"$log"
     run_step "$log" env FUSEDNN_BUNDLE_LIBRARY="$library" python3 -m pip wheel -q --no-deps \
       --no-build-isolation -w "$wheel_dir" "$python_src" || return 1
   fi

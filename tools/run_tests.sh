@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Every test suite: C++ (GoogleTest under CTest, including the public-header Doxygen build, the
-# C99 header check and the export-list check), the same suite under ASan/UBSan, a short pass of
-# every libFuzzer harness (10 s each on the committed corpus plus fresh inputs; tools/fuzz.sh), and
-# the Python, Rust and C# bindings' tests. GPU tests skip with a message where no GPU is present.
+# Every test suite: C++ (GoogleTest under CTest, including the public-header Doxygen build, the
+# C99 header check and the export-list check), the samples, the README's snippets, fusednn built
+# as a dependency of another project (add_subdirectory and FetchContent), the C++ suite under
+# ASan/UBSan, a short pass of every libFuzzer harness (tools/fuzz.sh, on the committed corpus plus
+# fresh inputs), and the Python, Rust and C# bindings' tests. GPU tests skip with a message where
+# no GPU is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tools/install_dependencies.sh --tests
+
+# Builds and test runs use every processor unless the caller sets these.
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+export CTEST_PARALLEL_LEVEL="${CTEST_PARALLEL_LEVEL:-$(nproc)}"
 
 status=0
 run() {
@@ -17,12 +24,15 @@ run() {
 
 run cmake --workflow --preset dev
 run tools/run_samples.sh build/dev
+run python3 tests/readme/run_readme_snippets.py build/dev
+run tests/consumers/run_consumers.sh build/consumers
 run cmake --workflow --preset asan
 run tools/fuzz.sh --seconds 10
 
+# The Python tests import the binding from bindings/python/src and load the dev build's library
+# (tools/run_samples.sh builds and installs the package itself, in a fresh venv).
 library="$PWD/build/dev/src/api/libfusednn.so"
 export FUSEDNN_LIBRARY="$library" FUSEDNN_REQUIRE_LIBRARY=1
-run python3 -m pip install -q ./bindings/python
 run python3 -m pytest -q tests/python
 run bindings/rust/run_tests.sh "$library"
 run bindings/csharp/run_tests.sh "$library"

@@ -16,7 +16,7 @@
 // (84 % of peak), 29.5 baseline SSE2; batch 1 24 (dot products, bound by reading W from L3).
 // LeNet conv1 43 / 34 GFLOP/s at batch 1 / 1024, conv2 50 / 48.
 //
-//   cmake -DFUSEDNN_BUILD_BENCHMARKS=ON ... && build/bench/cpu/fusednn_cpu_kernel_bench
+//   cmake -DFUSEDNN_BUILD_BENCH=ON ... && build/bench/cpu/fusednn_cpu_kernel_bench
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

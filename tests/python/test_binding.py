@@ -560,6 +560,7 @@ def test_no_library_anywhere_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -
         _native._load()
     assert _native.ENV_LIBRARY in str(info.value)
     assert "libfusednn-not-here.so" in str(info.value)
+    assert "pip install ./bindings/python" in str(info.value)
 
 
 def test_bundled_copy_is_used_when_no_path_is_set(monkeypatch: pytest.MonkeyPatch,

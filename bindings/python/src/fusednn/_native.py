@@ -6,8 +6,9 @@ that returns ``fdnn_status`` gets an ``errcheck`` that raises the matching
 
 The library is looked up, on first use, in this order:
 
-1. the path in the environment variable ``FUSEDNN_LIBRARY``;
-2. a copy bundled inside the package, ``fusednn/lib/libfusednn.so*``;
+1. the path in the environment variable ``FUSEDNN_LIBRARY``, an override (a development build);
+2. the copy bundled inside the package, ``fusednn/lib/libfusednn.so*``, which
+   ``pip install ./bindings/python`` builds and installs;
 3. the system loader (``LD_LIBRARY_PATH``, the ldconfig cache, ``ctypes.util.find_library``).
 """
 
@@ -305,11 +306,11 @@ def _load() -> Library:
             tried.append(name)
 
     raise LibraryNotFoundError(
-        "libfusednn was not found. Set the environment variable "
-        f"{ENV_LIBRARY} to the path of libfusednn.so (for a CMake build: "
-        "`find <build-dir> -name 'libfusednn.so*'`), or install this package with the library "
-        "bundled (FUSEDNN_BUNDLE_LIBRARY=/path/to/libfusednn.so pip install ./bindings/python), "
-        "or add its folder to LD_LIBRARY_PATH. Tried: " + (", ".join(tried) or "nothing"))
+        "libfusednn was not found: this fusednn package has no library bundled in fusednn/lib. "
+        "Install it from the repository with `pip install ./bindings/python`, which builds the "
+        f"library and bundles it; or set the environment variable {ENV_LIBRARY} to the path of "
+        "a libfusednn.so (for a CMake build: `find <build-dir> -name 'libfusednn.so*'`), or add "
+        "its folder to LD_LIBRARY_PATH. Tried: " + (", ".join(tried) or "nothing"))
 
 
 _library: Optional[Library] = None
