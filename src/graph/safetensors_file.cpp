@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <utility>
 
 #include "common/error.hpp"
 #include "graph/file_contents.hpp"
+#include "graph/json_structure_check.hpp"
 #include "graph/little_endian.hpp"
 
 namespace fusednn {
@@ -18,6 +20,10 @@ using nlohmann::json;
 
 constexpr size_t kHeaderLengthBytes = 8;
 constexpr const char* kMetadataKey = "__metadata__";
+// The header object, a tensor's object, its lists: nothing in the format nests deeper.
+constexpr int kHeaderDepth = 3;
+// How many entries of a list a message shows.
+constexpr size_t kListEntriesShown = 8;
 
 // The dtype spellings of the safetensors format and their element sizes.
 struct DtypeSize {
@@ -49,6 +55,23 @@ std::vector<float> to_float(const std::string& dtype, const unsigned char* data,
     values.clear();
   }
   return values;
+}
+
+// A list as a message shows it, "[3, 4]", one level only (a nested entry by its type name) and
+// cut after kListEntriesShown entries, so that no input makes it recurse or grow without bound.
+std::string describe_list(const json& list) {
+  std::string text = "[";
+  size_t shown = 0;
+  for (const json& item : list) {
+    if (shown) text += ", ";
+    if (shown == kListEntriesShown) {
+      text += "... " + std::to_string(list.size()) + " entries";
+      break;
+    }
+    text += item.is_structured() || item.is_string() ? item.type_name() : item.dump();
+    ++shown;
+  }
+  return text + "]";
 }
 
 struct Entry {
@@ -96,7 +119,7 @@ class HeaderReader {
       if (!extent.is_number_unsigned() ||
           extent.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         error("tensor '", name,
-              "' has a shape entry that is not a non-negative integer: ", shape->dump());
+              "' has a shape entry that is not a non-negative integer: ", describe_list(*shape));
       }
       const uint64_t n = extent.get<uint64_t>();
       entry.tensor.shape.push_back(static_cast<int64_t>(n));
@@ -121,11 +144,11 @@ class HeaderReader {
             "] outside the ", data_size_, " bytes of data");
     }
     if (too_many) {
-      error("tensor '", name, "' of shape ", shape->dump(), " needs more bytes than the ",
+      error("tensor '", name, "' of shape ", describe_list(*shape), " needs more bytes than the ",
             data_size_, " of data the file holds");
     }
     if (entry.end - entry.begin != bytes) {
-      error("tensor '", name, "' (", entry.tensor.dtype, ", shape ", shape->dump(), ") needs ",
+      error("tensor '", name, "' (", entry.tensor.dtype, ", shape ", describe_list(*shape), ") needs ",
             bytes, " bytes but its data_offsets [", entry.begin, ", ", entry.end, "] span ",
             entry.end - entry.begin);
     }
@@ -174,7 +197,8 @@ SafetensorsContent parse_safetensors(const std::string& bytes, const std::string
   const auto header_end = header_begin + static_cast<std::ptrdiff_t>(header_length);
   json header;
   try {
-    header = json::parse(header_begin, header_end);
+    JsonStructureCheck check("'" + source + "': ", FDNN_STATUS_PARSE_ERROR, kHeaderDepth);
+    header = json::parse(header_begin, header_end, std::ref(check));
   } catch (const json::exception& e) {  // syntax, or a number too large for a double
     fail(FDNN_STATUS_PARSE_ERROR, "'", source, "': the ", header_length,
          "-byte header is not valid JSON: ", e.what());

@@ -9,11 +9,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <utility>
 #include <vector>
 
 #include "common/error.hpp"
+#include "graph/json_structure_check.hpp"
 
 namespace fusednn {
 namespace {
@@ -943,36 +943,12 @@ class SpecReader {
   const std::string& source_;
 };
 
-// Rejects an object that repeats a key (nlohmann would silently keep one of them).
-class DuplicateKeyCheck {
- public:
-  explicit DuplicateKeyCheck(const std::string& source) : source_(source) {}
-  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      open_objects_.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      open_objects_.pop_back();
-    } else if (event == json::parse_event_t::key) {
-      const std::string key = parsed.get<std::string>();
-      if (!open_objects_.back().insert(key).second) {
-        fail(FDNN_STATUS_INVALID_MODEL, source_, ": key '", key,
-             "' appears twice in the same object");
-      }
-    }
-    return true;
-  }
-
- private:
-  const std::string& source_;
-  std::vector<std::set<std::string>> open_objects_;
-};
-
 }  // namespace
 
 Graph parse_model_spec(const std::string& json_text, const std::string& source) {
   json root;
   try {
-    DuplicateKeyCheck check(source);
+    JsonStructureCheck check(source + ": ", FDNN_STATUS_INVALID_MODEL);
     root = json::parse(json_text, std::ref(check));
   } catch (const json::parse_error& e) {
     // e.byte counts the bytes read, the offending one included.

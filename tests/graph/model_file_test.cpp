@@ -1,9 +1,18 @@
 #include "graph/model_file.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <functional>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "graph/safetensors_file.hpp"
 
 #include "graph_test_support.hpp"
 
@@ -89,6 +98,31 @@ TEST(GraphModelFile, EmptyGarbageTruncatedAndMissingFiles) {
   expect_error([&] { open_model_file(dir.path("absent.json")); }, FDNN_STATUS_IO_ERROR,
                {"absent.json"});
   expect_error([&] { open_model_file(dir.path()); }, FDNN_STATUS_IO_ERROR, {"is a directory"});
+}
+
+// A FIFO at the path: opening it for reading would block until a writer comes, and reading it
+// until the writer leaves. Every reader returns IO_ERROR naming the path at once. If a reader
+// blocks after all, the test opens the FIFO for writing and closes it, which ends the block, and
+// fails.
+TEST(GraphModelFile, FifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.path("model.json");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::function<void()> readers[] = {
+      [&] { open_model_file(fifo); },
+      [&] { read_safetensors(fifo); },
+  };
+  for (const auto& reader : readers) {
+    auto done = std::async(std::launch::async, [&] {
+      expect_error(reader, FDNN_STATUS_IO_ERROR, {fifo, "is a FIFO", "not a regular file"});
+    });
+    if (done.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      ADD_FAILURE() << "reading a FIFO blocked";
+      const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (writer >= 0) ::close(writer);
+    }
+    done.wait();
+  }
 }
 
 }  // namespace

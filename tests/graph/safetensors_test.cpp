@@ -8,6 +8,7 @@
 #include "graph/little_endian.hpp"
 #include "graph/safetensors_file.hpp"
 #include "graph_test_support.hpp"
+#include "../small_stack.hpp"
 
 namespace fusednn {
 namespace {
@@ -247,6 +248,85 @@ TEST(GraphSafetensors, MalformedHeaders) {
     const std::string path = dir.write("bad.safetensors", safetensors_bytes(c.header, c.data));
     expect_error([&] { read_safetensors(path); }, FDNN_STATUS_PARSE_ERROR,
                  {"bad.safetensors", c.fragment});
+  }
+}
+
+// A shape nested 70,000 deep (140 KB of brackets): rejected by depth while parsing, on a 256 KiB
+// stack, with a message that names the tensor; nothing walks the nesting recursively.
+TEST(GraphSafetensors, DeeplyNestedShapeIsRejectedWithoutRecursion) {
+  const size_t depth = 70000;
+  const std::string header = R"({"w":{"dtype":"F32","data_offsets":[0,4],"shape":)" +
+                             std::string(depth, '[') + std::string(depth, ']') + "}}";
+  const std::string bytes = safetensors_bytes(header, float_bytes({1.0f}));
+  testing::run_on_small_stack([&] {
+    expect_error([&] { parse_safetensors(bytes, "deep.safetensors"); }, FDNN_STATUS_PARSE_ERROR,
+                 {"'deep.safetensors'", "nested deeper than the 3 levels", "inside 'w'"});
+  });
+}
+
+// A list one level deeper than the format is reported the same way, and a shape whose entries
+// are lists is described by their types, never dumped.
+TEST(GraphSafetensors, NestingAndBadShapeEntriesAreDescribedNotDumped) {
+  const std::string four = float_bytes({1.0f});
+  expect_error(
+      [&] {
+        parse_safetensors(
+            safetensors_bytes(R"({"w":{"dtype":"F32","shape":[[1]],"data_offsets":[0,4]}})", four),
+            "n.safetensors");
+      },
+      FDNN_STATUS_PARSE_ERROR, {"'n.safetensors'", "nested deeper", "inside 'w'"});
+  expect_error(
+      [&] {
+        parse_safetensors(
+            safetensors_bytes(R"({"w":{"dtype":"F32","shape":[1,"2",3],"data_offsets":[0,4]}})",
+                              four),
+            "s.safetensors");
+      },
+      FDNN_STATUS_PARSE_ERROR, {"tensor 'w'", "not a non-negative integer: [1, string, 3]"});
+  std::string long_shape = "[";
+  for (int i = 0; i < 1000; ++i) long_shape += (i ? ",-1" : "-1");
+  long_shape += "]";
+  expect_error(
+      [&] {
+        parse_safetensors(safetensors_bytes(R"({"w":{"dtype":"F32","shape":)" + long_shape +
+                                                R"(,"data_offsets":[0,4]}})",
+                                            four),
+                          "l.safetensors");
+      },
+      FDNN_STATUS_PARSE_ERROR, {"tensor 'w'", "[-1, -1, -1, -1, -1, -1, -1, -1, ... 1000 entries]"});
+}
+
+// Duplicate keys: nlohmann would keep the last one, so one file could hold two specs or two
+// tensors of one name.
+TEST(GraphSafetensors, DuplicateKeysAreRejectedNamingTheKey) {
+  const std::string four = float_bytes({1.0f});
+  const std::string entry = R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
+  struct Case {
+    std::string header;
+    std::vector<std::string> fragments;
+  };
+  const Case cases[] = {
+      {R"({"w":)" + entry + R"(,"w":)" + entry + "}", {"key 'w' appears twice"}},
+      {R"({"__metadata__":{"fusednn.spec":"a"},"w":)" + entry +
+           R"(,"__metadata__":{"fusednn.spec":"b"}})",
+       {"key '__metadata__' appears twice"}},
+      {R"({"__metadata__":{"k":"a","k":"b"},"w":)" + entry + "}",
+       {"key 'k' appears twice", "inside '__metadata__'"}},
+      {R"({"w":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}})",
+       {"key 'dtype' appears twice", "inside 'w'"}},
+  };
+  for (const Case& c : cases) {
+    try {
+      parse_safetensors(safetensors_bytes(c.header, four), "dup.safetensors");
+      ADD_FAILURE() << "accepted: " << c.header;
+    } catch (const StatusError& e) {
+      EXPECT_EQ(e.status(), FDNN_STATUS_PARSE_ERROR) << e.what();
+      const std::string message = e.what();
+      EXPECT_NE(message.find("'dup.safetensors'"), std::string::npos) << message;
+      for (const std::string& fragment : c.fragments) {
+        EXPECT_NE(message.find(fragment), std::string::npos) << fragment << " in " << message;
+      }
+    }
   }
 }
 
