@@ -214,8 +214,9 @@ fusednn::Model open(const Arguments& args) {
 int info(const Arguments& args) {
   fusednn::Model model = open(args);
   if (args.plan) {
-    std::fputs(model.explain(args.batch, args.json ? FDNN_EXPLAIN_JSON : FDNN_EXPLAIN_TEXT).c_str(),
-               stdout);
+    const fdnn_explain_format format =
+        args.json ? FDNN_EXPLAIN_FORMAT_JSON : FDNN_EXPLAIN_FORMAT_TEXT;
+    std::fputs(model.explain(args.batch, format).c_str(), stdout);
     return 0;
   }
   std::printf("model      %s\n", args.model.c_str());

@@ -148,8 +148,10 @@ typedef enum fdnn_precision {
 
 /** @brief The form of fdnn_model_explain()'s document. Values are pinned. */
 typedef enum fdnn_explain_format {
-  FDNN_EXPLAIN_JSON = 0, /**< A JSON object (its fields: docs/bindings.md, "Explaining the plan"). */
-  FDNN_EXPLAIN_TEXT = 1  /**< A table for people, as `fusednn info MODEL --plan` prints it. */
+  /** A JSON object (its fields: docs/bindings.md, "Explaining the plan"). */
+  FDNN_EXPLAIN_FORMAT_JSON = 0,
+  /** A table for people, as `fusednn info MODEL --plan` prints it. */
+  FDNN_EXPLAIN_FORMAT_TEXT = 1
 } fdnn_explain_format;
 
 /**
@@ -494,7 +496,7 @@ FDNN_API fdnn_status fdnn_model_layer_info(const fdnn_model* model, int32_t inde
  *
  * @param[in] model The model. Must not be NULL.
  * @param[in] batch The batch size to explain, 1 to the model's max_batch.
- * @param[in] format ::FDNN_EXPLAIN_JSON or ::FDNN_EXPLAIN_TEXT.
+ * @param[in] format ::FDNN_EXPLAIN_FORMAT_JSON or ::FDNN_EXPLAIN_FORMAT_TEXT.
  * @param[out] buffer Receives the document and a terminating NUL; may be NULL only when
  *             buffer_capacity is 0.
  * @param[in] buffer_capacity Bytes buffer can hold.

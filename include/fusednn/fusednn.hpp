@@ -263,10 +263,11 @@ class Model {
   /**
    * @brief How a run of `batch` samples would go, step by step (fdnn_model_explain()).
    * @param batch The batch size to explain, 1 to max_batch().
-   * @param format ::FDNN_EXPLAIN_JSON (a JSON document) or ::FDNN_EXPLAIN_TEXT (a table).
+   * @param format ::FDNN_EXPLAIN_FORMAT_JSON (a JSON document) or ::FDNN_EXPLAIN_FORMAT_TEXT
+   *        (a table).
    * @return The document, without its terminating NUL.
    */
-  std::string explain(int64_t batch, fdnn_explain_format format = FDNN_EXPLAIN_JSON) const {
+  std::string explain(int64_t batch, fdnn_explain_format format = FDNN_EXPLAIN_FORMAT_JSON) const {
     size_t size = 0;
     check(fdnn_model_explain(handle_.get(), batch, format, nullptr, 0, &size));
     std::string document(size, '\0');

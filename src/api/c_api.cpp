@@ -279,14 +279,15 @@ fdnn_status fdnn_model_explain(const fdnn_model* model, int64_t batch, fdnn_expl
     }
     fusednn::ExplanationFormat chosen = fusednn::ExplanationFormat::Json;
     switch (fusednn::raw_enum_value(format)) {
-      case FDNN_EXPLAIN_JSON:
+      case FDNN_EXPLAIN_FORMAT_JSON:
         break;
-      case FDNN_EXPLAIN_TEXT:
+      case FDNN_EXPLAIN_FORMAT_TEXT:
         chosen = fusednn::ExplanationFormat::Text;
         break;
       default:
         fail(FDNN_STATUS_INVALID_ARGUMENT, "format has unknown value ",
-             fusednn::raw_enum_value(format), "; use FDNN_EXPLAIN_JSON or FDNN_EXPLAIN_TEXT");
+             fusednn::raw_enum_value(format),
+             "; use FDNN_EXPLAIN_FORMAT_JSON or FDNN_EXPLAIN_FORMAT_TEXT");
     }
     const std::string document = model->model.explain(batch, chosen);
     const size_t needed = document.size() + 1;

@@ -14,7 +14,8 @@ using nlohmann::json;
 namespace {
 
 // fc1 Linear 3 -> 4 + ReLU, fc2 Linear 4 -> 2 without bias, then Softmax.
-const char* kSmallSpec = R"({"fusednn": 1, "name": "small", "input": {"shape": [3], "dtype": "float32"},
+const char* kSmallSpec = R"({"fusednn": 1, "name": "small",
+  "input": {"shape": [3], "dtype": "float32"},
   "layers": [
     {"type": "Linear", "name": "fc1", "in_features": 3, "out_features": 4},
     {"type": "ReLU", "name": "act"},
@@ -34,11 +35,12 @@ fdnn_model* make_small_model(bool weights) {
   if (weights && model != nullptr) {
     const std::vector<float> w1(12, 0.25f), b1(4, 0.5f), w2(8, -0.125f);
     const int64_t w1_shape[] = {4, 3}, b1_shape[] = {4}, w2_shape[] = {2, 4};
-    EXPECT_EQ(fdnn_model_set_weight(model, "fc1.weight", FDNN_DTYPE_FLOAT32, w1.data(), w1_shape, 2),
+    const auto f32 = FDNN_DTYPE_FLOAT32;
+    EXPECT_EQ(fdnn_model_set_weight(model, "fc1.weight", f32, w1.data(), w1_shape, 2),
               FDNN_STATUS_OK);
-    EXPECT_EQ(fdnn_model_set_weight(model, "fc1.bias", FDNN_DTYPE_FLOAT32, b1.data(), b1_shape, 1),
+    EXPECT_EQ(fdnn_model_set_weight(model, "fc1.bias", f32, b1.data(), b1_shape, 1),
               FDNN_STATUS_OK);
-    EXPECT_EQ(fdnn_model_set_weight(model, "fc2.weight", FDNN_DTYPE_FLOAT32, w2.data(), w2_shape, 2),
+    EXPECT_EQ(fdnn_model_set_weight(model, "fc2.weight", f32, w2.data(), w2_shape, 2),
               FDNN_STATUS_OK);
   }
   return model;
@@ -79,13 +81,14 @@ TEST(Explain, BadArgumentsNameTheCulpritAndWriteNothing) {
     bool size;
     const char* culprit;
   } cases[] = {
-      {"null model", nullptr, 1, FDNN_EXPLAIN_JSON, nullptr, 0, true, "model is NULL"},
-      {"null size", model.handle, 1, FDNN_EXPLAIN_JSON, nullptr, 0, false, "size is NULL"},
-      {"null buffer with a capacity", model.handle, 1, FDNN_EXPLAIN_JSON, nullptr, 8, true,
+      {"null model", nullptr, 1, FDNN_EXPLAIN_FORMAT_JSON, nullptr, 0, true, "model is NULL"},
+      {"null size", model.handle, 1, FDNN_EXPLAIN_FORMAT_JSON, nullptr, 0, false, "size is NULL"},
+      {"null buffer with a capacity", model.handle, 1, FDNN_EXPLAIN_FORMAT_JSON, nullptr, 8, true,
        "buffer is NULL"},
-      {"batch 0", model.handle, 0, FDNN_EXPLAIN_JSON, buffer, sizeof buffer, true, "batch is 0"},
-      {"batch over max_batch", model.handle, 17, FDNN_EXPLAIN_JSON, buffer, sizeof buffer, true,
-       "batch is 17"},
+      {"batch 0", model.handle, 0, FDNN_EXPLAIN_FORMAT_JSON, buffer, sizeof buffer, true,
+       "batch is 0"},
+      {"batch over max_batch", model.handle, 17, FDNN_EXPLAIN_FORMAT_JSON, buffer, sizeof buffer,
+       true, "batch is 17"},
       {"unknown format", model.handle, 1, 7, buffer, sizeof buffer, true,
        "format has unknown value 7"},
   };
@@ -107,7 +110,7 @@ TEST(Explain, BadArgumentsNameTheCulpritAndWriteNothing) {
 
 TEST(Explain, SmallBufferGetsTheNeededSizeAndStaysUntouched) {
   Model model;
-  for (fdnn_explain_format format : {FDNN_EXPLAIN_JSON, FDNN_EXPLAIN_TEXT}) {
+  for (fdnn_explain_format format : {FDNN_EXPLAIN_FORMAT_JSON, FDNN_EXPLAIN_FORMAT_TEXT}) {
     size_t needed = 0;
     ASSERT_EQ(fdnn_model_explain(model.handle, 4, format, nullptr, 0, &needed), FDNN_STATUS_OK);
     ASSERT_GT(needed, 1u);
@@ -125,7 +128,7 @@ TEST(Explain, SmallBufferGetsTheNeededSizeAndStaysUntouched) {
 TEST(Explain, CpuExplanationListsStepsFormsAndHandWorkedCosts) {
   Model model;
   const int64_t batch = 5;
-  const json document = json::parse(explain(model.handle, batch, FDNN_EXPLAIN_JSON));
+  const json document = json::parse(explain(model.handle, batch, FDNN_EXPLAIN_FORMAT_JSON));
   EXPECT_EQ(document["model"], "small");
   EXPECT_EQ(document["device"], "cpu");
   EXPECT_EQ(document["precision"], "fp32");
@@ -168,7 +171,7 @@ TEST(Explain, CpuExplanationListsStepsFormsAndHandWorkedCosts) {
 
 TEST(Explain, FewRowsTakeDotProducts) {
   Model model;
-  const json document = json::parse(explain(model.handle, 2, FDNN_EXPLAIN_JSON));
+  const json document = json::parse(explain(model.handle, 2, FDNN_EXPLAIN_FORMAT_JSON));
   const std::string form = document["steps"][0]["form"];
   EXPECT_EQ(form.rfind("dot products", 0), 0u) << form;
   EXPECT_NE(document["steps"][0]["reason"].get<std::string>().find("fewer than 4"),
@@ -177,7 +180,7 @@ TEST(Explain, FewRowsTakeDotProducts) {
 
 TEST(Explain, WorksBeforeWeightsAndAfterTheFirstRunAlike) {
   Model without_weights(false);
-  const std::string before_weights = explain(without_weights.handle, 8, FDNN_EXPLAIN_JSON);
+  const std::string before_weights = explain(without_weights.handle, 8, FDNN_EXPLAIN_FORMAT_JSON);
   // The query froze nothing: weights are still accepted.
   const std::vector<float> b1(4, 0.0f);
   const int64_t b1_shape[] = {4};
@@ -187,20 +190,20 @@ TEST(Explain, WorksBeforeWeightsAndAfterTheFirstRunAlike) {
       << fdnn_last_error_message();
 
   Model model;
-  const std::string before_run = explain(model.handle, 8, FDNN_EXPLAIN_JSON);
+  const std::string before_run = explain(model.handle, 8, FDNN_EXPLAIN_FORMAT_JSON);
   std::vector<float> input(8 * 3, 1.0f), output(8 * 2, 0.0f);
   ASSERT_EQ(fdnn_model_run(model.handle, 8, input.data(), input.size(), output.data(),
                            output.size()),
             FDNN_STATUS_OK)
       << fdnn_last_error_message();
-  const std::string after_run = explain(model.handle, 8, FDNN_EXPLAIN_JSON);
+  const std::string after_run = explain(model.handle, 8, FDNN_EXPLAIN_FORMAT_JSON);
   EXPECT_EQ(before_run, after_run);
   EXPECT_EQ(before_weights, before_run);
 }
 
 TEST(Explain, TextTableNamesFormsReasonsAndFusedActivations) {
   Model model;
-  const std::string text = explain(model.handle, 5, FDNN_EXPLAIN_TEXT);
+  const std::string text = explain(model.handle, 5, FDNN_EXPLAIN_FORMAT_TEXT);
   for (const char* expected : {"model small", "batch 5", "packed GEMM", "fused: ReLU", "why: ",
                                "Softmax", "52 FLOP/sample"}) {
     EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
@@ -214,6 +217,6 @@ TEST(Explain, CppWrapperReturnsTheSameDocument) {
     options.max_batch(16).cpu_threads(1);
     return options;
   }());
-  EXPECT_EQ(wrapper.explain(3), explain(model.handle, 3, FDNN_EXPLAIN_JSON));
+  EXPECT_EQ(wrapper.explain(3), explain(model.handle, 3, FDNN_EXPLAIN_FORMAT_JSON));
   EXPECT_THROW(wrapper.explain(0), fusednn::Error);
 }

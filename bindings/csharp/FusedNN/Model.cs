@@ -378,6 +378,32 @@ namespace FusedNN
             }
         }
 
+        /// <summary>
+        /// How a run of <paramref name="batch"/> samples would go (<c>fdnn_model_explain</c>): for
+        /// each kernel the backend runs, the spec layers it covers, the activations fused into it,
+        /// the kernel form chosen at this batch and why, where its output lives, and its nominal
+        /// FLOPs and bytes. Works before the weights are loaded and freezes nothing.
+        /// </summary>
+        /// <param name="batch">1 to <see cref="MaxBatch"/>.</param>
+        /// <param name="format">A JSON document (the default) or the CLI's table.</param>
+        /// <exception cref="FusedNNException"><see cref="Status.InvalidArgument"/> for a batch out of range.</exception>
+        public string Explain(long batch, ExplainFormat format = ExplainFormat.Json)
+        {
+            EnterShared();
+            try
+            {
+                NativeMethods.VerifySuccess(NativeMethods.fdnn_model_explain(handle, batch, format, null, UIntPtr.Zero, out UIntPtr size));
+                var buffer = new byte[checked((int)size.ToUInt64())];
+                NativeMethods.VerifySuccess(NativeMethods.fdnn_model_explain(handle, batch, format, buffer, (UIntPtr)buffer.Length, out size));
+                int length = Math.Max(0, checked((int)size.ToUInt64()) - 1);
+                return System.Text.Encoding.UTF8.GetString(buffer, 0, length);
+            }
+            finally
+            {
+                ExitShared();
+            }
+        }
+
         /// <summary>Describes one layer as written in the spec.</summary>
         /// <param name="index">0 to <see cref="LayerCount"/> - 1.</param>
         /// <exception cref="FusedNNException"><see cref="Status.InvalidArgument"/> for an index out of range.</exception>

@@ -139,6 +139,10 @@ namespace FusedNN
         internal static extern Status fdnn_model_layer_count(ModelHandle model, out int count);
 
         [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern Status fdnn_model_explain(
+            ModelHandle model, long batch, ExplainFormat format, byte[] buffer, UIntPtr bufferCapacity, out UIntPtr size);
+
+        [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status fdnn_model_layer_info(ModelHandle model, int index, ref NativeLayerInfo info);
 
         [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]

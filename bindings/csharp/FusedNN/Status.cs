@@ -97,4 +97,13 @@ namespace FusedNN
         /// <summary>The library's message: what was at fault and why.</summary>
         public string ErrorMessage { get; }
     }
+
+    /// <summary>The form of <see cref="Model.Explain"/>'s document (C <c>fdnn_explain_format</c>).</summary>
+    public enum ExplainFormat
+    {
+        /// <summary>A JSON object (its fields: docs/bindings.md, "Explaining the plan").</summary>
+        Json = 0,
+        /// <summary>A table for people, as <c>fusednn info MODEL --plan</c> prints it.</summary>
+        Text = 1,
+    }
 }

@@ -30,6 +30,7 @@ namespace FusedNN.Tests
             { "fdnn_device", typeof(Device) },
             { "fdnn_dtype", typeof(NativeDType) },
             { "fdnn_precision", typeof(Precision) },
+            { "fdnn_explain_format", typeof(ExplainFormat) },
             { "fdnn_model_options", typeof(NativeModelOptions) },
             { "fdnn_shape", typeof(NativeShape) },
             { "fdnn_memory_info", typeof(NativeMemoryInfo) },

@@ -33,6 +33,22 @@ namespace FusedNN.Tests
                 }
             });
 
+            Add("run: Explain names the step's form and its FLOPs (2 x 13 x 7 a sample)", () =>
+            {
+                var random = new Random("explain");
+                using (var linear = new LinearModel(13, 7, new ModelOptions { MaxBatch = 16, CpuThreads = 1 }, random))
+                {
+                    string json = linear.Model.Explain(8);
+                    Check(json.Contains("\"form\": \"packed GEMM"), json);
+                    Check(json.Contains("\"flops_per_sample\": 182.0"), json);
+                    string table = linear.Model.Explain(2, ExplainFormat.Text);
+                    Check(table.Contains("dot products"), table);
+                    var error = Throws<FusedNNException>(() => linear.Model.Explain(17), "batch past max_batch");
+                    Equal(Status.InvalidArgument, error.Status, "status");
+                    Check(error.ErrorMessage.Contains("batch is 17"), error.ErrorMessage);
+                }
+            });
+
             Add("run: context matches Model.Run and outlives the model", () =>
             {
                 var random = new Random("context");

@@ -267,9 +267,10 @@ BackendExplanation CpuBackend::explain(int64_t batch) const {
   if (last_slice != per_slice) {
     result.summary += " (the last slice " + std::to_string(last_slice) + ")";
   }
-  result.summary += "; one more thread per " +
-                    std::to_string(static_cast<int64_t>(kFlopsPerThread)) + " FLOPs of work (" + std::to_string(static_cast<int64_t>(flops_per_sample_)) +
-                    " per sample); kernels in fp32, instruction set " +
+  result.summary += "; one thread per " + std::to_string(static_cast<int64_t>(kFlopsPerThread)) +
+                    " FLOPs of the backend's estimate (" +
+                    std::to_string(static_cast<int64_t>(flops_per_sample_)) +
+                    " a sample); kernels in fp32, instruction set " +
                     cpu::gemm_isa_name(cpu::gemm_isa());
   const Plan& p = *plan_;
   for (size_t s = 0; s < p.steps.size(); ++s) {

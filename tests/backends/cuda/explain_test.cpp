@@ -13,11 +13,12 @@ namespace {
 
 json explain(const fdnn_model* model, int64_t batch) {
   size_t size = 0;
-  EXPECT_EQ(fdnn_model_explain(model, batch, FDNN_EXPLAIN_JSON, nullptr, 0, &size),
+  EXPECT_EQ(fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_JSON, nullptr, 0, &size),
             FDNN_STATUS_OK)
       << fdnn_last_error_message();
   std::string text(size, '\0');
-  EXPECT_EQ(fdnn_model_explain(model, batch, FDNN_EXPLAIN_JSON, text.data(), text.size(), &size),
+  EXPECT_EQ(fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_JSON, text.data(), text.size(),
+                               &size),
             FDNN_STATUS_OK)
       << fdnn_last_error_message();
   text.resize(size > 0 ? size - 1 : 0);

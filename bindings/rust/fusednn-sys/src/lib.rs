@@ -301,9 +301,9 @@ c_enum! {
     /// The form of [`fdnn_model_explain`]'s document (C `fdnn_explain_format`).
     EXPLAIN_FORMAT_DECL: pub type fdnn_explain_format = c_int {
         /// A JSON object (its fields: docs/bindings.md, "Explaining the plan").
-        FDNN_EXPLAIN_JSON = 0,
+        FDNN_EXPLAIN_FORMAT_JSON = 0,
         /// A table for people, as `fusednn info MODEL --plan` prints it.
-        FDNN_EXPLAIN_TEXT = 1,
+        FDNN_EXPLAIN_FORMAT_TEXT = 1,
     }
 }
 

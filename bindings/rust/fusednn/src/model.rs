@@ -551,12 +551,12 @@ impl Model {
     /// Errors: [`Status::InvalidArgument`] for a batch outside 1..=max_batch; for a GPU model
     /// before its first run, what setting up the backend may fail with.
     pub fn explain_json(&self, batch: usize) -> Result<String> {
-        self.explain(batch, sys::FDNN_EXPLAIN_JSON)
+        self.explain(batch, sys::FDNN_EXPLAIN_FORMAT_JSON)
     }
 
     /// The same as [`Model::explain_json`], as the table `fusednn info MODEL --plan` prints.
     pub fn explain_text(&self, batch: usize) -> Result<String> {
-        self.explain(batch, sys::FDNN_EXPLAIN_TEXT)
+        self.explain(batch, sys::FDNN_EXPLAIN_FORMAT_TEXT)
     }
 
     fn explain(&self, batch: usize, format: sys::fdnn_explain_format) -> Result<String> {
