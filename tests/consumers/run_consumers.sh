@@ -43,8 +43,8 @@ for consumer in add_subdirectory fetch_content; do
   extra="$(find "$build" -type f -executable \( -name 'fusednn_*' -o -name 'fusednn' \) \
              ! -name '*.so*' -print)"
   [[ -z "$extra" ]] || fail "$consumer" "executables besides the sample: $extra"
-  warned="$(grep -l -E -- '(^| )-W(all|extra|error|pedantic|shadow)' \
-              $(find "$fusednn_build" -name flags.make) /dev/null || true)"
+  warned="$(find "$fusednn_build" -name flags.make -exec \
+              grep -l -E -- '(^| )-W(all|extra|error|pedantic|shadow)' {} + || true)"
   [[ -z "$warned" ]] || fail "$consumer" "fusednn compiled with warning flags in: $warned"
   if "$build/sample/hello_c" >>"$log" 2>&1; then
     echo "PASS ($consumer): library and sample built and run in $((SECONDS - start)) s"
