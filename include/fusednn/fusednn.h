@@ -47,6 +47,20 @@
 #define FDNN_MAX_RANK 8
 
 /**
+ * The largest fdnn_model_options::max_batch accepted, 2^31 - 1: batch and row counts stay within
+ * 32-bit launch-grid dimensions on the GPU. A larger value is ::FDNN_STATUS_INVALID_ARGUMENT; a
+ * smaller one whose scratch memory would not fit in a size_t or in
+ * fdnn_model_options::max_workspace_bytes is ::FDNN_STATUS_OUT_OF_MEMORY.
+ */
+#define FDNN_MAX_BATCH_LIMIT 2147483647
+
+/** Default of fdnn_model_options::max_workspace_bytes: 64 GiB, more than a desktop has. */
+#define FDNN_DEFAULT_MAX_WORKSPACE_BYTES (UINT64_C(1) << 36)
+
+/** Default of fdnn_model_options::max_weight_bytes: 256 GiB, more than a desktop has. */
+#define FDNN_DEFAULT_MAX_WEIGHT_BYTES (UINT64_C(1) << 38)
+
+/**
  * @def FDNN_API
  * @brief Marks a function the shared library exports (all others are hidden).
  */
@@ -181,7 +195,10 @@ typedef struct fdnn_context fdnn_context;
 typedef struct fdnn_model_options {
   /** sizeof(fdnn_model_options) as the caller was compiled; set by fdnn_model_options_init(). */
   size_t struct_size;
-  /** Largest batch a run may use (1 or more). Scratch memory is sized for it. Default 1024. */
+  /**
+   * Largest batch a run may use, 1 to ::FDNN_MAX_BATCH_LIMIT. Scratch memory is sized for it.
+   * Default 1024.
+   */
   int64_t max_batch;
   /** Where to run. Default ::FDNN_DEVICE_CPU in this version. */
   fdnn_device device;
@@ -204,6 +221,27 @@ typedef struct fdnn_model_options {
    * caller whose struct ends before this field gets the default.
    */
   fdnn_precision precision;
+  /**
+   * The most scratch memory, in bytes, one execution context may take
+   * (fdnn_memory_info::context_bytes, sized for max_batch). A model that needs more is refused
+   * with ::FDNN_STATUS_OUT_OF_MEMORY, naming this option and the size needed, when it is
+   * prepared (fdnn_context_create(), or the first run), before any scratch is allocated.
+   * 0 means no limit. Default ::FDNN_DEFAULT_MAX_WORKSPACE_BYTES; a caller whose struct ends
+   * before this field gets the default. Lower it where memory is scarce, or where models come
+   * from untrusted sources: a small file can ask for a large workspace.
+   * @since 0.4
+   */
+  uint64_t max_workspace_bytes;
+  /**
+   * The most memory, in bytes, a model's weights may take: the tensors its spec declares, as
+   * float32, checked when the model is created, before any weight is read; and the backend's
+   * copy of them (fdnn_memory_info::weight_bytes), checked when it is prepared. A model over
+   * the limit is refused with ::FDNN_STATUS_OUT_OF_MEMORY naming this option and the size
+   * needed. 0 means no limit. Default ::FDNN_DEFAULT_MAX_WEIGHT_BYTES; a caller whose struct ends
+   * before this field gets the default.
+   * @since 0.4
+   */
+  uint64_t max_weight_bytes;
 } fdnn_model_options;
 
 /** @brief A per-sample shape (the batch dimension is not included). */
@@ -218,6 +256,17 @@ typedef struct fdnn_memory_info {
   int64_t parameter_count;     /**< Scalars in all weights as the spec declares them. */
   size_t weight_bytes;         /**< Bytes the backend holds for the (folded) weights. */
   size_t context_bytes;        /**< Scratch bytes each execution context allocates. */
+  /**
+   * Arithmetic per sample, in floating-point operations (a multiply-add counts 2): each
+   * Linear's and Conv2d's products, and about 4 per element for every other layer. With
+   * bytes_per_sample, lets a server refuse a model before running it. @since 0.4
+   */
+  double flops_per_sample;
+  /**
+   * Bytes of activations each sample moves: every layer's input and output as float32, weights
+   * excluded (a run reads them once whatever its batch). @since 0.4
+   */
+  double bytes_per_sample;
 } fdnn_memory_info;
 
 /** @brief One layer of a model, from fdnn_model_layer_info(). */

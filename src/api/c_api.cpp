@@ -116,6 +116,8 @@ fdnn_status fdnn_model_options_init(fdnn_model_options* options, size_t struct_s
     defaults.cpu_threads = 0;
     defaults.cuda_graphs = 1;
     defaults.precision = FDNN_PRECISION_FP32;
+    defaults.max_workspace_bytes = FDNN_DEFAULT_MAX_WORKSPACE_BYTES;
+    defaults.max_weight_bytes = FDNN_DEFAULT_MAX_WEIGHT_BYTES;
     defaults.struct_size = std::min(struct_size, sizeof defaults);
     copy_to_caller(defaults, options, struct_size, offsetof(fdnn_model_options, max_batch) + sizeof(int64_t),
                    "fdnn_model_options");
@@ -233,6 +235,8 @@ fdnn_status fdnn_model_memory_info(const fdnn_model* model, fdnn_memory_info* in
     const fusednn::Model::BackendFacts facts = model->model.backend_facts();
     result.weight_bytes = facts.weight_bytes;
     result.context_bytes = facts.context_bytes;
+    result.flops_per_sample = facts.flops_per_sample;
+    result.bytes_per_sample = facts.bytes_per_sample;
     copy_to_caller(result, info, info->struct_size,
                    offsetof(fdnn_memory_info, context_bytes) + sizeof(size_t), "fdnn_memory_info");
   });

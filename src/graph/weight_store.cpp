@@ -67,16 +67,7 @@ void WeightStore::accept(std::vector<NamedTensor> tensors) {
     const auto expected = expected_.find(tensor.name);
     if (expected == expected_.end()) {
       if (is_ignored_name(tensor.name)) continue;
-      std::string declared;
-      for (size_t i = 0; i < declared_order_.size() && i < kListedNames; ++i) {
-        declared += (i ? ", " : "") + declared_order_[i];
-      }
-      if (declared_order_.size() > kListedNames) {
-        declared += ", ... (" + std::to_string(declared_order_.size() - kListedNames) + " more)";
-      }
-      if (declared_order_.empty()) declared = "no tensors";
-      fail(FDNN_STATUS_WEIGHT_MISMATCH, "unexpected tensor '", tensor.name, "' in ",
-           source_of(tensor), "; the spec declares: ", declared);
+      fail_undeclared(tensor.name, source_of(tensor));
     }
     const std::string& owner = owner_layer_.at(tensor.name);
     if (!seen.insert(tensor.name).second) {
@@ -90,12 +81,7 @@ void WeightStore::accept(std::vector<NamedTensor> tensors) {
            " needs floating point: F32, F16 or BF16 (convert it before saving)");
     }
     if (tensor.shape != expected->second) {
-      const Shape& want = expected->second;
-      const bool transposed = want.size() == 2 && tensor.shape.size() == 2 &&
-                              tensor.shape[0] == want[1] && tensor.shape[1] == want[0];
-      fail(FDNN_STATUS_WEIGHT_MISMATCH, "tensor '", tensor.name, "' in ", source_of(tensor),
-           " has shape ", to_string(tensor.shape), " but ", owner, " expects ", to_string(want),
-           transposed ? " (it looks transposed: fusednn expects PyTorch's layout)" : "");
+      fail_shape(tensor.name, source_of(tensor), tensor.shape);
     }
     if (static_cast<int64_t>(tensor.values.size()) != element_count(tensor.shape)) {
       fail(FDNN_STATUS_WEIGHT_MISMATCH, "tensor '", tensor.name, "' in ", source_of(tensor),
@@ -105,6 +91,40 @@ void WeightStore::accept(std::vector<NamedTensor> tensors) {
     kept.push_back(&tensor);
   }
   for (NamedTensor* tensor : kept) values_[tensor->name] = std::move(tensor->values);
+}
+
+void WeightStore::fail_undeclared(const std::string& name, const std::string& source) const {
+  std::string declared;
+  for (size_t i = 0; i < declared_order_.size() && i < kListedNames; ++i) {
+    declared += (i ? ", " : "") + declared_order_[i];
+  }
+  if (declared_order_.size() > kListedNames) {
+    declared += ", ... (" + std::to_string(declared_order_.size() - kListedNames) + " more)";
+  }
+  if (declared_order_.empty()) declared = "no tensors";
+  fail(FDNN_STATUS_WEIGHT_MISMATCH, "unexpected tensor '", name, "' in ", source,
+       "; the spec declares: ", declared);
+}
+
+void WeightStore::fail_shape(const std::string& name, const std::string& source,
+                             const Shape& shape) const {
+  const Shape& want = expected_.at(name);
+  const bool transposed = want.size() == 2 && shape.size() == 2 && shape[0] == want[1] &&
+                          shape[1] == want[0];
+  fail(FDNN_STATUS_WEIGHT_MISMATCH, "tensor '", name, "' in ", source, " has shape ",
+       to_string(shape), " but ", owner_layer_.at(name), " expects ", to_string(want),
+       transposed ? " (it looks transposed: fusednn expects PyTorch's layout)" : "");
+}
+
+bool WeightStore::check_name_and_shape(const std::string& name, const Shape& shape,
+                                       const std::string& source) const {
+  const auto expected = expected_.find(name);
+  if (expected == expected_.end()) {
+    if (is_ignored_name(name)) return false;
+    fail_undeclared(name, source);
+  }
+  if (shape != expected->second) fail_shape(name, source, shape);
+  return true;
 }
 
 const std::vector<float>& WeightStore::values(const std::string& name) const {

@@ -30,6 +30,12 @@ class WeightStore {
   // FDNN_STATUS_WEIGHT_MISMATCH naming the first bad tensor, its shape and the expected one.
   void accept(std::vector<NamedTensor> tensors);
 
+  // The checks accept() makes of a name and a shape, for a caller about to read values by that
+  // shape: false for a name inference ignores (nothing to read); throws WEIGHT_MISMATCH for a
+  // name the spec does not declare or a shape other than the declared one.
+  bool check_name_and_shape(const std::string& name, const Shape& shape,
+                            const std::string& source) const;
+
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   const std::vector<float>& values(const std::string& name) const;
   const Shape& expected_shape(const std::string& name) const;
@@ -44,6 +50,10 @@ class WeightStore {
   const std::vector<std::string>& declared_names() const { return declared_order_; }
 
  private:
+  [[noreturn]] void fail_undeclared(const std::string& name, const std::string& source) const;
+  [[noreturn]] void fail_shape(const std::string& name, const std::string& source,
+                               const Shape& shape) const;
+
   std::map<std::string, Shape> expected_;
   std::map<std::string, std::string> owner_layer_;  // tensor name -> "layer 'fc1' (Linear)"
   std::vector<std::string> declared_order_;

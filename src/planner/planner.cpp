@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <optional>
 
+#include "common/checked_math.hpp"
 #include "common/error.hpp"
 
 namespace fusednn {
@@ -35,7 +35,11 @@ size_t Plan::constant_bytes() const {
 namespace {
 
 int64_t product(Shape::const_iterator begin, Shape::const_iterator end) {
-  return std::accumulate(begin, end, int64_t{1}, [](int64_t a, int64_t b) { return a * b; });
+  int64_t result = 1;
+  for (auto it = begin; it != end; ++it) {
+    result = checked_multiply(result, *it, FDNN_STATUS_INVALID_MODEL, "a shape's element count");
+  }
+  return result;
 }
 
 std::optional<ElementwiseOp> as_elementwise(const Layer& layer) {
@@ -392,7 +396,8 @@ class PlanBuilder {
     int64_t total = 0;
     for (size_t slot = 0; slot < slot_size.size(); ++slot) {
       slot_offset[slot] = total;
-      total += slot_size[slot];
+      total = checked_add(total, slot_size[slot], FDNN_STATUS_INVALID_MODEL,
+                          "the workspace floats per sample of model '", graph_.name, "'");
     }
     for (size_t value = 0; value < plan_.values.size(); ++value) {
       if (slot_of[value] < 0) continue;

@@ -9,12 +9,14 @@
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "common/caller_dtype.hpp"
+#include "common/checked_math.hpp"
 #include "common/error.hpp"
 #include "common/load_timeline.hpp"
 #include "common/raw_enum.hpp"
 #include "graph/little_endian.hpp"
 #include "graph/safetensors_file.hpp"
 #include "graph/weight_directory.hpp"
+#include "planner/plan_cost.hpp"
 #include "planner/planner.hpp"
 #include "runtime/plan_explanation.hpp"
 
@@ -26,24 +28,44 @@ static_assert(static_cast<int32_t>(Precision::FP32) == FDNN_PRECISION_FP32 &&
                   static_cast<int32_t>(Precision::BF16) == FDNN_PRECISION_BF16,
               "fusednn::Precision mirrors fdnn_precision value for value");
 
+namespace {
+
+fdnn_model_options given_defaults() {
+  fdnn_model_options defaults;
+  fdnn_model_options_init(&defaults, sizeof defaults);
+  return defaults;
+}
+
+}  // namespace
+
 ResolvedOptions resolve_options(const fdnn_model_options* options) {
   ResolvedOptions resolved;
   if (options == nullptr) return resolved;
   // A caller built against an older header passes a shorter struct: read only what it has.
-  fdnn_model_options given;
-  fdnn_model_options_init(&given, sizeof given);
+  fdnn_model_options given = given_defaults();
   if (options->struct_size < offsetof(fdnn_model_options, max_batch)) {
     fail(FDNN_STATUS_INVALID_ARGUMENT, "options.struct_size is ", options->struct_size,
          "; call fdnn_model_options_init(&options, sizeof options) before setting fields");
   }
   std::memcpy(&given, options, std::min(options->struct_size, sizeof given));
-  // A size that ends inside precision (the last field) holds none of it.
-  if (options->struct_size < offsetof(fdnn_model_options, precision) + sizeof given.precision) {
-    given.precision = FDNN_PRECISION_FP32;
+  // A size that ends inside a field added later holds none of it: that field keeps its default.
+  const fdnn_model_options defaults = given_defaults();
+  const auto holds = [&](size_t offset, size_t size) {
+    return options->struct_size >= offset + size;
+  };
+  if (!holds(offsetof(fdnn_model_options, precision), sizeof given.precision)) {
+    given.precision = defaults.precision;
   }
-  if (given.max_batch < 1) {
+  if (!holds(offsetof(fdnn_model_options, max_workspace_bytes),
+             sizeof given.max_workspace_bytes)) {
+    given.max_workspace_bytes = defaults.max_workspace_bytes;
+  }
+  if (!holds(offsetof(fdnn_model_options, max_weight_bytes), sizeof given.max_weight_bytes)) {
+    given.max_weight_bytes = defaults.max_weight_bytes;
+  }
+  if (given.max_batch < 1 || given.max_batch > FDNN_MAX_BATCH_LIMIT) {
     fail(FDNN_STATUS_INVALID_ARGUMENT, "options.max_batch is ", given.max_batch,
-         "; it must be at least 1");
+         "; it must be 1 to FDNN_MAX_BATCH_LIMIT (", FDNN_MAX_BATCH_LIMIT, ")");
   }
   if (given.cpu_threads < 0) {
     fail(FDNN_STATUS_INVALID_ARGUMENT, "options.cpu_threads is ", given.cpu_threads,
@@ -74,6 +96,8 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
            raw_enum_value(given.device));
   }
   resolved.max_batch = given.max_batch;
+  resolved.max_workspace_bytes = given.max_workspace_bytes;
+  resolved.max_weight_bytes = given.max_weight_bytes;
   resolved.device_id = given.device_id;
   resolved.cpu_threads = given.cpu_threads;
   if (given.cuda_graphs != 0 && given.cuda_graphs != 1) {
@@ -107,12 +131,14 @@ void check_run_arguments(const PreparedModel& prepared, int64_t batch, const voi
          prepared.max_batch, ", set in fdnn_model_options)");
   }
   const Plan& plan = *prepared.plan;
-  const auto needed_input = static_cast<size_t>(batch * element_count(plan.input_shape));
+  const auto needed_input = static_cast<size_t>(checked_multiply(
+      batch, element_count(plan.input_shape), FDNN_STATUS_INVALID_ARGUMENT, "the input count"));
   if (input_count != needed_input) {
     fail(FDNN_STATUS_INVALID_ARGUMENT, "input_count is ", input_count, " but batch ", batch,
          " x input shape ", to_string(plan.input_shape), " needs ", needed_input, " ", unit);
   }
-  const auto needed_output = static_cast<size_t>(batch * element_count(plan.output_shape));
+  const auto needed_output = static_cast<size_t>(checked_multiply(
+      batch, element_count(plan.output_shape), FDNN_STATUS_INVALID_ARGUMENT, "the output count"));
   if (output_capacity < needed_output) {
     fail(FDNN_STATUS_BUFFER_TOO_SMALL, "output_capacity is ", output_capacity, " but batch ",
          batch, " x output shape ", to_string(plan.output_shape), " needs ", needed_output, " ",
@@ -173,12 +199,18 @@ void Context::run_typed(const TypedRun& run) {
   // The backend runs on the caller's memory (the CPU): convert around its float32 run, in
   // buffers sized for max_batch once, so that later runs allocate nothing.
   const Plan& plan = *prepared_->plan;
+  // check_typed has checked that these products fit.
   const auto input_count = static_cast<size_t>(run.batch * element_count(plan.input_shape));
   const auto output_count = static_cast<size_t>(run.batch * element_count(plan.output_shape));
+  const auto for_max_batch = [&](const Shape& shape) {
+    return static_cast<size_t>(checked_multiply(prepared_->max_batch, element_count(shape),
+                                                FDNN_STATUS_OUT_OF_MEMORY,
+                                                "the conversion buffer for options.max_batch"));
+  };
   const float* input = static_cast<const float*>(run.input);
   if (run.input_dtype != FDNN_DTYPE_FLOAT32) {
     if (typed_input_.empty()) {
-      typed_input_.resize(static_cast<size_t>(prepared_->max_batch * element_count(plan.input_shape)));
+      typed_input_.resize(for_max_batch(plan.input_shape));
     }
     widen_to_float(run.input, run.input_dtype, typed_input_.data(), input_count);
     input = typed_input_.data();
@@ -186,8 +218,7 @@ void Context::run_typed(const TypedRun& run) {
   float* output = static_cast<float*>(run.output);
   if (run.output_dtype != FDNN_DTYPE_FLOAT32) {
     if (typed_output_.empty()) {
-      typed_output_.resize(
-          static_cast<size_t>(prepared_->max_batch * element_count(plan.output_shape)));
+      typed_output_.resize(for_max_batch(plan.output_shape));
     }
     output = typed_output_.data();
   }
@@ -211,7 +242,33 @@ void Context::run_device_typed(const TypedRun& run, void* stream) {
 }
 
 Model::Model(Graph graph, const ResolvedOptions& options)
-    : graph_(std::move(graph)), options_(options), weights_(graph_) {}
+    : graph_(std::move(graph)), options_(options), weights_(graph_) {
+  // Before any weight is read: the declared tensors as float32 must fit the caller's limit.
+  const int64_t parameters = graph_.parameter_count();
+  const size_t bytes = checked_bytes(parameters, sizeof(float), FDNN_STATUS_OUT_OF_MEMORY,
+                                     "the weight bytes of model '", graph_.name, "'");
+  if (options_.max_weight_bytes != 0 && bytes > options_.max_weight_bytes) {
+    fail(FDNN_STATUS_OUT_OF_MEMORY, "model '", graph_.name, "' declares ", parameters,
+         " weights (", bytes, " bytes as float32), more than options.max_weight_bytes (",
+         options_.max_weight_bytes, "); raise the limit to load it");
+  }
+}
+
+void Model::check_limits(const Backend& backend) const {
+  const uint64_t workspace = backend.context_bytes();
+  if (options_.max_workspace_bytes != 0 && workspace > options_.max_workspace_bytes) {
+    fail(FDNN_STATUS_OUT_OF_MEMORY, "model '", graph_.name, "' needs ", workspace,
+         " bytes of scratch memory per context for options.max_batch = ", options_.max_batch,
+         ", more than options.max_workspace_bytes (", options_.max_workspace_bytes,
+         "); lower max_batch or raise the limit");
+  }
+  const uint64_t weights = backend.weight_bytes();
+  if (options_.max_weight_bytes != 0 && weights > options_.max_weight_bytes) {
+    fail(FDNN_STATUS_OUT_OF_MEMORY, "model '", graph_.name, "' holds ", weights,
+         " bytes of weights on its backend, more than options.max_weight_bytes (",
+         options_.max_weight_bytes, "); raise the limit to run it");
+  }
+}
 
 void Model::require_mutable() const {
   if (prepared_) {
@@ -238,30 +295,30 @@ void Model::accept_weights(std::vector<NamedTensor> tensors) {
 void Model::set_weight(const std::string& name, int32_t dtype, const void* data,
                        const Shape& shape) {
   require_mutable();
+  const char* const source = "fdnn_model_set_weight";
+  if (dtype != FDNN_DTYPE_FLOAT32 && dtype != FDNN_DTYPE_FLOAT16 && dtype != FDNN_DTYPE_BFLOAT16) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, "dtype ", dtype, " of tensor '", name,
+         "' is not an fdnn_dtype");
+  }
+  // The caller's shape says how much data there is: it must be the spec's before anything is read
+  // or allocated by it, so that a wrong or huge shape never reads past the caller's buffer.
+  if (!weights_.check_name_and_shape(name, shape, source)) return;
   NamedTensor tensor;
   tensor.name = name;
   tensor.shape = shape;
-  tensor.source = "fdnn_model_set_weight";
-  const auto count = static_cast<size_t>(element_count(shape));
+  tensor.source = source;
+  const auto count = static_cast<size_t>(element_count(weights_.expected_shape(name)));
   tensor.values.resize(count);
-  switch (dtype) {
-    case FDNN_DTYPE_FLOAT32:
-      tensor.dtype = "F32";
-      std::memcpy(tensor.values.data(), data, count * sizeof(float));
-      break;
-    case FDNN_DTYPE_FLOAT16:
-    case FDNN_DTYPE_BFLOAT16: {
-      tensor.dtype = dtype == FDNN_DTYPE_FLOAT16 ? "F16" : "BF16";
-      const auto* bits = static_cast<const uint16_t*>(data);
-      for (size_t i = 0; i < count; ++i) {
-        tensor.values[i] = dtype == FDNN_DTYPE_FLOAT16 ? half_to_float(bits[i])
-                                                       : bfloat16_to_float(bits[i]);
-      }
-      break;
+  if (dtype == FDNN_DTYPE_FLOAT32) {
+    tensor.dtype = "F32";
+    std::memcpy(tensor.values.data(), data, count * sizeof(float));
+  } else {
+    tensor.dtype = dtype == FDNN_DTYPE_FLOAT16 ? "F16" : "BF16";
+    const auto* bits = static_cast<const uint16_t*>(data);
+    for (size_t i = 0; i < count; ++i) {
+      tensor.values[i] =
+          dtype == FDNN_DTYPE_FLOAT16 ? half_to_float(bits[i]) : bfloat16_to_float(bits[i]);
     }
-    default:
-      fail(FDNN_STATUS_INVALID_ARGUMENT, "dtype ", dtype, " of tensor '", name,
-           "' is not an fdnn_dtype");
   }
   weights_.accept({std::move(tensor)});
 }
@@ -293,8 +350,10 @@ Model::BackendFacts Model::backend_facts() const {
     const std::shared_ptr<const PreparedModel> prepared =
         prepared_ ? prepared_ : make_prepared(weights_);
     const Backend& backend = *prepared->backend;
-    backend_facts_ =
-        BackendFacts{backend.weight_bytes(), backend.context_bytes(), backend.effective_precision()};
+    const PlanCost cost = plan_cost(*prepared->plan);
+    backend_facts_ = BackendFacts{backend.weight_bytes(), backend.context_bytes(),
+                                  backend.effective_precision(), cost.flops_per_sample,
+                                  cost.bytes_per_sample};
   }
   return *backend_facts_;
 }
@@ -321,7 +380,9 @@ std::shared_ptr<const PreparedModel> Model::prepare() {
       fail(FDNN_STATUS_INVALID_STATE, "model '", graph_.name,
            "' cannot run before its weights are loaded: ", error.what());
     }
-    prepared_ = make_prepared(weights_);
+    std::shared_ptr<const PreparedModel> prepared = make_prepared(weights_);
+    check_limits(*prepared->backend);
+    prepared_ = std::move(prepared);
   }
   return prepared_;
 }

@@ -26,6 +26,8 @@ struct ResolvedOptions {
   int32_t cpu_threads = 0;
   bool cuda_graphs = true;
   Precision precision = Precision::FP32;  // as asked for: an upper bound on the error
+  uint64_t max_workspace_bytes = FDNN_DEFAULT_MAX_WORKSPACE_BYTES;  // 0: no limit
+  uint64_t max_weight_bytes = FDNN_DEFAULT_MAX_WEIGHT_BYTES;        // 0: no limit
 };
 
 // Reads the caller's struct up to its struct_size, checks every field, resolves AUTO.
@@ -80,6 +82,7 @@ class Context {
 
 class Model {
  public:
+  // Throws OUT_OF_MEMORY when the declared weights exceed options.max_weight_bytes.
   Model(Graph graph, const ResolvedOptions& options);
 
   // A .safetensors file or a directory of .bin / .txt files.
@@ -96,6 +99,8 @@ class Model {
     size_t weight_bytes = 0;
     size_t context_bytes = 0;
     Precision precision = Precision::FP32;
+    double flops_per_sample = 0;  // plan_cost's
+    double bytes_per_sample = 0;
   };
   // Known before the weights are loaded; they depend only on the graph and the options, so they
   // are worked out once (a GPU model would otherwise upload its weights on every query).
@@ -120,6 +125,9 @@ class Model {
   void with_pooled_context(Body&& body);
   void require_mutable() const;
   std::shared_ptr<const PreparedModel> make_prepared(const WeightStore& weights) const;
+  // The caller's limits (options.max_workspace_bytes, max_weight_bytes) against what the backend
+  // needs; checked before any context allocates its scratch. Throws OUT_OF_MEMORY naming them.
+  void check_limits(const Backend& backend) const;
 
   Graph graph_;
   ResolvedOptions options_;

@@ -414,6 +414,38 @@ def test_shapes_layers_and_memory(seed_mlp: fusednn.Model) -> None:
     assert memory.parameter_count == expected_parameters
     assert memory.weight_bytes >= 4 * expected_parameters // 2
     assert memory.context_bytes >= 0
+    # The three Linear layers' multiply-adds (each ReLU runs in the Linear before it) and every
+    # layer's input and output as float32.
+    assert memory.flops_per_sample == 2 * (100 * 128 + 128 * 64 + 64 * 10)
+    assert memory.bytes_per_sample == 4 * ((100 + 128) + (128 + 64) + (64 + 10))
+
+
+def test_resource_limits_are_options(tmp_path: Path) -> None:
+    spec = {"fusednn": 1, "name": "wide", "input": {"shape": [256]},
+            "layers": [{"type": "Linear", "name": "fc", "in_features": 256, "out_features": 256},
+                       {"type": "Linear", "name": "out", "in_features": 256, "out_features": 2}]}
+    parameters = 256 * 257 + 2 * 257
+    with pytest.raises(fusednn.OutOfMemoryError) as info:
+        fusednn.Model.from_spec(spec, max_weight_bytes=1000)
+    check_error(info, fusednn.OutOfMemoryError, fusednn.Status.OUT_OF_MEMORY,
+                "options.max_weight_bytes", f"{4 * parameters} bytes")
+    # The 256 values between the layers, for 64 samples, need more than 1000 bytes of scratch.
+    with fusednn.Model.from_spec(spec, max_batch=64, max_workspace_bytes=1000) as model:
+        model.set_weight("fc.weight", np.zeros((256, 256), np.float32))
+        model.set_weight("fc.bias", np.zeros(256, np.float32))
+        model.set_weight("out.weight", np.zeros((2, 256), np.float32))
+        model.set_weight("out.bias", np.zeros(2, np.float32))
+        with pytest.raises(fusednn.OutOfMemoryError) as info:
+            model.run(np.zeros((1, 256), np.float32))
+        check_error(info, fusednn.OutOfMemoryError, fusednn.Status.OUT_OF_MEMORY,
+                    "options.max_workspace_bytes", "options.max_batch = 64")
+    with fusednn.Model.from_spec(spec, max_workspace_bytes=0, max_weight_bytes=0) as model:
+        assert model.memory_info.parameter_count == parameters
+    for bad in (-1, 2**64, 1.5, True):
+        with pytest.raises(ValueError, match="max_workspace_bytes"):
+            fusednn.Model.from_spec(spec, max_workspace_bytes=bad)
+        with pytest.raises(ValueError, match="max_weight_bytes"):
+            fusednn.Model.from_spec(spec, max_weight_bytes=bad)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -83,14 +83,20 @@ namespace FusedNN
         }
     }
 
-    /// <summary>The parameter count of a model and the memory it and each of its contexts use.</summary>
+    /// <summary>
+    /// The parameter count of a model, the memory it and each of its contexts use, and what one
+    /// sample costs.
+    /// </summary>
     public sealed class MemoryInfo
     {
-        internal MemoryInfo(long parameterCount, long weightBytes, long contextBytes)
+        internal MemoryInfo(long parameterCount, long weightBytes, long contextBytes,
+                            double flopsPerSample, double bytesPerSample)
         {
             ParameterCount = parameterCount;
             WeightBytes = weightBytes;
             ContextBytes = contextBytes;
+            FlopsPerSample = flopsPerSample;
+            BytesPerSample = bytesPerSample;
         }
 
         /// <summary>Scalars in all weights as the spec declares them.</summary>
@@ -101,6 +107,15 @@ namespace FusedNN
 
         /// <summary>Scratch bytes each execution context allocates; known before any run.</summary>
         public long ContextBytes { get; }
+
+        /// <summary>
+        /// Floating-point operations one sample costs (a multiply-add counts 2): lets a server
+        /// refuse a model before running it.
+        /// </summary>
+        public double FlopsPerSample { get; }
+
+        /// <summary>Bytes of activations one sample moves (float32, weights excluded).</summary>
+        public double BytesPerSample { get; }
     }
 
     /// <summary>One layer of a model as written in its spec (before any folding).</summary>

@@ -357,7 +357,9 @@ namespace FusedNN
             {
                 ExitShared();
             }
-            return new MemoryInfo(info.ParameterCount, (long)info.WeightBytes.ToUInt64(), (long)info.ContextBytes.ToUInt64());
+            return new MemoryInfo(info.ParameterCount, (long)info.WeightBytes.ToUInt64(),
+                                  (long)info.ContextBytes.ToUInt64(), info.FlopsPerSample,
+                                  info.BytesPerSample);
         }
 
         /// <summary>The number of layers in the spec.</summary>

@@ -80,6 +80,29 @@ namespace FusedNN
             set => native.Precision = value;
         }
 
+        /// <summary>
+        /// The most scratch memory, in bytes, one execution context may take. A model that needs
+        /// more fails with <see cref="Status.OutOfMemory"/> naming the option when it is prepared
+        /// (its first run or context), before anything is allocated. 0 means no limit; the
+        /// default is 64 GiB. Lower it for models from untrusted sources.
+        /// </summary>
+        public ulong MaxWorkspaceBytes
+        {
+            get => native.MaxWorkspaceBytes;
+            set => native.MaxWorkspaceBytes = value;
+        }
+
+        /// <summary>
+        /// The most memory, in bytes, the model's weights may take: the spec's declared tensors
+        /// as float32 (checked when the model is created, before any weight is read) and the
+        /// backend's copy (checked when it is prepared). 0 means no limit; the default is 256 GiB.
+        /// </summary>
+        public ulong MaxWeightBytes
+        {
+            get => native.MaxWeightBytes;
+            set => native.MaxWeightBytes = value;
+        }
+
         /// <summary>A copy of the C struct for a native call.</summary>
         internal NativeModelOptions ToNative() => native;
     }

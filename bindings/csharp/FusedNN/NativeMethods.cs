@@ -21,6 +21,8 @@ namespace FusedNN
         public int CpuThreads;
         public int CudaGraphs;
         public Precision Precision;
+        public ulong MaxWorkspaceBytes;
+        public ulong MaxWeightBytes;
     }
 
     /// <summary>C <c>fdnn_shape</c>: a rank and up to FDNN_MAX_RANK extents.</summary>
@@ -40,6 +42,8 @@ namespace FusedNN
         public long ParameterCount;
         public UIntPtr WeightBytes;
         public UIntPtr ContextBytes;
+        public double FlopsPerSample;
+        public double BytesPerSample;
     }
 
     /// <summary>C <c>fdnn_layer_info</c>; the strings are owned by the model.</summary>

@@ -50,6 +50,31 @@ namespace FusedNN.Tests
                 Fails(Status.InvalidArgument, () => Model.FromSpec(LinearModel.Spec(4, 3), new ModelOptions { MaxBatch = 0 }), "FromSpec");
             });
 
+            Add("errors: max batch past FDNN_MAX_BATCH_LIMIT is InvalidArgument", () =>
+            {
+                var error = Fails(Status.InvalidArgument, () => Model.FromSpec(LinearModel.Spec(4, 3),
+                    new ModelOptions { MaxBatch = (1L << 31) }), "FromSpec");
+                Contains(error.ErrorMessage, "options.max_batch", "message");
+            });
+
+            Add("errors: weight limit is OutOfMemory naming the option; memory info gives the cost", () =>
+            {
+                // 64 x 64 + 64 floats: 16,640 bytes.
+                var error = Fails(Status.OutOfMemory, () => Model.FromSpec(LinearModel.Spec(64, 64),
+                    new ModelOptions { MaxWeightBytes = 16000 }), "FromSpec");
+                Contains(error.ErrorMessage, "options.max_weight_bytes", "message");
+                Contains(error.ErrorMessage, "16640 bytes", "message");
+                var defaults = new ModelOptions();
+                Equal(1UL << 36, defaults.MaxWorkspaceBytes, "default MaxWorkspaceBytes");
+                Equal(1UL << 38, defaults.MaxWeightBytes, "default MaxWeightBytes");
+                using (var model = Model.FromSpec(LinearModel.Spec(64, 64), new ModelOptions { MaxWeightBytes = 16640 }))
+                {
+                    MemoryInfo memory = model.GetMemoryInfo();
+                    Equal(2.0 * 64 * 64, memory.FlopsPerSample, "FlopsPerSample");
+                    Equal(4.0 * (64 + 64), memory.BytesPerSample, "BytesPerSample");
+                }
+            });
+
             Add("errors: null arguments throw ArgumentNullException", () =>
             {
                 Throws<ArgumentNullException>(() => Model.FromFile(null), "FromFile(null)");

@@ -25,6 +25,8 @@ namespace FusedNN.Tests
             { "int32_t", typeof(int) },
             { "uint32_t", typeof(uint) },
             { "int64_t", typeof(long) },
+            { "uint64_t", typeof(ulong) },
+            { "double", typeof(double) },
             { "size_t", typeof(UIntPtr) },
             { "fdnn_status", typeof(Status) },
             { "fdnn_device", typeof(Device) },

@@ -15,6 +15,8 @@
 #include "backends/cpu/linear.hpp"
 #include "backends/cpu/pool2d.hpp"
 #include "backends/cpu/softmax.hpp"
+#include "common/checked_math.hpp"
+#include "planner/plan_cost.hpp"
 
 namespace fusednn {
 namespace {
@@ -30,27 +32,6 @@ cpu::Pool2dGeometry pool_geometry(const WindowGeometry& w) {
   return cpu::Pool2dGeometry{w.in_channels, w.in_height,  w.in_width,   w.out_height,
                              w.out_width,   w.kernel[0],  w.kernel[1],  w.stride[0],
                              w.stride[1],   w.padding[0], w.padding[1], w.count_include_pad};
-}
-
-// Multiply-adds per sample, to decide whether a batch is worth splitting across threads.
-double flops_per_sample(const Plan& plan) {
-  double flops = 0;
-  for (const Step& step : plan.steps) {
-    const WindowGeometry& w = step.window;
-    switch (step.kind) {
-      case StepKind::Linear:
-        flops += 2.0 * step.rows_per_sample * step.in_features * step.out_features;
-        break;
-      case StepKind::Conv2d:
-        flops += 2.0 * w.out_channels * w.out_height * w.out_width * (w.in_channels / w.groups) *
-                 w.kernel[0] * w.kernel[1];
-        break;
-      default:
-        flops += double(plan.values[step.output].elements) * 4;
-        break;
-    }
-  }
-  return flops;
 }
 
 class CpuBackend;
@@ -83,15 +64,21 @@ class CpuBackend final : public Backend {
         scratch_floats_ = std::max(scratch_floats_, floats);
       }
     }
-    flops_per_sample_ = flops_per_sample(*plan_);
+    flops_per_sample_ = plan_cost(*plan_).flops_per_sample;
+    // The scratch sizes, checked: max_batch and the plan's sizes come from the caller and a file.
+    const char* what = "the CPU context's scratch memory for options.max_batch";
+    workspace_floats_ = checked_multiply(plan_->workspace_floats_per_sample, max_batch_,
+                                         FDNN_STATUS_OUT_OF_MEMORY, what);
+    conv_scratch_floats_ = checked_multiply(scratch_floats_, int64_t{threads_},
+                                            FDNN_STATUS_OUT_OF_MEMORY, what);
+    context_bytes_ = checked_bytes(
+        checked_add(workspace_floats_, conv_scratch_floats_, FDNN_STATUS_OUT_OF_MEMORY, what),
+        sizeof(float), FDNN_STATUS_OUT_OF_MEMORY, what);
   }
 
   fdnn_device device() const override { return FDNN_DEVICE_CPU; }
   size_t weight_bytes() const override { return plan_->constant_bytes(); }
-  size_t context_bytes() const override {
-    return sizeof(float) *
-           static_cast<size_t>(plan_->workspace_floats_per_sample * max_batch_ + scratch_floats_ * threads_);
-  }
+  size_t context_bytes() const override { return context_bytes_; }
   std::unique_ptr<ExecutionContext> create_context() const override {
     return std::make_unique<CpuContext>(*this);
   }
@@ -116,19 +103,24 @@ class CpuBackend final : public Backend {
   }
   int threads() const { return threads_; }
   int64_t scratch_floats() const { return scratch_floats_; }
+  int64_t workspace_floats() const { return workspace_floats_; }
+  int64_t conv_scratch_floats() const { return conv_scratch_floats_; }
 
  private:
   std::shared_ptr<const Plan> plan_;
   int64_t max_batch_;
   int threads_ = 1;
-  int64_t scratch_floats_ = 0;
+  int64_t scratch_floats_ = 0;       // per thread
+  int64_t workspace_floats_ = 0;     // max_batch samples
+  int64_t conv_scratch_floats_ = 0;  // every thread's
+  size_t context_bytes_ = 0;
   double flops_per_sample_ = 0;
 };
 
 CpuContext::CpuContext(const CpuBackend& backend)
     : backend_(backend),
-      workspace_(static_cast<size_t>(backend.plan().workspace_floats_per_sample * backend.max_batch())),
-      scratch_(static_cast<size_t>(backend.scratch_floats() * backend.threads())),
+      workspace_(static_cast<size_t>(backend.workspace_floats())),
+      scratch_(static_cast<size_t>(backend.conv_scratch_floats())),
       concat_parts_(static_cast<size_t>(backend.threads())) {
   size_t most_parts = 0;
   for (const Step& step : backend.plan().steps) {

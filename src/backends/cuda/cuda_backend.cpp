@@ -37,6 +37,7 @@
 #include "backends/cuda/pool2d.hpp"
 #include "backends/cuda/small_batch_linear.hpp"
 #include "backends/cuda/softmax.hpp"
+#include "common/checked_math.hpp"
 #include "common/elementwise_op.hpp"
 #include "common/error.hpp"
 #include "common/load_timeline.hpp"
@@ -1021,6 +1022,19 @@ void CudaBackend::refuse_cublaslt_for_testing() {
 // starting on a 256-byte boundary so that vector loads apply.
 void CudaBackend::assign_workspace() {
   const Plan& p = *plan_;
+  // Every size here grows with max_batch: products and sums are checked, so a max_batch whose
+  // workspace cannot be addressed is OUT_OF_MEMORY naming it rather than a wrapped size.
+  const auto times_batch = [&](int64_t per_sample) {
+    return checked_multiply(per_sample, max_batch_, FDNN_STATUS_OUT_OF_MEMORY,
+                            "the GPU workspace for options.max_batch = ", max_batch_);
+  };
+  const auto after = [&](int64_t start, int64_t floats) {
+    return checked_add(start, floats, FDNN_STATUS_OUT_OF_MEMORY,
+                       "the GPU workspace for options.max_batch = ", max_batch_);
+  };
+  const auto aligned = [&](int64_t offset) {
+    return after(offset, kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+  };
   std::map<int64_t, int64_t> slot_elements;  // plan offset -> most elements stored there
   for (const Value& value : p.values) {
     if (value.storage != Storage::Workspace) continue;
@@ -1030,9 +1044,9 @@ void CudaBackend::assign_workspace() {
   std::map<int64_t, int64_t> slot_start;
   int64_t end = 0;
   for (const auto& [offset, elements] : slot_elements) {
-    const int64_t start = (end + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+    const int64_t start = aligned(end);
     slot_start[offset] = start;
-    end = start + elements * max_batch_;
+    end = after(start, times_batch(elements));
   }
   value_offset_.assign(p.values.size(), 0);
   for (size_t v = 0; v < p.values.size(); ++v) {
@@ -1052,9 +1066,9 @@ void CudaBackend::assign_workspace() {
       for (int input : p.steps[op.first_step].inputs) {
         if (p.values[input].storage == Storage::Workspace &&
             p.values[input].workspace_offset == p.values[output].workspace_offset) {
-          const int64_t start = (end + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+          const int64_t start = aligned(end);
           value_offset_[output] = start;
-          end = start + p.values[output].elements * max_batch_;
+          end = after(start, times_batch(p.values[output].elements));
           break;
         }
       }
@@ -1066,29 +1080,40 @@ void CudaBackend::assign_workspace() {
   for (const Op& op : ops_) {
     if (op.half_weight == nullptr) continue;
     const Step& step = p.steps[op.first_step];
-    const int64_t halves = max_batch_ * step.rows_per_sample * step.in_features;
-    staging_floats = std::max(staging_floats, (halves + 1) / 2);
+    const int64_t halves = times_batch(checked_multiply(
+        step.rows_per_sample, step.in_features, FDNN_STATUS_OUT_OF_MEMORY, "a step's elements"));
+    staging_floats = std::max(staging_floats, halves / 2 + halves % 2);
   }
-  half_staging_offset_ = (end + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
-  if (staging_floats > 0) end = half_staging_offset_ + staging_floats;
+  half_staging_offset_ = aligned(end);
+  if (staging_floats > 0) end = after(half_staging_offset_, staging_floats);
   // The first layer's output of the split chains, one region for all.
   int64_t middle_floats = 0;
   for (const Op& op : ops_) {
     if (!op.split.usable()) continue;
     const Step& step = p.steps[op.first_step];
-    middle_floats = std::max(middle_floats, max_batch_ * step.rows_per_sample *
-                                                int64_t{op.split.first_shape.out_channels});
+    middle_floats = std::max(
+        middle_floats,
+        times_batch(checked_multiply(step.rows_per_sample,
+                                     int64_t{op.split.first_shape.out_channels},
+                                     FDNN_STATUS_OUT_OF_MEMORY, "a step's elements")));
   }
-  split_middle_offset_ = (end + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
-  if (middle_floats > 0) end = split_middle_offset_ + middle_floats;
+  split_middle_offset_ = aligned(end);
+  if (middle_floats > 0) end = after(split_middle_offset_, middle_floats);
   workspace_floats_ = end;
 }
 
 size_t CudaBackend::context_bytes() const {
   // Device workspace and the host path's device buffers, plus as much pinned host staging, and
   // cuBLASLt's workspace.
-  const size_t floats = static_cast<size_t>(workspace_floats_ + 2 * (input_floats() + output_floats()));
-  return floats * sizeof(float) + cublaslt_workspace_bytes_;
+  const char* what = "the GPU context's bytes for options.max_batch";
+  const int64_t io_floats = checked_add(input_floats(), output_floats(), FDNN_STATUS_OUT_OF_MEMORY,
+                                        what);
+  const int64_t floats = checked_add(workspace_floats_,
+                                     checked_multiply(int64_t{2}, io_floats,
+                                                      FDNN_STATUS_OUT_OF_MEMORY, what),
+                                     FDNN_STATUS_OUT_OF_MEMORY, what);
+  return checked_add(checked_bytes(floats, sizeof(float), FDNN_STATUS_OUT_OF_MEMORY, what),
+                     cublaslt_workspace_bytes_, FDNN_STATUS_OUT_OF_MEMORY, what);
 }
 
 std::unique_ptr<ExecutionContext> CudaBackend::create_context() const {

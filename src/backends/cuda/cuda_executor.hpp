@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "common/checked_math.hpp"
 #include "backends/cuda/conv2d_implicit_gemm.hpp"
 #include "backends/cuda/conv_net.hpp"
 #include "backends/cuda/conv_pool.hpp"
@@ -125,8 +126,14 @@ class CudaBackend final : public Backend {
   int64_t half_staging_offset() const { return half_staging_offset_; }
   // Where in the workspace (floats) split chains (Op::split) keep their first layer's output.
   int64_t split_middle_offset() const { return split_middle_offset_; }
-  int64_t input_floats() const { return max_batch_ * plan_->values[0].elements; }
-  int64_t output_floats() const { return max_batch_ * plan_->values[plan_->output_value].elements; }
+  int64_t input_floats() const {
+    return checked_multiply(max_batch_, plan_->values[0].elements, FDNN_STATUS_OUT_OF_MEMORY,
+                            "the GPU input buffer for options.max_batch");
+  }
+  int64_t output_floats() const {
+    return checked_multiply(max_batch_, plan_->values[plan_->output_value].elements,
+                            FDNN_STATUS_OUT_OF_MEMORY, "the GPU output buffer for options.max_batch");
+  }
   // The workspace each context gives cuBLASLt; 0 when no step runs on it.
   size_t cublaslt_workspace_bytes() const { return cublaslt_workspace_bytes_; }
   // Why steps meant for cuBLASLt run on the tiled GEMM instead; empty when cuBLASLt is in use.

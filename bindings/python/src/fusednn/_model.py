@@ -46,11 +46,15 @@ class MemoryInfo:
         parameter_count: Scalars in all weights as the spec declares them.
         weight_bytes: Bytes the backend holds for the (folded) weights.
         context_bytes: Scratch bytes each execution context allocates (for max_batch).
+        flops_per_sample: Floating-point operations one sample costs (a multiply-add counts 2).
+        bytes_per_sample: Bytes of activations one sample moves (float32, weights excluded).
     """
 
     parameter_count: int
     weight_bytes: int
     context_bytes: int
+    flops_per_sample: float
+    bytes_per_sample: float
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,8 @@ def _path_bytes(path: PathLike) -> bytes:
 
 
 def _options(max_batch: Optional[int], device: str, device_id: int, cpu_threads: Optional[int],
-             cuda_graphs: Optional[bool], precision: str) -> _native.ModelOptions:
+             cuda_graphs: Optional[bool], precision: str, max_workspace_bytes: Optional[int],
+             max_weight_bytes: Optional[int]) -> _native.ModelOptions:
     # The library writes no further than the size given: the fields this binding knows.
     options = _native.ModelOptions()
     _native.call("fdnn_model_options_init")(ctypes.byref(options),
@@ -110,6 +115,13 @@ def _options(max_batch: Optional[int], device: str, device_id: int, cpu_threads:
         raise ValueError(f"precision must be one of {sorted(_PRECISION_BY_NAME)}, got "
                          f"{precision!r}")
     options.precision = _PRECISION_BY_NAME[precision]
+    for name, limit in (("max_workspace_bytes", max_workspace_bytes),
+                        ("max_weight_bytes", max_weight_bytes)):
+        if limit is None:
+            continue
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit < 2**64:
+            raise ValueError(f"{name} must be a non-negative int (0: no limit), got {limit!r}")
+        setattr(options, name, limit)
     return options
 
 
@@ -256,7 +268,9 @@ class Model(Closeable):
     @classmethod
     def from_file(cls: Type["Model"], path: PathLike, *, max_batch: Optional[int] = None,
                   device: str = "cpu", device_id: int = 0, cpu_threads: Optional[int] = None,
-                  cuda_graphs: Optional[bool] = None, precision: str = "fp32") -> "Model":
+                  cuda_graphs: Optional[bool] = None, precision: str = "fp32",
+                  max_workspace_bytes: Optional[int] = None,
+                  max_weight_bytes: Optional[int] = None) -> "Model":
         """Create a model from a bundle (spec and weights) or a JSON spec file.
 
         Args:
@@ -276,12 +290,20 @@ class Model(Closeable):
                 the error (tf32 1e-3, fp16 and bf16 1e-2 relative to an fp32 run), never a
                 promise of less accuracy: the CPU always computes in fp32. :attr:`precision`
                 says what the model runs in; see docs/precision.md.
+            max_workspace_bytes: The most scratch memory one execution context may take; a
+                model needing more raises OutOfMemoryError naming the option when it is
+                prepared (first run or context). 0: no limit. None keeps the library's default
+                (64 GiB). Lower it for models from untrusted sources.
+            max_weight_bytes: The most memory the model's weights may take (checked against the
+                spec's declared weights at creation, before any is read). 0: no limit. None
+                keeps the library's default (256 GiB).
 
         Raises:
             FileError, ParseError, InvalidModelError, WeightMismatchError, UnsupportedError (the
             device cannot be used), OutOfMemoryError; ValueError for a bad option.
         """
-        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision)
+        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
+                           max_workspace_bytes, max_weight_bytes)
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_file")(_path_bytes(path), ctypes.byref(options),
                                                     ctypes.byref(handle))
@@ -324,13 +346,14 @@ class Model(Closeable):
     def from_spec(cls: Type["Model"], spec: Union[str, bytes, Mapping[str, Any]], *,
                   max_batch: Optional[int] = None, device: str = "cpu", device_id: int = 0,
                   cpu_threads: Optional[int] = None, cuda_graphs: Optional[bool] = None,
-                  precision: str = "fp32") -> "Model":
+                  precision: str = "fp32", max_workspace_bytes: Optional[int] = None,
+                  max_weight_bytes: Optional[int] = None) -> "Model":
         """Create a model from a spec held in memory; its weights come next.
 
         Args:
             spec: The spec as JSON text (str or UTF-8 bytes) or as a dict.
-            max_batch, device, device_id, cpu_threads, cuda_graphs, precision: As for
-                :meth:`from_file`.
+            max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
+                max_workspace_bytes, max_weight_bytes: As for :meth:`from_file`.
 
         Raises:
             ParseError, InvalidModelError, UnsupportedError, OutOfMemoryError; TypeError for a
@@ -344,7 +367,8 @@ class Model(Closeable):
             text = spec
         else:
             raise TypeError(f"spec must be JSON text or a dict, got {type(spec).__name__}")
-        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision)
+        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
+                           max_workspace_bytes, max_weight_bytes)
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_spec")(text, len(text), ctypes.byref(options),
                                                     ctypes.byref(handle))
@@ -453,7 +477,8 @@ class Model(Closeable):
         info.struct_size = ctypes.sizeof(MemoryInfoStruct)
         _native.call("fdnn_model_memory_info")(self._live_handle(), ctypes.byref(info))
         return MemoryInfo(int(info.parameter_count), int(info.weight_bytes),
-                          int(info.context_bytes))
+                          int(info.context_bytes), float(info.flops_per_sample),
+                          float(info.bytes_per_sample))
 
     @property
     def layers(self) -> List[LayerInfo]:

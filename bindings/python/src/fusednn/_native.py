@@ -84,6 +84,8 @@ class ModelOptions(ctypes.Structure):
         ("cpu_threads", ctypes.c_int32),
         ("cuda_graphs", ctypes.c_int32),
         ("precision", c_precision),
+        ("max_workspace_bytes", ctypes.c_uint64),
+        ("max_weight_bytes", ctypes.c_uint64),
     ]
 
 
@@ -106,6 +108,8 @@ class MemoryInfoStruct(ctypes.Structure):
         ("parameter_count", ctypes.c_int64),
         ("weight_bytes", ctypes.c_size_t),
         ("context_bytes", ctypes.c_size_t),
+        ("flops_per_sample", ctypes.c_double),
+        ("bytes_per_sample", ctypes.c_double),
     ]
 
 

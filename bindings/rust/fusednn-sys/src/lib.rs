@@ -110,6 +110,7 @@ pub mod declared {
         ("FDNN_VERSION_PATCH", super::FDNN_VERSION_PATCH as i64),
         ("FDNN_VERSION_NUMBER", super::FDNN_VERSION_NUMBER as i64),
         ("FDNN_MAX_RANK", super::FDNN_MAX_RANK as i64),
+        ("FDNN_MAX_BATCH_LIMIT", super::FDNN_MAX_BATCH_LIMIT),
     ];
 
     pub use super::FUNCTIONS;
@@ -218,6 +219,13 @@ pub const FDNN_VERSION_NUMBER: u32 =
     FDNN_VERSION_MAJOR * 10000 + FDNN_VERSION_MINOR * 100 + FDNN_VERSION_PATCH;
 /// The most dimensions a per-sample shape ([`fdnn_shape`]) may have.
 pub const FDNN_MAX_RANK: usize = 8;
+/// The largest [`fdnn_model_options::max_batch`] accepted, 2^31 - 1; a larger one is
+/// `FDNN_STATUS_INVALID_ARGUMENT`.
+pub const FDNN_MAX_BATCH_LIMIT: i64 = 2147483647;
+/// Default of [`fdnn_model_options::max_workspace_bytes`]: 64 GiB.
+pub const FDNN_DEFAULT_MAX_WORKSPACE_BYTES: u64 = 1 << 36;
+/// Default of [`fdnn_model_options::max_weight_bytes`]: 256 GiB.
+pub const FDNN_DEFAULT_MAX_WEIGHT_BYTES: u64 = 1 << 38;
 
 // ------------------------------------------------------------------------------------------------
 // Enums
@@ -332,7 +340,8 @@ c_struct! {
     MODEL_OPTIONS_DECL: pub struct fdnn_model_options {
         /// `size_of::<fdnn_model_options>()` as the caller was compiled; set by the init call.
         pub struct_size: usize,
-        /// Largest batch a run may use (1 or more); scratch memory is sized for it.
+        /// Largest batch a run may use (1 to [`FDNN_MAX_BATCH_LIMIT`]); scratch memory is sized
+        /// for it.
         pub max_batch: i64,
         /// Where to run.
         pub device: fdnn_device,
@@ -346,6 +355,14 @@ c_struct! {
         /// The least precise arithmetic the model may use (see [`fdnn_precision`]); the CPU
         /// always runs in fp32. A struct that ends before this field gets FP32.
         pub precision: fdnn_precision,
+        /// The most scratch bytes one execution context may take; a model needing more is
+        /// refused with `FDNN_STATUS_OUT_OF_MEMORY` when prepared. 0: no limit. A struct that
+        /// ends before this field gets [`FDNN_DEFAULT_MAX_WORKSPACE_BYTES`].
+        pub max_workspace_bytes: u64,
+        /// The most bytes the model's weights may take (the declared tensors as float32, checked
+        /// at creation; the backend's copy, checked when prepared). 0: no limit. A struct that
+        /// ends before this field gets [`FDNN_DEFAULT_MAX_WEIGHT_BYTES`].
+        pub max_weight_bytes: u64,
     }
 }
 
@@ -370,6 +387,10 @@ c_struct! {
         pub weight_bytes: usize,
         /// Scratch bytes each execution context allocates.
         pub context_bytes: usize,
+        /// Floating-point operations one sample costs (a multiply-add counts 2).
+        pub flops_per_sample: f64,
+        /// Bytes of activations one sample moves (float32, weights excluded).
+        pub bytes_per_sample: f64,
     }
 }
 

@@ -88,8 +88,9 @@ impl fmt::Display for Shape {
     }
 }
 
-/// The parameter count of a model and the memory it and each of its contexts use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The parameter count of a model, the memory it and each of its contexts use, and what one
+/// sample costs.
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct MemoryInfo {
     /// Scalars in all weights as the spec declares them.
@@ -98,6 +99,11 @@ pub struct MemoryInfo {
     pub weight_bytes: usize,
     /// Scratch bytes each execution context allocates; known before any run.
     pub context_bytes: usize,
+    /// Floating-point operations one sample costs (a multiply-add counts 2): lets a server
+    /// refuse a model before running it.
+    pub flops_per_sample: f64,
+    /// Bytes of activations one sample moves (float32, weights excluded).
+    pub bytes_per_sample: f64,
 }
 
 /// One layer of a model as written in its spec (before any folding).

@@ -61,7 +61,7 @@ pub struct ModelOptions {
 
 impl ModelOptions {
     /// The library's defaults: max batch 1024, the CPU, GPU 0, as many CPU threads as pay off,
-    /// CUDA graphs on, [`Precision::Fp32`].
+    /// CUDA graphs on, [`Precision::Fp32`], 64 GiB of workspace and 256 GiB of weights at most.
     pub fn new() -> ModelOptions {
         let size = std::mem::size_of::<sys::fdnn_model_options>();
         // SAFETY: every field is a plain integer, valid when zeroed.
@@ -110,6 +110,23 @@ impl ModelOptions {
     /// [`Precision`]). The CPU always runs in fp32; [`Model::precision`] says what runs.
     pub fn precision(mut self, precision: Precision) -> ModelOptions {
         self.raw.precision = precision.to_raw();
+        self
+    }
+
+    /// The most scratch memory, in bytes, one execution context may take; a model that needs
+    /// more fails with an out-of-memory error naming the option when it is prepared (its first
+    /// run or context), before anything is allocated. 0 means no limit; the default is 64 GiB.
+    /// Lower it for models from untrusted sources: a small file can ask for a large workspace.
+    pub fn max_workspace_bytes(mut self, bytes: u64) -> ModelOptions {
+        self.raw.max_workspace_bytes = bytes;
+        self
+    }
+
+    /// The most memory, in bytes, the model's weights may take: the spec's declared tensors as
+    /// float32 (checked when the model is created, before any weight is read) and the backend's
+    /// copy (checked when it is prepared). 0 means no limit; the default is 256 GiB.
+    pub fn max_weight_bytes(mut self, bytes: u64) -> ModelOptions {
+        self.raw.max_weight_bytes = bytes;
         self
     }
 
@@ -532,6 +549,8 @@ impl Model {
             parameter_count: 0,
             weight_bytes: 0,
             context_bytes: 0,
+            flops_per_sample: 0.0,
+            bytes_per_sample: 0.0,
         };
         // SAFETY: the handle is live and raw is a writable struct with struct_size set.
         check(unsafe { sys::fdnn_model_memory_info(self.raw.as_ptr(), &mut raw) })?;
@@ -539,6 +558,8 @@ impl Model {
             parameter_count: u64::try_from(raw.parameter_count).unwrap_or(0),
             weight_bytes: raw.weight_bytes,
             context_bytes: raw.context_bytes,
+            flops_per_sample: raw.flops_per_sample,
+            bytes_per_sample: raw.bytes_per_sample,
         })
     }
 

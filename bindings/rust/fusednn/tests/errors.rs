@@ -56,6 +56,36 @@ fn zero_max_batch_is_invalid_argument() {
 }
 
 #[test]
+fn max_batch_past_the_limit_is_invalid_argument() {
+    let too_large = usize::try_from(fusednn::sys::FDNN_MAX_BATCH_LIMIT).unwrap() + 1;
+    let error = Model::from_spec_with_options(
+        &linear_spec(4, 3),
+        &ModelOptions::new().max_batch(too_large),
+    )
+    .unwrap_err();
+    assert_eq!(error.status(), Status::InvalidArgument, "{error}");
+    assert!(error.message().contains("options.max_batch"), "{error}");
+}
+
+#[test]
+fn weight_limit_is_out_of_memory_naming_the_option() {
+    // 64 x 64 + 64 floats: 16,640 bytes.
+    let spec = linear_spec(64, 64);
+    let error =
+        Model::from_spec_with_options(&spec, &ModelOptions::new().max_weight_bytes(16_000))
+            .unwrap_err();
+    assert_eq!(error.status(), Status::OutOfMemory, "{error}");
+    assert!(error.message().contains("options.max_weight_bytes"), "{error}");
+    assert!(error.message().contains("16640 bytes"), "{error}");
+    let model =
+        Model::from_spec_with_options(&spec, &ModelOptions::new().max_weight_bytes(16_640))
+            .unwrap();
+    let memory = model.memory_info().unwrap();
+    assert_eq!(memory.flops_per_sample, 2.0 * 64.0 * 64.0);
+    assert_eq!(memory.bytes_per_sample, 4.0 * (64.0 + 64.0));
+}
+
+#[test]
 fn wrong_weight_shape_is_weight_mismatch_naming_the_tensor() {
     let mut model = Model::from_spec(&linear_spec(4, 3)).unwrap();
     let error = model
