@@ -286,7 +286,9 @@ BackendExplanation CpuBackend::explain(int64_t batch) const {
         const bool shifted =
             cpu::conv2d_form(conv_geometry(step.window), &why) == cpu::Conv2dForm::ShiftedWindows;
         choice.form = (shifted ? "GEMM on shifted windows" : "GEMM on im2col columns") + isa_text();
-        choice.reason = why;
+        const size_t scratch = cpu::conv2d_scratch_floats(conv_geometry(step.window));
+        choice.reason = why + "; scratch " + std::to_string(scratch * sizeof(float)) +
+                        " bytes per thread";
         break;
       }
       case StepKind::MaxPool2d:
