@@ -26,6 +26,6 @@ fusednn_library_dir() {
   echo "run_tests.sh: no libfusednn.so found; building it into $build_dir" >&2
   cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DFUSEDNN_DEVELOPER_MODE=OFF \
     -DFUSEDNN_BUILD_TOOLS=OFF >&2
-  cmake --build "$build_dir" -j2 --target fusednn >&2
+  cmake --build "$build_dir" --parallel "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" --target fusednn >&2
   dirname "$(find "$build_dir" -name 'libfusednn.so' | head -n1)"
 }

@@ -161,7 +161,7 @@ fn not_found_message(tried: &[String]) -> String {
          FUSEDNN_DIR=/path/to/install/prefix   (holding lib/libfusednn.so, or the library itself)\n  \
          PKG_CONFIG_PATH=/path/to/folder/holding/fusednn.pc\n\
          Build the library with:\n  \
-         cmake -S <fusednn> -B build && cmake --build build --target fusednn\n\
+         cmake -S <fusednn> -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build --target fusednn\n\
          What was tried:\n",
     );
     if tried.is_empty() {
