@@ -36,7 +36,8 @@ template <ElementwiseKind kKind>
 FUSEDNN_ALWAYS_INLINE float apply_kind(float x, float parameter) {
   using K = ElementwiseKind;
   if constexpr (kKind == K::ReLU) {
-    return x > 0.0f ? x : 0.0f;
+    // NaN fails the comparison and passes through, as torch.relu keeps it.
+    return float_math::select(x <= 0.0f, 0.0f, x);
   } else if constexpr (kKind == K::LeakyReLU) {
     return float_math::select(x >= 0.0f, x, x * parameter);
   } else if constexpr (kKind == K::GeluErf) {
