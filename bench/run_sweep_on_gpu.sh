@@ -33,9 +33,12 @@ BUILD_LOG="$OUT/sweep.log"
 # As in run_on_gpu.sh: each call copies the tree with older file times than the objects built
 # from it, so a file whose content changed since this script's last build is touched first. Its
 # own hash list: run_on_gpu.sh's decides what that script rebuilds.
+# Until this script has built once, run_on_gpu.sh's list says what the last build saw.
 HASHES=$BUILD/source_hashes_sweep.txt
-if [[ -f $HASHES ]]; then
-  sha1sum --check --quiet "$HASHES" 2>/dev/null | sed -n 's/: FAILED$//p' |
+SEEN=$HASHES
+[[ -f $SEEN ]] || SEEN=$BUILD/source_hashes.txt
+if [[ -f $SEEN ]]; then
+  sha1sum --check --quiet "$SEEN" 2>/dev/null | sed -n 's/: FAILED$//p' |
     while IFS= read -r changed; do touch -- "$changed"; done
 fi
 if [[ ! -f $BUILD/CMakeCache.txt ]]; then

@@ -66,6 +66,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -799,7 +800,8 @@ class Group:
     reference: nn.Module               # fp32, on the device
     module: nn.Module                  # in the precision's dtype, on the device
     compile: bool = False
-    compiled: Dict[str, Any] = field(default_factory=dict)
+    compiled: Dict[str, Any] = field(default_factory=dict)   # by mode
+    compile_seconds: float = 0.0
     compile_failures: Dict[str, str] = field(default_factory=dict)
     onnx: Optional[Path] = None
     onnx_failure: Optional[str] = None
@@ -1072,8 +1074,8 @@ class Sweep:
                     notes.append(f"{mode}: {describe(error)}")
                     group.compile_failures.setdefault(mode, describe(error))
                     self.check_context()
-            row["compile_note"] = "; ".join(notes) or f"compiled for the group in " \
-                f"{group.compiled.get('seconds', 0):.0f} s"
+            row["compile_note"] = "; ".join(notes) or \
+                f"compiled for the group in {group.compile_seconds:.0f} s so far"
         elif (point.model, point.precision) in COMPILE_GROUPS:
             row["compile_note"] = "skipped: compile budget spent" if self.device == "cuda" or \
                 self.args.cpu_compile else "not run: --device cpu without --cpu-compile"
@@ -1081,7 +1083,8 @@ class Sweep:
     def compiled(self, group: Group, mode: str, example: torch.Tensor) -> Callable:
         """The group's module compiled in `mode`, once: its batch dimension marked dynamic (for
         a batch of 2 or more), so one compilation serves the group's batches; batch 1 recompiles
-        once, as PyTorch specialises sizes 0 and 1."""
+        once, as PyTorch specialises sizes 0 and 1. Compiling (autotuning included) runs on the
+        default stream, outside any timing."""
         if mode in group.compile_failures:
             raise RuntimeError(f"compile failed earlier in this group: "
                                f"{group.compile_failures[mode]}")
@@ -1091,13 +1094,13 @@ class Sweep:
             compiled = torch.compile(group.module, mode=None if mode == "default" else mode)
             group.compiled[mode] = compiled
         if example.shape[0] >= 2:
-            torch._dynamo.mark_dynamic(example, 0)
-        with self.clock.context():
-            compiled(example)  # compiles, or recompiles for a new specialisation; else quick
-        self.clock.sync()
+            torch._dynamo.maybe_mark_dynamic(example, 0)
+        compiled(example)  # compiles, or recompiles for a new specialisation; else quick
+        if self.device == "cuda":
+            torch.cuda.synchronize()
         spent = time.perf_counter() - started
         self.compile_spent_s += spent
-        group.compiled["seconds"] = group.compiled.get("seconds", 0.0) + spent
+        group.compile_seconds += spent
         return compiled
 
     def graph_us(self, function: Callable, xs: List[torch.Tensor]) -> float:
@@ -1509,6 +1512,7 @@ def main() -> int:
         results.save()
         results.write_csv()
         (results.out / "sweep.md").write_text(summary_markdown(results.document, points))
+        shutil.rmtree(sweep.work, ignore_errors=True)
     left = sum(1 for p in points if p.id not in results.rows)
     log(f"sweep: {len(points) - left} of {len(points)} points recorded, {left} left, "
         f"{time.perf_counter() - started:.0f} s; torch.compile {sweep.compile_spent_s:.0f} s")
@@ -1533,10 +1537,12 @@ def run_points(args: argparse.Namespace, sweep: Sweep, results: Results, points:
             sweep.compile_spent_s < args.compile_budget
         elapsed = time.perf_counter() - started
         if args.time_budget is not None:
-            need = longest_point_s + (longest_compile_s if compile_group else 0.0)
-            if elapsed + need > args.time_budget:
+            if elapsed + longest_point_s > args.time_budget:
                 log(f"time budget: {elapsed:.0f} s of {args.time_budget:.0f} s spent; stopping")
                 return 2
+            if compile_group and elapsed + longest_point_s + longest_compile_s > args.time_budget:
+                log(f"time budget: no time left to compile {group_key}; left for the next run")
+                continue
         spec = sweep.models[group_key[0]]
         try:
             group = sweep.open_group(spec, group_key[1], compile_group)

@@ -605,6 +605,7 @@ class Bench:
 
         try:
             fusednn_device = self.device_runner(context, batch, inputs, outputs)
+            torch.cuda.synchronize()  # inputs and the NaN fill are done before self.stream runs
             with torch.cuda.stream(self.stream):
                 for i in range(sets):
                     fusednn_device(i)
@@ -617,6 +618,7 @@ class Bench:
                 wide_inputs = [x.float() for x in inputs]
                 wide_outputs = [torch.full_like(e, float("nan")) for e in expected]
                 wide_run = self.device_runner(context, batch, wide_inputs, wide_outputs)
+                torch.cuda.synchronize()
                 with torch.cuda.stream(self.stream):
                     for i in range(sets):
                         wide_run(i)
