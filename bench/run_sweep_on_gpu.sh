@@ -84,5 +84,5 @@ esac
 for file in sweep.json sweep.csv sweep.md; do
   [[ -f $STATE/$file ]] && cp "$STATE/$file" "$OUT/"
 done
-[[ -f $STATE/sweep.md ]] && head -c 6000 "$STATE/sweep.md"
+[[ -f $STATE/sweep.md ]] && head -c 6000 "$STATE/sweep.md" && echo
 tail -c 3000 "$SUMMARY"

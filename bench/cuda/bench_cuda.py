@@ -13,11 +13,11 @@ Its PyTorch columns then run the same model in that precision as its users run i
 with the weights in that dtype, fed and returning tensors of that dtype (no casts timed); tf32
 in float32 with TF32 allowed. fusednn gets the same input and output dtype (float16 / bfloat16
 device buffers through fdnn_context_run_device_typed); each fp16 / bf16 row is followed by one
-labelled "float32 I/O" that times fusednn alone fed float32 buffers, as before the typed runs.
-Every row states its I/O dtype. The row also gives PyTorch's own error in that precision and
-the ratio of the two errors. A case may set knobs that the CUDA
-backend reads from the environment when it creates a model (FUSEDNN_CUDA_*); they are set only
-while fusednn creates and runs that case's model, and the row's label names them.
+labelled "fusednn fed float32" that times fusednn alone on float32 buffers, as before the typed
+runs. Every row states its I/O dtype. The row also gives PyTorch's own error in that precision
+and the ratio of the two errors. A case may set knobs that the CUDA backend reads from the
+environment when it creates a model (FUSEDNN_CUDA_*); they are set only while fusednn creates
+and runs that case's model, and the row's label names them.
 
 The card's ceilings (device-to-device copy bandwidth, cuBLAS matmul rates) are measured once at
 the start of the run, and every case with a batch of LARGE_BATCH or more is also reported as
