@@ -64,10 +64,11 @@ if [[ ! -f $STATE/sweep.json && -n ${SWEEP_RESUME:-} && -f $SWEEP_RESUME ]]; the
   cp "$SWEEP_RESUME" "$STATE/sweep.json"
   note "continuing from $SWEEP_RESUME"
 fi
-# The sweep stops starting points 25 s before its budget and writes its outputs; it is run
-# again at once if the CUDA context broke (exit 3: the point that broke it is recorded).
+# The sweep stops starting points 25 s before its budget and writes its outputs. It is run
+# again at once if the CUDA context broke (exit 3) or the process died of a signal (a crash):
+# the point it was on is recorded as failed, so each restart gets further.
 rc=3
-while ((rc == 3)) && (($(left) > 90)); do
+while ((rc == 3 || (rc > 128 && rc != 137))) && (($(left) > 90)); do
   budget=$(($(left) - 25))
   note "sweep (time budget ${budget}s, state $STATE)"
   timeout --kill-after=10 $((budget + 15)) python3 -u bench/sweep.py --library "$LIB" \

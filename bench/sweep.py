@@ -859,7 +859,7 @@ class Sweep:
         if group.compile:
             torch._dynamo.reset()  # each group's compiled code goes; no cache limit is reached
         if self.device == "cuda":
-            torch.cuda.synchronize()
+            self.check_context()
             torch.cuda.empty_cache()
 
     # --- one point -----------------------------------------------------------------------------
