@@ -1123,7 +1123,6 @@ class Sweep:
             return per_call_us(self.clock, lambda i: graphs[i % len(graphs)].replay(), len(xs))
         finally:
             torch.cuda.synchronize()
-            del graphs
 
     # --- CPU part: fusednn's CPU backend against ONNX Runtime ----------------------------------
 
