@@ -9,10 +9,15 @@ through several input/output buffer sets so no call reuses the previous call's i
 also checks fusednn's output against PyTorch's in exact fp32 (relative error max|a-b|/max|b|).
 
 A case may ask fusednn for a reduced precision (the model option `precision`: tf32, fp16, bf16).
-Its PyTorch columns then run the same model in that precision, and the row also gives PyTorch's
-own error in that precision and the ratio of the two errors. A case may set knobs that the CUDA
-backend reads from the environment when it creates a model (FUSEDNN_CUDA_*); they are set only
-while fusednn creates and runs that case's model, and the row's label names them.
+Its PyTorch columns then run the same model in that precision as its users run it: fp16 and bf16
+with the weights in that dtype, fed and returning tensors of that dtype (no casts timed); tf32
+in float32 with TF32 allowed. fusednn gets the same input and output dtype (float16 / bfloat16
+device buffers through fdnn_context_run_device_typed); each fp16 / bf16 row is followed by one
+labelled "fusednn fed float32" that times fusednn alone on float32 buffers, as before the typed
+runs. Every row states its I/O dtype. The row also gives PyTorch's own error in that precision
+and the ratio of the two errors. A case may set knobs that the CUDA backend reads from the
+environment when it creates a model (FUSEDNN_CUDA_*); they are set only while fusednn creates
+and runs that case's model, and the row's label names them.
 
 The card's ceilings (device-to-device copy bandwidth, cuBLAS matmul rates) are measured once at
 the start of the run, and every case with a batch of LARGE_BATCH or more is also reported as
@@ -49,8 +54,12 @@ ROTATING_SETS = 8
 # fdnn_precision (include/fusednn/fusednn.h): the values are pinned by the C API.
 PRECISIONS = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
 PRECISION_NAMES = {value: name for name, value in PRECISIONS.items()}
-# The precisions PyTorch runs by casting weights and activations (tf32 is a cuBLAS/cuDNN mode).
+# The precisions PyTorch runs in a 16-bit dtype, weights and activations (tf32 is a cuBLAS/cuDNN
+# mode on float32 tensors); a case in one of them also feeds and returns tensors of that dtype.
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# fdnn_dtype (include/fusednn/fusednn.h) of each torch dtype a run's buffers may have.
+FDNN_DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+IO_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 LARGE_BATCH = 4096  # cases from this batch on are also reported against the card's ceilings
 CEILING_MATMUL_SIZE = 8192
 CEILING_COPY_FLOATS = 1 << 28  # 1 GiB
@@ -99,6 +108,13 @@ class Library:
         lib.fdnn_context_destroy.restype = None
         lib.fdnn_context_run.argtypes = [vp, i64, vp, sz, vp, sz]
         lib.fdnn_context_run_device.argtypes = [vp, i64, vp, sz, vp, sz, vp]
+        # The typed runs (16-bit inputs and outputs) came with the 0.3 API.
+        self.run_device_typed = getattr(lib, "fdnn_context_run_device_typed", None)
+        if self.run_device_typed is not None:
+            self.run_device_typed.argtypes = [vp, i64, vp, st, sz, vp, st, sz, vp]
+        self.run_typed = getattr(lib, "fdnn_context_run_typed", None)
+        if self.run_typed is not None:
+            self.run_typed.argtypes = [vp, i64, vp, st, sz, vp, st, sz]
         # fdnn_model_precision came with the precision option; a library built before has neither.
         self.model_precision_call = getattr(lib, "fdnn_model_precision", None)
         if self.model_precision_call is not None:
@@ -363,18 +379,14 @@ def conv_case(name: str, in_channels: int, out_channels: int, kernel: int, strid
 
 
 def torch_forward(weights: dict, functional, precision: str):
-    """The case's PyTorch function on the GPU in `precision`, float32 in and float32 out as
-    fusednn's runs are. fp32 and tf32 keep fp32 weights (run tf32 under torch_precision); fp16
-    and bf16 cast the weights once here, and the returned function casts the input to that type
-    and the output back to float32, so its timings include the conversions fusednn makes inside
-    its kernels."""
+    """The case's PyTorch function on the GPU in `precision`, as a PyTorch user runs it: fp32
+    and tf32 keep fp32 weights (run tf32 under torch_precision); fp16 and bf16 hold the weights in
+    that dtype, and the function takes and returns tensors of that dtype (nothing cast inside)."""
     dtype = TORCH_DTYPES.get(precision, torch.float32)
     params = {name: torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).to("cuda",
                                                                                         dtype)
               for name, array in weights.items()}
-    if dtype == torch.float32:
-        return lambda x: functional(params, x)
-    return lambda x: functional(params, x.to(dtype)).float()
+    return lambda x: functional(params, x)
 
 
 SEED_LAYERS = [(100, 128, {"type": "ReLU"}), (128, 64, {"type": "ReLU"}), (64, 10, None)]
@@ -514,14 +526,18 @@ class Bench:
     def measure(self, row: dict, spec: str, weights: dict, functional, in_shape: tuple,
                 knobs: dict, host_path: bool, use_compile: bool) -> None:
         batch, precision = row["batch"], row["precision"]
+        io_dtype = TORCH_DTYPES.get(precision, torch.float32)
+        row["io_dtype"] = IO_NAMES[io_dtype]
         sets = ROTATING_SETS if batch * int(np.prod(in_shape)) <= (1 << 24) else 2
         generator = torch.Generator(device="cuda").manual_seed(batch)
-        inputs = [torch.randn(batch, *in_shape, device="cuda", generator=generator)
+        # Inputs in the row's I/O dtype, made before any timing; the fp32 reference reads the
+        # same values (a 16-bit input widened exactly).
+        inputs = [torch.randn(batch, *in_shape, device="cuda", generator=generator).to(io_dtype)
                   for _ in range(sets)]
         exact = torch_forward(weights, functional, "fp32")
         forward = exact if precision == "fp32" else torch_forward(weights, functional, precision)
         with torch.no_grad():
-            expected = [exact(x) for x in inputs]
+            expected = [exact(x.float()) for x in inputs]
             if forward is not exact:
                 with torch_precision(precision):
                     row["torch_same_precision_error"] = max(
@@ -541,15 +557,43 @@ class Bench:
         with torch.no_grad(), torch_precision(precision):
             self.time_torch(row, forward, inputs, calls, use_compile)
 
-    def time_fusednn(self, row: dict, spec: str, weights: dict, inputs: list, expected: list,
-                     calls: int, host_path: bool) -> None:
-        batch, sets = row["batch"], len(inputs)
-        in_count, out_count = row["input_floats"], row["output_floats"]
-        outputs = [torch.full_like(e, float("nan")) for e in expected]
+    def device_runner(self, context, batch: int, inputs: list, outputs: list):
+        """A function queuing run i on buffer set i % len(inputs): fdnn_context_run_device for
+        float32 buffers, fdnn_context_run_device_typed for 16-bit ones."""
+        sets = len(inputs)
         stream_handle = ctypes.c_void_p(self.stream.cuda_stream)
-        run_device = self.lib.lib.fdnn_context_run_device
         in_ptrs = [x.data_ptr() for x in inputs]
         out_ptrs = [y.data_ptr() for y in outputs]
+        in_count, out_count = inputs[0].numel(), outputs[0].numel()
+        in_dtype, out_dtype = FDNN_DTYPES[inputs[0].dtype], FDNN_DTYPES[outputs[0].dtype]
+        if inputs[0].dtype == outputs[0].dtype == torch.float32:
+            run_device = self.lib.lib.fdnn_context_run_device
+
+            def run(i):
+                status = run_device(context, batch, in_ptrs[i % sets], in_count,
+                                    out_ptrs[i % sets], out_count, stream_handle)
+                if status:
+                    self.lib.check(status, "run_device")
+            return run
+        run_typed = self.lib.run_device_typed
+        if run_typed is None:
+            raise RuntimeError("this libfusednn has no fdnn_context_run_device_typed (16-bit "
+                               "device buffers)")
+
+        def run_16bit(i):
+            status = run_typed(context, batch, in_ptrs[i % sets], in_dtype, in_count,
+                               out_ptrs[i % sets], out_dtype, out_count, stream_handle)
+            if status:
+                self.lib.check(status, "run_device_typed")
+        return run_16bit
+
+    def time_fusednn(self, row: dict, spec: str, weights: dict, inputs: list, expected: list,
+                     calls: int, host_path: bool) -> None:
+        """fusednn's device path with buffers of the row's I/O dtype; for a 16-bit row, also the
+        same inputs widened to float32 (fusednn_device_fp32_io_us); and the host path."""
+        batch, sets = row["batch"], len(inputs)
+        outputs = [torch.full(e.shape, float("nan"), device="cuda", dtype=inputs[0].dtype)
+                   for e in expected]
 
         model = self.lib.model_from_spec(spec, weights, batch, precision=row["precision"])
         try:
@@ -559,13 +603,9 @@ class Bench:
             self.lib.lib.fdnn_model_destroy(model)
             raise
 
-        def fusednn_device(i):
-            status = run_device(context, batch, in_ptrs[i % sets], in_count, out_ptrs[i % sets],
-                                out_count, stream_handle)
-            if status:
-                self.lib.check(status, "run_device")
-
         try:
+            fusednn_device = self.device_runner(context, batch, inputs, outputs)
+            torch.cuda.synchronize()  # inputs and the NaN fill are done before self.stream runs
             with torch.cuda.stream(self.stream):
                 for i in range(sets):
                     fusednn_device(i)
@@ -573,25 +613,60 @@ class Bench:
             row["error_vs_torch"] = max(relative_error(outputs[i], expected[i])
                                         for i in range(sets))
             row["fusednn_device_us"] = median_us_per_call(fusednn_device, calls, self.stream)
+            del outputs
+            if inputs[0].dtype != torch.float32:
+                wide_inputs = [x.float() for x in inputs]
+                wide_outputs = [torch.full_like(e, float("nan")) for e in expected]
+                wide_run = self.device_runner(context, batch, wide_inputs, wide_outputs)
+                torch.cuda.synchronize()
+                with torch.cuda.stream(self.stream):
+                    for i in range(sets):
+                        wide_run(i)
+                self.stream.synchronize()
+                row["error_fp32_io_vs_torch"] = max(relative_error(wide_outputs[i], expected[i])
+                                                    for i in range(sets))
+                row["fusednn_device_fp32_io_us"] = median_us_per_call(wide_run, calls,
+                                                                      self.stream)
+                del wide_inputs, wide_outputs
             if host_path:
-                host_in = inputs[0].cpu().numpy()
-                host_out = np.empty(tuple(expected[0].shape), np.float32)
-                run_host = self.lib.lib.fdnn_context_run
-                host_in_ptr = host_in.ctypes.data_as(ctypes.c_void_p)
-                host_out_ptr = host_out.ctypes.data_as(ctypes.c_void_p)
-
-                def fusednn_host(_):
-                    status = run_host(context, batch, host_in_ptr, in_count, host_out_ptr,
-                                      out_count)
-                    if status:
-                        self.lib.check(status, "run")
-
-                row["fusednn_host_us"] = median_wall_us(fusednn_host, calls)
-                row["error_host_vs_torch"] = relative_error(torch.from_numpy(host_out).cuda(),
-                                                            expected[0])
+                self.time_host_path(row, context, inputs[0], expected[0], calls)
         finally:
             self.lib.lib.fdnn_context_destroy(context)
             self.lib.lib.fdnn_model_destroy(model)
+
+    def time_host_path(self, row: dict, context, x: torch.Tensor, expected: torch.Tensor,
+                       calls: int) -> None:
+        """fdnn_context_run (float32) or fdnn_context_run_typed (16-bit) on numpy arrays of the
+        row's I/O dtype (bfloat16 as its bits in uint16)."""
+        batch = row["batch"]
+        bits = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloat16: np.uint16}
+        host_dtype = bits[x.dtype]
+        source = x.cpu()
+        host_in = (source.view(torch.int16).numpy().view(np.uint16) if x.dtype == torch.bfloat16
+                   else source.numpy())
+        host_out = np.empty(tuple(expected.shape), host_dtype)
+        in_ptr = host_in.ctypes.data_as(ctypes.c_void_p)
+        out_ptr = host_out.ctypes.data_as(ctypes.c_void_p)
+        if x.dtype == torch.float32:
+            run_host = self.lib.lib.fdnn_context_run
+
+            def fusednn_host(_):
+                status = run_host(context, batch, in_ptr, host_in.size, out_ptr, host_out.size)
+                if status:
+                    self.lib.check(status, "run")
+        else:
+            run_typed, code = self.lib.run_typed, FDNN_DTYPES[x.dtype]
+
+            def fusednn_host(_):
+                status = run_typed(context, batch, in_ptr, code, host_in.size, out_ptr, code,
+                                   host_out.size)
+                if status:
+                    self.lib.check(status, "run_typed")
+
+        row["fusednn_host_us"] = median_wall_us(fusednn_host, calls)
+        result = torch.from_numpy(host_out.view(np.int16)).view(torch.bfloat16) \
+            if x.dtype == torch.bfloat16 else torch.from_numpy(host_out)
+        row["error_host_vs_torch"] = relative_error(result.cuda(), expected)
 
     def time_torch(self, row: dict, forward, inputs: list, calls: int, use_compile: bool) -> None:
         """Eager, CUDA graph and torch.compile columns; the caller sets no_grad and precision."""
@@ -772,10 +847,10 @@ def ceilings_sentence(ceilings: dict) -> str:
 
 def model_table(rows: list) -> list:
     lines = [
-        "| case | batch | precision (asked / ran) | fusednn device | fusednn host | torch eager | "
-        "torch CUDA graph | torch.compile | speed-up | error vs torch fp32 | torch error | "
-        "ratio |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| case | batch | precision (asked / ran) | I/O | fusednn device | fusednn host | "
+        "torch eager | torch CUDA graph | torch.compile | speed-up | error vs torch fp32 | "
+        "torch error | ratio |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         device_cell = fmt(row.get("fusednn_device_us"))
@@ -787,13 +862,19 @@ def model_table(rows: list) -> list:
             compile_cell = "n/a"
         speed_up = ratio_or_none(torch_best_us(row), row.get("fusednn_device_us"))
         lines.append(
-            f"| {row['case']} | {row['batch']} | {precision_cell(row)} | {device_cell} | "
+            f"| {row['case']} | {row['batch']} | {precision_cell(row)} | "
+            f"{row.get('io_dtype', 'float32')} | {device_cell} | "
             f"{fmt(row.get('fusednn_host_us'))} | {fmt(row.get('torch_eager_us'))} | "
             f"{fmt(row.get('torch_graph_us'))} | {compile_cell} | "
             f"{'-' if speed_up is None else f'{speed_up:.2f}x'} | "
             f"{fmt_error(row.get('error_vs_torch'))} | "
             f"{fmt_error(row.get('torch_same_precision_error'))} | "
             f"{fmt_ratio(row.get('error_ratio'))} |")
+        if row.get("fusednn_device_fp32_io_us") is not None:
+            lines.append(
+                f"| {row['case']}, fusednn fed float32 (no PyTorch counterpart) | {row['batch']} "
+                f"| {precision_cell(row)} | float32 | {fmt(row['fusednn_device_fp32_io_us'])} | "
+                f"- | - | - | - | - | {fmt_error(row.get('error_fp32_io_vs_torch'))} | - | - |")
     return lines
 
 
@@ -811,7 +892,8 @@ def throughput_table(rows: list, ceilings: dict) -> list:
         macs = row.get("multiply_adds_per_sample")
         flops = 2 * macs * row["batch"] if macs else None
         tflops = flops / us / 1e6 if flops else None
-        gb_per_s = 4 * (row["input_floats"] + row["output_floats"]) / us / 1e3
+        item = {"float32": 4}.get(row.get("io_dtype", "float32"), 2)
+        gb_per_s = item * (row["input_floats"] + row["output_floats"]) / us / 1e3
         ran = row.get("precision_reported")
         compute = ran if ran in PRECISIONS else row["precision"]
         ceiling = ceilings.get(f"matmul_{compute}_tflops")
@@ -840,14 +922,18 @@ def markdown(rows: list, environment: dict) -> str:
         "fusednn created and ran that model. `precision` is what fusednn was asked for and what "
         "it reports running in (`fdnn_model_precision`; `?` where the library cannot say). fp32 "
         "rows: fusednn and PyTorch compute in exact fp32 (TF32 off). Reduced-precision rows: the "
-        "PyTorch columns run the same model in the same precision: tf32 with TF32 allowed in "
-        "cuBLAS and cuDNN for that case only; fp16 and bf16 with the weights in that type, and "
-        "the timed function casts the fp32 input to it and the output back to fp32, because "
-        "fusednn too takes and returns fp32 (the casts cost PyTorch two small kernels and their "
-        "memory traffic, which fusednn does inside its own). `speed-up` is the fastest PyTorch "
-        "column over fusednn's device path. Errors are max|a-b|/max|b| against PyTorch in exact "
-        "fp32: `error vs torch fp32` is fusednn's, `torch error` PyTorch's own in the row's "
-        "precision, `ratio` the first over the second (the accuracy contract allows 2; "
+        "PyTorch columns run the same model in the same precision as a PyTorch user does: tf32 "
+        "with TF32 allowed in cuBLAS and cuDNN for that case only; fp16 and bf16 with the "
+        "weights in that dtype, fed and returning tensors of that dtype (nothing cast in the "
+        "timed region). `I/O` is the dtype of both sides' input and output buffers: fusednn "
+        "takes the same 16-bit buffers (`fdnn_context_run_device_typed`, host path "
+        "`fdnn_context_run_typed`). The row after each fp16 / bf16 row, marked `fusednn fed "
+        "float32`, times fusednn alone on the same inputs widened to float32 with a float32 "
+        "output (the form the figures before the typed runs used); it has no PyTorch "
+        "counterpart. `speed-up` is the fastest PyTorch column over fusednn's device path with "
+        "the same I/O dtype. Errors are max|a-b|/max|b| against PyTorch in exact fp32 on the "
+        "same input values: `error vs torch fp32` is fusednn's, `torch error` PyTorch's own in "
+        "the row's precision, `ratio` the first over the second (the accuracy contract allows 2; "
         "`bench/cuda/check_precision.py` checks it against the CPU backend).",
         "",
     ]
@@ -856,8 +942,8 @@ def markdown(rows: list, environment: dict) -> str:
         "",
         f"Batches of {LARGE_BATCH} and more, as throughput: TFLOP/s = 2 x multiply-adds of the "
         "model (Linear: in x out per row; Conv2d: out_c x out_h x out_w x in_c/groups x kh x kw "
-        "per sample; activations, bias and pooling not counted) x batch / time; GB/s = float32 "
-        "input and output bytes / time (weights not counted). The compute ceiling is cuBLAS's "
+        "per sample; activations, bias and pooling not counted) x batch / time; GB/s = input and "
+        "output bytes in the row's I/O dtype / time (weights not counted). The compute ceiling is cuBLAS's "
         "rate in the precision fusednn reports running in (an fp32 chain on tensor cores with "
         "3xTF32 can pass the fp32 figure, which cuBLAS reaches on the FMA pipes). "
         + ceilings_sentence(environment.get("ceilings", {})),

@@ -97,8 +97,10 @@ def check(lib: bench.Library, variant: tuple, model: tuple, batch: int, seed: in
         got, result["ran"] = run_fusednn(lib, spec, weights, x.numpy(), bench.DEVICE_CUDA,
                                          precision)
     forward = bench.torch_forward(weights, functional, precision)
+    # PyTorch in the precision's dtype takes and returns tensors of that dtype.
+    dtype = bench.TORCH_DTYPES.get(precision, torch.float32)
     with torch.no_grad(), bench.torch_precision(precision):
-        torch_out = forward(x.cuda()).cpu()
+        torch_out = forward(x.cuda().to(dtype)).float().cpu()
     reference = torch.from_numpy(reference)
     result["fusednn_error"] = bench.relative_error(torch.from_numpy(got), reference)
     result["torch_error"] = bench.relative_error(torch_out, reference)
