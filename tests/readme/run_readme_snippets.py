@@ -16,7 +16,7 @@ which stands for the README's /opt/fusednn, and then:
   (FUSEDNN_LIBRARY); a block that needs torch is skipped when torch is not importable, and
   otherwise given a small torch module for its `torch_module`;
 * the CLI lines (build/release/tools/fusednn ...) run with BUILD_DIR's CLI, `bench` with one
-  iteration.
+  iteration; a line with `--device cuda` is skipped where the library sees no GPU.
 
 Every program runs in a work folder where models/ points at the repository's. Prints one line per
 check and exits 1 when any failed.
@@ -199,7 +199,14 @@ def main() -> int:
             ok, output = run([sys.executable, f"snippet_{number}.py"], work, env)
             report(name, ok, "" if ok else output)
 
+        # A line that asks for the GPU runs only where the library can use one.
+        ok, output = run([sys.executable, "-c",
+                          "import fusednn; print(fusednn.cuda_device_count())"], work, env)
+        gpus = int(output.strip()) if ok and output.strip().isdigit() else 0
         for line in cli_lines:
+            if "--device cuda" in line and gpus == 0:
+                print(f"SKIP  CLI: {line} (the library sees no GPU)")
+                continue
             command = str(build / "tools" / "fusednn") + line[len(README_CLI):]
             if line.startswith(README_CLI + " bench "):
                 # One timed run: the check is that the command works, and BUILD_DIR may be Debug.
