@@ -190,10 +190,12 @@ def main() -> int:
             if "torch" in code and not have_torch:
                 print(f"SKIP  {name} (needs torch, which is not installed)")
                 continue
-            prologue = ("import torch\ntorch_module = torch.nn.Sequential(torch.nn.Linear(100, 10))\n"
+            prologue = ("import torch\n"
+                        "torch_module = torch.nn.Sequential(torch.nn.Linear(100, 10))\n"
                         if "torch_module" in code else "")
             # A snippet that computes logits must have computed finite ones.
-            epilogue = ("\nimport numpy\nassert numpy.isfinite(logits).all() and logits.size, logits\n"
+            epilogue = ("\nimport numpy\n"
+                        "assert numpy.isfinite(logits).all() and logits.size, logits\n"
                         if "logits =" in code else "")
             (work / f"snippet_{number}.py").write_text(prologue + code + epilogue)
             ok, output = run([sys.executable, f"snippet_{number}.py"], work, env)
