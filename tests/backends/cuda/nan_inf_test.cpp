@@ -6,11 +6,15 @@
 // Inputs are fresh random normals with a NaN, a +Inf and a -Inf placed in the first samples (the
 // last sample of a large batch too); the others stay finite. Every output element must be NaN
 // exactly where the CPU's is, the same infinity where the CPU's is infinite, and finite where it
-// is finite; the samples without specials must also meet the precision's error bound.
+// is finite; the samples without specials must also meet the precision's error bound. One
+// documented exception (docs/precision.md): fp32 chains on tensor cores (3xTF32) may give NaN
+// where fp32 gives an infinity, since inf times a weight's correction term of the other sign is
+// -inf; the test counts those and allows them in fp32 only.
 // Without a GPU every test skips with a message.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <set>
@@ -86,7 +90,7 @@ void expect_specials_match_cpu(const Net& net, const std::string& what, uint32_t
       const std::set<int64_t> special = place_specials(input, batch, in_elements);
       const std::vector<float> cpu = run(models.cpu, batch, input, out_elements);
       const std::vector<float> gpu = run(models.gpu, batch, input, out_elements);
-      size_t nan_outputs = 0;
+      size_t nan_outputs = 0, infinity_as_nan = 0;
       std::vector<float> clean_cpu, clean_gpu;
       for (int64_t s = 0; s < batch; ++s) {
         for (int64_t j = 0; j < out_elements; ++j) {
@@ -97,7 +101,11 @@ void expect_specials_match_cpu(const Net& net, const std::string& what, uint32_t
             ASSERT_TRUE(std::isnan(g)) << "sample " << s << " output " << j << ": GPU " << g
                                        << " where the CPU gives NaN";
           } else if (std::isinf(c)) {
-            ASSERT_EQ(g, c) << "sample " << s << " output " << j;
+            if (p.precision == FDNN_PRECISION_FP32 && std::isnan(g)) {
+              ++infinity_as_nan;
+            } else {
+              ASSERT_EQ(g, c) << "sample " << s << " output " << j;
+            }
           } else {
             ASSERT_TRUE(std::isfinite(g)) << "sample " << s << " output " << j << ": GPU " << g
                                           << " where the CPU gives " << c;
@@ -110,6 +118,10 @@ void expect_specials_match_cpu(const Net& net, const std::string& what, uint32_t
       }
       // A NaN input reaches the output of its sample in every net here.
       EXPECT_GT(nan_outputs, 0u) << "no NaN reached the output";
+      if (infinity_as_nan != 0) {
+        std::printf("  %s %s batch %lld: %zu infinite outputs are NaN on the GPU (3xTF32)\n",
+                    what.c_str(), p.name, static_cast<long long>(batch), infinity_as_nan);
+      }
       if (!clean_cpu.empty()) EXPECT_LE(relative_error(clean_gpu, clean_cpu), p.bound);
     }
     fdnn_model_destroy(models.cpu);
