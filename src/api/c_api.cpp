@@ -121,8 +121,12 @@ fdnn_status fdnn_model_create_from_file(const char* path, const fdnn_model_optio
   return guarded(__func__, [&] {
     require_non_null(path, "path");
     require_non_null(model, "model");
-    fusednn::ModelFile file = fusednn::open_model_file(path);
-    std::unique_ptr<fdnn_model> created(new_model(std::move(file.graph), options));
+    // The options first: max_weight_bytes bounds the file read.
+    const fusednn::ResolvedOptions resolved = fusednn::resolve_options(options);
+    const fusednn::WeightFileLimit limit = fusednn::weight_file_limit(resolved);
+    fusednn::ModelFile file = fusednn::open_model_file(path, limit.bytes, limit.text);
+    std::unique_ptr<fdnn_model> created(
+        new fdnn_model{fusednn::Model(std::move(file.graph), resolved)});
     if (file.bundled_weights) created->model.accept_weights(std::move(*file.bundled_weights));
     *model = created.release();
   });

@@ -49,8 +49,9 @@ ModelFile open_bundle(const std::string& bytes, const std::string& path) {
 
 }  // namespace
 
-ModelFile open_model_file(const std::string& path) {
-  const std::string bytes = read_file_contents(path);
+ModelFile open_model_file(const std::string& path, uint64_t max_bytes,
+                          const std::string& limit) {
+  const std::string bytes = read_file_contents(path, max_bytes, limit);
   if (bytes.empty()) {
     fail(FDNN_STATUS_PARSE_ERROR, "'", path,
          "' is empty; expected a JSON model spec or a safetensors bundle");

@@ -2,6 +2,7 @@
 // safetensors file whose metadata key "fusednn.spec" holds the spec, so one file is a model).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct ModelFile {
 };
 
 // Sniffs the content (JSON starts with '{'; safetensors with an 8-byte header length).
-ModelFile open_model_file(const std::string& path);
+// max_bytes and limit: as for read_file_contents().
+ModelFile open_model_file(const std::string& path, uint64_t max_bytes = 0,
+                          const std::string& limit = "");
 
 }  // namespace fusednn
