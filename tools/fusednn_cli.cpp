@@ -234,6 +234,8 @@ int info(const Arguments& args) {
   std::printf("weights    %.1f KiB (after folding)\n", memory.weight_bytes / 1024.0);
   std::printf("context    %.1f KiB per execution context (max batch %lld)\n",
               memory.context_bytes / 1024.0, static_cast<long long>(model.max_batch()));
+  std::printf("per sample %.4g FLOP, %.4g bytes of activations moved\n", memory.flops_per_sample,
+              memory.bytes_per_sample);
   std::printf("device     %s\n", device_name(model.device()));
   const fdnn_precision precision = model.precision();
   if (precision == args.precision) {

@@ -234,10 +234,11 @@ typedef struct fdnn_model_options {
   uint64_t max_workspace_bytes;
   /**
    * The most memory, in bytes, a model's weights may take: the tensors its spec declares, as
-   * float32, checked when the model is created, before any weight is read; and the backend's
-   * copy of them (fdnn_memory_info::weight_bytes), checked when it is prepared. A model over
-   * the limit is refused with ::FDNN_STATUS_OUT_OF_MEMORY naming this option and the size
-   * needed. 0 means no limit. Default ::FDNN_DEFAULT_MAX_WEIGHT_BYTES; a caller whose struct ends
+   * float32, checked when the model is created, before any weight is read; a safetensors file
+   * (bundle or weights) larger than this limit plus 100 MiB of header, refused before it is
+   * read; and the backend's copy of them (fdnn_memory_info::weight_bytes), checked when it is
+   * prepared. A model or file over the limit is refused with ::FDNN_STATUS_OUT_OF_MEMORY naming
+   * this option and the size needed. 0 means no limit. Default ::FDNN_DEFAULT_MAX_WEIGHT_BYTES; a caller whose struct ends
    * before this field gets the default.
    * @since 0.4
    */
@@ -347,8 +348,13 @@ FDNN_API fdnn_status fdnn_model_options_init(fdnn_model_options* options, size_t
  *
  * @param[in] path Path of the spec or bundle. Must not be NULL.
  * @param[in] options Options, or NULL for the defaults. A field with a value outside its range
- *            (an unknown ::fdnn_device or ::fdnn_precision, max_batch below 1) is refused with
- *            ::FDNN_STATUS_INVALID_ARGUMENT naming it ("options.precision").
+ *            (an unknown ::fdnn_device or ::fdnn_precision, max_batch below 1 or above
+ *            ::FDNN_MAX_BATCH_LIMIT) is refused with ::FDNN_STATUS_INVALID_ARGUMENT naming it
+ *            ("options.precision"). Declared weights over fdnn_model_options::max_weight_bytes
+ *            are ::FDNN_STATUS_OUT_OF_MEMORY naming that option.
+ *            The file must be a regular file (a FIFO or a device is ::FDNN_STATUS_IO_ERROR,
+ *            never read); a safetensors header that repeats a key or nests deeper than the
+ *            format is ::FDNN_STATUS_PARSE_ERROR naming it (docs/model-format.md).
  * @param[out] model Receives the new model; free it with fdnn_model_destroy(). Must not be NULL.
  * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_IO_ERROR,
  *         ::FDNN_STATUS_PARSE_ERROR, ::FDNN_STATUS_INVALID_MODEL, ::FDNN_STATUS_WEIGHT_MISMATCH,
@@ -431,6 +437,9 @@ FDNN_API fdnn_status fdnn_model_load_weights(fdnn_model* model, const char* path
  * @param[in] dtype Element type of data.
  * @param[in] data The elements in C order. Must not be NULL.
  * @param[in] shape The tensor's extents; must equal the spec's. Must not be NULL when rank > 0.
+ *            The name and the shape are checked against the spec before data is read, so data
+ *            need hold only what the spec's shape asks for: a wrong or huge shape, or an
+ *            undeclared name, is ::FDNN_STATUS_WEIGHT_MISMATCH and nothing is read.
  * @param[in] rank Number of entries in shape (0 to FDNN_MAX_RANK).
  * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_WEIGHT_MISMATCH,
  *         ::FDNN_STATUS_INVALID_STATE (weights are frozen).

@@ -77,6 +77,22 @@ class ModelOptions {
     options_.precision = precision;
     return *this;
   }
+  /**
+   * @param[in] bytes The most scratch memory one execution context may take
+   *            (fdnn_model_options::max_workspace_bytes; 0: no limit). @return *this.
+   */
+  ModelOptions& max_workspace_bytes(uint64_t bytes) {
+    options_.max_workspace_bytes = bytes;
+    return *this;
+  }
+  /**
+   * @param[in] bytes The most memory the model's weights may take
+   *            (fdnn_model_options::max_weight_bytes; 0: no limit). @return *this.
+   */
+  ModelOptions& max_weight_bytes(uint64_t bytes) {
+    options_.max_weight_bytes = bytes;
+    return *this;
+  }
   /** @return The C struct, for fdnn_model_create_*(). */
   const fdnn_model_options* get() const { return &options_; }
 

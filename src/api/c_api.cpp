@@ -60,8 +60,9 @@ fdnn_model* new_model(fusednn::Graph graph, const fdnn_model_options* options) {
 }
 
 // A model from an opened model file: its graph, and its weights when the file is a bundle.
-fdnn_model* new_model_from(fusednn::ModelFile file, const fdnn_model_options* options) {
-  std::unique_ptr<fdnn_model> created(new_model(std::move(file.graph), options));
+fdnn_model* new_model_from(fusednn::ModelFile file, const fusednn::ResolvedOptions& resolved) {
+  std::unique_ptr<fdnn_model> created(
+      new fdnn_model{fusednn::Model(std::move(file.graph), resolved)});
   if (file.bundled_weights) created->model.accept_weights(std::move(*file.bundled_weights));
   return created.release();
 }
@@ -129,7 +130,10 @@ fdnn_status fdnn_model_create_from_file(const char* path, const fdnn_model_optio
   return guarded(__func__, [&] {
     require_non_null(path, "path");
     require_non_null(model, "model");
-    *model = new_model_from(fusednn::open_model_file(path), options);
+    // The options first: max_weight_bytes bounds the file read.
+    const fusednn::ResolvedOptions resolved = fusednn::resolve_options(options);
+    const fusednn::WeightFileLimit limit = fusednn::weight_file_limit(resolved);
+    *model = new_model_from(fusednn::open_model_file(path, limit.bytes, limit.text), resolved);
   });
 }
 
@@ -138,8 +142,9 @@ fdnn_status fdnn_model_create_from_memory(const void* data, size_t size,
   return guarded(__func__, [&] {
     require_non_null(data, "data");
     require_non_null(model, "model");
+    const fusednn::ResolvedOptions resolved = fusednn::resolve_options(options);
     const std::string bytes(static_cast<const char*>(data), size);
-    *model = new_model_from(fusednn::parse_model_file(bytes, "<memory>"), options);
+    *model = new_model_from(fusednn::parse_model_file(bytes, "<memory>"), resolved);
   });
 }
 

@@ -43,7 +43,8 @@ class Descriptor {
 
 }  // namespace
 
-std::string read_file_contents(const std::string& path) {
+std::string read_file_contents(const std::string& path, uint64_t max_bytes,
+                               const std::string& limit) {
   const Descriptor file(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (file.get() < 0) {
     const int error = errno;
@@ -60,6 +61,10 @@ std::string read_file_contents(const std::string& path) {
          ", not a regular file; fusednn reads models and weights from regular files only");
   }
   const auto size = static_cast<uint64_t>(info.st_size);
+  if (max_bytes != 0 && size > max_bytes) {
+    fail(FDNN_STATUS_OUT_OF_MEMORY, "'", path, "' holds ", size, " bytes, more than ", max_bytes,
+         limit.empty() ? std::string() : ": " + limit);
+  }
   if (size > static_cast<uint64_t>(std::string().max_size())) {
     fail(FDNN_STATUS_OUT_OF_MEMORY, "'", path, "' holds ", size, " bytes, more than fit in memory");
   }

@@ -2,6 +2,7 @@
 // safetensors file whose metadata key "fusednn.spec" holds the spec, so one file is a model).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ struct ModelFile {
 ModelFile parse_model_file(const std::string& bytes, const std::string& source);
 
 // Reads the file at path (FDNN_STATUS_IO_ERROR when it cannot) and parses it as above.
-ModelFile open_model_file(const std::string& path);
+// max_bytes and limit: as for read_file_contents().
+ModelFile open_model_file(const std::string& path, uint64_t max_bytes = 0,
+                          const std::string& limit = "");
 
 }  // namespace fusednn

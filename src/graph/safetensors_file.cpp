@@ -243,8 +243,9 @@ SafetensorsContent parse_safetensors(const std::string& bytes, const std::string
   return content;
 }
 
-SafetensorsContent read_safetensors(const std::string& path) {
-  return parse_safetensors(read_file_contents(path), path);
+SafetensorsContent read_safetensors(const std::string& path, uint64_t max_bytes,
+                                    const std::string& limit) {
+  return parse_safetensors(read_file_contents(path, max_bytes, limit), path);
 }
 
 }  // namespace fusednn

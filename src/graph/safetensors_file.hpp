@@ -1,6 +1,7 @@
 // Reader for the safetensors format (as safetensors.torch.save_file writes it).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,7 +20,9 @@ struct SafetensorsContent {
 // unreadable file) or FDNN_STATUS_PARSE_ERROR (empty or truncated file, header length past the
 // end, bad header JSON, unknown dtype, offsets out of range, overlapping or not matching the
 // dtype and shape), each naming the path and what is wrong.
-SafetensorsContent read_safetensors(const std::string& path);
+// max_bytes and limit: as for read_file_contents().
+SafetensorsContent read_safetensors(const std::string& path, uint64_t max_bytes = 0,
+                                    const std::string& limit = "");
 
 // The same for a file already in memory; source names it in messages.
 SafetensorsContent parse_safetensors(const std::string& bytes, const std::string& source);

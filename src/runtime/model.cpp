@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <string>
 
 #include "backends/cpu/cpu_backend.hpp"
 #include "backends/cuda/cuda_backend.hpp"
@@ -119,6 +121,19 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
            "FDNN_PRECISION_BF16");
   }
   return resolved;
+}
+
+WeightFileLimit weight_file_limit(const ResolvedOptions& options) {
+  constexpr uint64_t kHeaderBytes = uint64_t{100} << 20;
+  WeightFileLimit limit;
+  if (options.max_weight_bytes == 0) return limit;
+  const uint64_t most = std::numeric_limits<uint64_t>::max();
+  limit.bytes = options.max_weight_bytes > most - kHeaderBytes
+                    ? most
+                    : options.max_weight_bytes + kHeaderBytes;
+  limit.text = "options.max_weight_bytes (" + std::to_string(options.max_weight_bytes) +
+               ") and 100 MiB of header; raise the limit to load it";
+  return limit;
 }
 
 void check_run_arguments(const PreparedModel& prepared, int64_t batch, const void* input,
@@ -283,7 +298,8 @@ void Model::load_weights(const std::string& path) {
   if (std::filesystem::is_directory(path, error)) {
     accept_weights(read_weight_directory(path, weights_));
   } else {
-    accept_weights(read_safetensors(path).tensors);
+    const WeightFileLimit limit = weight_file_limit(options_);
+    accept_weights(read_safetensors(path, limit.bytes, limit.text).tensors);
   }
 }
 

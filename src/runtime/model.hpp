@@ -33,6 +33,15 @@ struct ResolvedOptions {
 // Reads the caller's struct up to its struct_size, checks every field, resolves AUTO.
 ResolvedOptions resolve_options(const fdnn_model_options* options);
 
+// The largest safetensors file (a bundle or weights) a load reads under max_weight_bytes: the
+// limit plus the header's 100 MiB, which the safetensors format allows at most; 0 (no limit)
+// without one. WeightFileLimit::text names the option for messages.
+struct WeightFileLimit {
+  uint64_t bytes = 0;
+  std::string text;
+};
+WeightFileLimit weight_file_limit(const ResolvedOptions& options);
+
 // What runs: the plan and the backend holding its weights. Immutable, so shared freely.
 struct PreparedModel {
   std::shared_ptr<const Plan> plan;

@@ -47,3 +47,20 @@ TEST(CppWrapper, FromMemoryTakesABundleAndThrowsOnBadBytes) {
     EXPECT_NE(std::string(error.what()).find("<memory>"), std::string::npos) << error.what();
   }
 }
+
+TEST(CppWrapper, MemoryLimitsAndPerSampleCost) {
+  // The tiny Linear 3 -> 2 declares 8 weights: 32 bytes as float32.
+  try {
+    fusednn::Model::from_spec(tiny_linear_spec(), fusednn::ModelOptions().max_weight_bytes(31));
+    FAIL() << "a weight limit below the declared weights was accepted";
+  } catch (const fusednn::Error& error) {
+    EXPECT_EQ(error.status(), FDNN_STATUS_OUT_OF_MEMORY);
+    EXPECT_NE(std::string(error.what()).find("options.max_weight_bytes"), std::string::npos)
+        << error.what();
+  }
+  fusednn::Model model = fusednn::Model::from_spec(
+      tiny_linear_spec(), fusednn::ModelOptions().max_weight_bytes(32).max_workspace_bytes(0));
+  const fdnn_memory_info memory = model.memory_info();
+  EXPECT_EQ(memory.flops_per_sample, 2.0 * 3 * 2);
+  EXPECT_EQ(memory.bytes_per_sample, 4.0 * (3 + 2));
+}

@@ -4,6 +4,7 @@
 // blocks or over-reads (this suite also runs under ASan/UBSan, preset "asan").
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -306,6 +307,32 @@ TEST(HostileInput, WeightLimitRefusesBeforeReadingWeights) {
   options.max_weight_bytes = uint64_t{8} << 20;
   model = create(spec, &options);
   fdnn_model_destroy(model);
+}
+
+// A weights file or bundle larger than max_weight_bytes and the 100 MiB a safetensors header
+// may take is refused before it is read (a sparse file: nothing is written to disk).
+TEST(HostileInput, WeightLimitRefusesAHugeFileBeforeReadingIt) {
+  TempDir dir;
+  const std::string path = dir.write("huge.safetensors", safetensors_bytes("{}", ""));
+  const off_t size = (off_t{100} << 20) + 4096 + 1;
+  ASSERT_EQ(::truncate(path.c_str(), size), 0);
+  fdnn_model_options options = options_with(1);
+  options.max_weight_bytes = 4096;
+  fdnn_model* spec_model = create(kLinear4To3, &options);
+  EXPECT_EQ(fdnn_model_load_weights(spec_model, path.c_str()), FDNN_STATUS_OUT_OF_MEMORY);
+  expect_message_has({"huge.safetensors", std::to_string(size) + " bytes",
+                      "options.max_weight_bytes (4096)"});
+  fdnn_model_destroy(spec_model);
+  fdnn_model* model = nullptr;
+  EXPECT_EQ(fdnn_model_create_from_file(path.c_str(), &options, &model),
+            FDNN_STATUS_OUT_OF_MEMORY);
+  EXPECT_EQ(model, nullptr);
+  expect_message_has({"huge.safetensors", "options.max_weight_bytes (4096)"});
+  // One byte less is read (and then refused for what it holds: no spec in its metadata).
+  ASSERT_EQ(::truncate(path.c_str(), size - 1), 0);
+  EXPECT_EQ(fdnn_model_create_from_file(path.c_str(), &options, &model),
+            FDNN_STATUS_INVALID_MODEL);
+  expect_message_has({"huge.safetensors", "no model spec"});
 }
 
 // A caller built before the limits existed passes a struct that ends at precision: the library

@@ -6,6 +6,7 @@
 
 #include "graph/spec_parser.hpp"
 #include "graph_test_support.hpp"
+#include "../small_stack.hpp"
 
 namespace fusednn {
 namespace {
@@ -61,6 +62,40 @@ TEST(GraphSpecErrors, DeepNestingIsSummarizedNotDumped) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   expect_error([&] { parse_model_spec(deep, "deep.json"); }, FDNN_STATUS_INVALID_MODEL,
                {"deep.json: a model spec must be a JSON object, got array of 1 entry"});
+}
+
+// Nesting 20,000 deep inside every place a spec holds a value, parsed on a 256 KiB stack: the spec
+// reader must neither copy nor describe a value by recursing through it.
+TEST(GraphSpecErrors, DeepNestingAnywhereOnASmallStack) {
+  const std::string deep = std::string(20000, '[') + std::string(20000, ']');
+  const std::string deep_object = "{\"a\": " + deep + "}";
+  const std::string texts[] = {
+      spec("[4]", R"({"type": "Linear", "in_features": 4, "out_features": 2})",
+           ", \"extra\": " + deep),
+      spec(deep, R"({"type": "ReLU"})"),
+      spec("[4]", R"({"type": "Linear", "in_features": )" + deep + R"(, "out_features": 2})"),
+      spec("[4]", R"({"type": "Linear", "in_features": 4, "out_features": 2, "weights": )" +
+                      deep_object + "}"),
+      spec("[4]", R"({"type": "ReLU", "inputs": )" + deep + "}"),
+      spec("[4]", R"({"type": )" + deep + "}"),
+      spec("[4]", deep),
+      R"({"fusednn": )" + deep + "}",
+      R"({"fusednn": 1, "name": )" + deep + "}",
+  };
+  testing::run_on_small_stack([&] {
+    for (const std::string& text : texts) {
+      try {
+        parse_model_spec(text, "deep.json");
+        ADD_FAILURE() << "accepted a deeply nested spec";
+      } catch (const StatusError& e) {
+        EXPECT_TRUE(e.status() == FDNN_STATUS_INVALID_MODEL ||
+                    e.status() == FDNN_STATUS_PARSE_ERROR)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("deep.json"), std::string::npos) << e.what();
+        EXPECT_LT(std::string(e.what()).size(), 2000u);
+      }
+    }
+  });
 }
 
 TEST(GraphSpecErrors, DuplicateKeyIsRejected) {

@@ -27,8 +27,8 @@ BOUND = {"fp32": 1e-5, "tf32": 1e-3, "fp16": 1e-2, "bf16": 1e-2}
 class OptionsBeforePrecision(ctypes.Structure):
     """fdnn_model_options as a program built against fusednn 0.1 declared it."""
 
-    _fields_ = [(name, kind) for name, kind in _native.ModelOptions._fields_
-                if name != "precision"]
+    _fields_ = [(name, kind) for name, kind in _native.ModelOptions._fields_[
+        :[field[0] for field in _native.ModelOptions._fields_].index("precision")]]
 
 
 def create_raw(options: Any) -> Any:

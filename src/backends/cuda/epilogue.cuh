@@ -5,6 +5,7 @@
 #pragma once
 
 #include "backends/cuda/device_epilogue.hpp"
+#include "backends/cuda/relu.cuh"
 
 namespace fusednn::cuda {
 
@@ -54,7 +55,7 @@ template <bool kLibmTanh = false>
 __device__ __forceinline__ float apply_op(int kind, float parameter, float x) {
   switch (kind) {
     case kOpReLU:
-      return x > 0.0f ? x : 0.0f;
+      return relu_keeping_nan(x);
     case kOpLeakyReLU:
       return x >= 0.0f ? x : x * parameter;
     case kOpGeluErf:

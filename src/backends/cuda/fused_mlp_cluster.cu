@@ -102,7 +102,7 @@ __device__ __noinline__ float general_epilogue(const DeviceEpilogue& epilogue, f
 __device__ __forceinline__ float cluster_epilogue(const DeviceEpilogue& epilogue, bool relu_only,
                                                   float x) {
   if (epilogue.count == 0) return x;
-  if (relu_only) return x > 0.0f ? x : 0.0f;  // apply_op's formula
+  if (relu_only) return relu_keeping_nan(x);  // apply_op's formula
   return general_epilogue(epilogue, x);
 }
 #endif

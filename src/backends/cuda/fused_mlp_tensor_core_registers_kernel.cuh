@@ -254,7 +254,7 @@ __device__ __forceinline__ void activate(const DeviceEpilogue& epilogue,
 #pragma unroll
   for (int j = 0; j < kTileGroup; ++j) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[j][i] = relu ? fmaxf(v[j][i], 0.0f) : v[j][i];
+    for (int i = 0; i < 4; ++i) v[j][i] = relu ? relu_keeping_nan(v[j][i]) : v[j][i];
   }
   if (__builtin_expect(epilogue.count == 0 || relu, 1)) return;
   float values[kTileGroup * 4];

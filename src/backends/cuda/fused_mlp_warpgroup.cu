@@ -74,7 +74,8 @@ __host__ __device__ constexpr int max_warpgroups(int width_class) {
 template <int kSteps>
 using Operands = uint32_t[kSteps][4];
 
-// Two fp32 values as a 16-bit pair (low first), clamped at zero with kRelu (cvt's .relu).
+// Two fp32 values as a 16-bit pair (low first), clamped at zero with kRelu (cvt's .relu, which
+// keeps NaN as PyTorch's ReLU does: PTX turns a NaN result into the canonical NaN).
 template <TensorCoreMath kMath, bool kRelu>
 __device__ __forceinline__ uint32_t pack(float low, float high) {
   uint32_t bits;
@@ -245,7 +246,7 @@ __device__ __forceinline__ void store_output(const WarpgroupParams& p, int out, 
     for (int h = 0; h < 2; ++h) {
       if (g + 8 * h >= valid) continue;
       float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-      if (relu) v0 = fmaxf(v0, 0.0f), v1 = fmaxf(v1, 0.0f);
+      if (relu) v0 = relu_keeping_nan(v0), v1 = relu_keeping_nan(v1);
       float* destination = p.y + (row_lo + 8 * h) * out + col;
       if (p.vector_output) {
         *reinterpret_cast<float2*>(destination) = make_float2(v0, v1);

@@ -71,7 +71,9 @@ CublasLtActivation cublaslt_activation(const Epilogue& epilogue) {
   if (epilogue.empty()) return CublasLtActivation::None;
   switch (epilogue.front().kind) {
     case ElementwiseKind::ReLU:
-      return CublasLtActivation::ReLU;
+      // cuBLASLt's ReLU epilogue turns NaN into 0 (PyTorch keeps it): the backend's epilogue
+      // applies the ReLU after the product instead.
+      return CublasLtActivation::None;
     case ElementwiseKind::GeluTanh:
       return kCublasLtFusesGeluTanh ? CublasLtActivation::GeluTanh : CublasLtActivation::None;
     default:

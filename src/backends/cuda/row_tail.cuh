@@ -8,6 +8,8 @@
 
 #include <cmath>
 
+#include "backends/cuda/relu.cuh"
+
 namespace fusednn::cuda {
 
 // The sum (or the max) of the values of one row across the 4 lanes of the fragment group.
@@ -37,7 +39,7 @@ __device__ __forceinline__ void normalize_rows(float (&v)[kTiles][4], int tiles,
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       v[n][i] += (i & 1) ? b.y : b.x;
-      if (relu) v[n][i] = fmaxf(v[n][i], 0.0f);
+      if (relu) v[n][i] = relu_keeping_nan(v[n][i]);
       if (col + (i & 1) < out) {
         first[i / 2] = softmax ? fmaxf(first[i / 2], v[n][i]) : first[i / 2] + v[n][i];
       }
