@@ -3,11 +3,15 @@
 
 Usage
 -----
-On the GPU machine (libfusednn built with the CUDA backend; `bench/run_sweep_on_gpu.sh` builds it
-and runs this within one 600 s call, resuming across calls)::
+On the GPU machine (libfusednn built with the CUDA backend)::
 
     python3 -u bench/sweep.py --library build-gpu/src/api/libfusednn.so --out OUT_DIR \
         [--quick] [--time-budget SECONDS] [--compile-budget SECONDS] [--part K/N]
+
+or, building the library and resuming across calls of at most 600 s each::
+
+    bash bench/run_sweep_on_gpu.sh                              # full: call until "complete"
+    TOTAL_BUDGET=225 bash bench/run_sweep_on_gpu.sh --quick     # about 60 points, < 4 minutes
 
 On a machine without a GPU (checks model building, export, loading, correctness and the
 outputs, with coarse CPU timings)::
