@@ -315,7 +315,8 @@ class Model(Closeable):
     def from_bytes(cls: Type["Model"], data: Union[bytes, bytearray, memoryview], *,
                    max_batch: Optional[int] = None, device: str = "cpu", device_id: int = 0,
                    cpu_threads: Optional[int] = None, cuda_graphs: Optional[bool] = None,
-                   precision: str = "fp32") -> "Model":
+                   precision: str = "fp32", max_workspace_bytes: Optional[int] = None,
+                   max_weight_bytes: Optional[int] = None) -> "Model":
         """Create a model from a model file's bytes: a bundle (spec and weights) or a JSON spec.
 
         The same content as :meth:`from_file` takes, already in memory (e.g. embedded in a
@@ -323,8 +324,8 @@ class Model(Closeable):
 
         Args:
             data: The file's bytes (any bytes-like object).
-            max_batch, device, device_id, cpu_threads, cuda_graphs, precision: As for
-                :meth:`from_file`.
+            max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
+                max_workspace_bytes, max_weight_bytes: As for :meth:`from_file`.
 
         Raises:
             ParseError (empty, truncated, neither format), InvalidModelError,
@@ -334,7 +335,8 @@ class Model(Closeable):
         if isinstance(data, str) or not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data must be bytes-like, got {type(data).__name__}")
         raw = bytes(data)
-        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision)
+        options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
+                           max_workspace_bytes, max_weight_bytes)
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_memory")(raw, len(raw), ctypes.byref(options),
                                                       ctypes.byref(handle))
