@@ -258,8 +258,9 @@ typedef struct fdnn_memory_info {
   size_t weight_bytes;         /**< Bytes the backend holds for the (folded) weights. */
   size_t context_bytes;        /**< Scratch bytes each execution context allocates. */
   /**
-   * Arithmetic per sample, in floating-point operations (a multiply-add counts 2): each
-   * Linear's and Conv2d's products, and about 4 per element for every other layer. With
+   * Arithmetic per sample, in floating-point operations, counted as fdnn_model_explain() counts
+   * them: a multiply-add of a Linear or Conv2d is 2, each fused activation 1 per output,
+   * pooling 1 per window element, LayerNorm 5 and Softmax 4 per element. With
    * bytes_per_sample, lets a server refuse a model before running it. @since 0.4
    */
   double flops_per_sample;

@@ -8,11 +8,10 @@
 namespace fusednn {
 
 struct PlanCost {
-  // Floating-point operations: 2 per multiply-add of Linear and Conv2d steps, about 4 per output
-  // element of every other step (its epilogue included).
+  // Floating-point operations, counted as step_cost.hpp counts them (a multiply-add is 2).
   double flops_per_sample = 0;
-  // Bytes of every step's inputs and output as float32; the weights are not counted (a run reads
-  // them once whatever its batch).
+  // Bytes of every step's inputs and output as float32, each step a kernel of its own; the
+  // weights are not counted (a run reads them once whatever its batch).
   double bytes_per_sample = 0;
 };
 
