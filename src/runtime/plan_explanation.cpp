@@ -172,21 +172,22 @@ std::string text_table(const ordered_json& document) {
          std::to_string(document["batch"].get<int64_t>()) + " (max " +
          std::to_string(document["max_batch"].get<int64_t>()) + ")\n";
   out += document["backend"].get<std::string>() + "\n\n";
-  out += padded("#", 4) + padded("layers", 28) + padded("form", 44) + padded("per sample", 13) +
-         padded("at batch", 13) + padded("bytes", 11) + "output\n";
+  // The figures in columns; the layers, form and reason, whose lengths vary, on lines of their own.
+  out += padded("#", 4) + padded("per sample", 13) + padded("at batch", 13) + padded("bytes", 11) +
+         "output\n";
   for (const auto& step : document["steps"]) {
-    std::string layers = joined(step["layers"], ", ");
     const auto& output = step["output"];
     std::string where = output["storage"].get<std::string>();
     if (output.contains("slot")) {
       where += " slot " + std::to_string(output["slot"].get<int64_t>()) + ", " +
                scaled(double(output["slot_bytes_per_sample"].get<int64_t>()), "B") + "/sample";
     }
-    out += padded(std::to_string(step["index"].get<size_t>()), 4) + padded(layers, 28) +
-           padded(step["form"].get<std::string>(), 44) +
+    out += padded(std::to_string(step["index"].get<size_t>()), 4) +
            padded(scaled(step["flops_per_sample"].get<double>(), "FLOP"), 13) +
            padded(scaled(step["flops"].get<double>(), "FLOP"), 13) +
            padded(scaled(double(step["bytes"].get<int64_t>()), "B"), 11) + where + "\n";
+    out += "      layers: " + joined(step["layers"], ", ") + "\n";
+    out += "      form: " + step["form"].get<std::string>() + "\n";
     if (!step["fused_activations"].empty()) {
       out += "      fused: " + joined(step["fused_activations"], ", ") + "\n";
     }

@@ -50,7 +50,7 @@ expect(JsonWithoutPlan 2 EMPTY "--json applies to info --plan only" info ${MODEL
 expect(MissingFile 1 EMPTY "missing\\.json" info missing.json)
 expect(Info 0 "parameters" EMPTY info ${MODEL})
 # tiny_mlp: fc1 + BatchNorm (folded) + ReLU, then fc2. 8 rows on a thread take the packed GEMM.
-expect(PlanTable 0 "batch 8 \\(max 8\\).*fc1\\+bn\\+relu_2 +packed GEMM.*fused: ReLU.*why: 8 rows"
+expect(PlanTable 0 "batch 8 \\(max 8\\).*layers: fc1\\+bn\\+relu_2.*form: packed GEMM.*fused: ReLU.*why: 8 rows"
        EMPTY info ${MODEL} --plan --batch 8 --device cpu --precision fp32)
 expect(PlanJson 0 "\"steps\": \\[.*\"form\": \"dot products" EMPTY
        info ${MODEL} --plan --json --batch 2)
