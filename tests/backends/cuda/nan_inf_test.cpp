@@ -106,6 +106,10 @@ void expect_specials_match_cpu(const Net& net, const std::string& what, uint32_t
             } else {
               ASSERT_EQ(g, c) << "sample " << s << " output " << j;
             }
+          } else if (p.precision == FDNN_PRECISION_FP32 && special.count(s) && std::isnan(g)) {
+            // The same 3xTF32 NaN, seen through an activation that saturates (Sigmoid, Tanh):
+            // only in a sample that holds a special value.
+            ++infinity_as_nan;
           } else {
             ASSERT_TRUE(std::isfinite(g)) << "sample " << s << " output " << j << ": GPU " << g
                                           << " where the CPU gives " << c;
