@@ -18,7 +18,7 @@ if(FUSEDNN_PYTHON_PREBUILT_LIBRARY)
     message(FATAL_ERROR "FUSEDNN_BUNDLE_LIBRARY=${FUSEDNN_PYTHON_PREBUILT_LIBRARY}: give the "
       "absolute path of an existing libfusednn.so")
   endif()
-  # The file itself, not a link to it (libfusednn.so -> .so.0 -> .so.0.3.0).
+  # The file itself, not a link to it (libfusednn.so -> .so.0 -> .so.0.4.0).
   file(REAL_PATH "${FUSEDNN_PYTHON_PREBUILT_LIBRARY}" fusednn_prebuilt_file)
   message(STATUS "fusednn: the Python package bundles ${fusednn_prebuilt_file}")
   install(FILES "${fusednn_prebuilt_file}" DESTINATION fusednn/lib

@@ -219,7 +219,7 @@ find_cuda_runtime
 run_c_sample() {
   local name="$1" log="$work/logs/$1.log" by_cmake by_pkg note
   : >"$log"
-  # 1. find_package(fusednn 0.3) and fusednn::fusednn.
+  # 1. find_package(fusednn 0.4) and fusednn::fusednn.
   if configure_cmake_samples; then
     by_cmake=1
     if run_step "$log" cmake --build "$work/cmake" --target "${program[$name]}"; then

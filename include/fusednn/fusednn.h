@@ -36,7 +36,7 @@
  *  against this header.
  *  @{ */
 #define FDNN_VERSION_MAJOR 0 /**< Incremented on an incompatible ABI change. */
-#define FDNN_VERSION_MINOR 3 /**< Incremented when functions or struct fields are added. */
+#define FDNN_VERSION_MINOR 4 /**< Incremented when functions or struct fields are added. */
 #define FDNN_VERSION_PATCH 0 /**< Incremented on fixes that change no interface. */
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define FDNN_VERSION_NUMBER \
@@ -387,6 +387,7 @@ FDNN_API fdnn_status fdnn_model_create_from_file(const char* path,
  *         spec), ::FDNN_STATUS_WEIGHT_MISMATCH, ::FDNN_STATUS_UNSUPPORTED,
  *         ::FDNN_STATUS_OUT_OF_MEMORY. Messages name the source as "<memory>".
  * Thread-safe (creates independent objects).
+ * @since 0.4
  */
 FDNN_API fdnn_status fdnn_model_create_from_memory(const void* data, size_t size,
                                                    const fdnn_model_options* options,
@@ -567,6 +568,7 @@ FDNN_API fdnn_status fdnn_model_layer_info(const fdnn_model* model, int32_t inde
  *         with a nonzero capacity, a batch out of range, an unknown format), nothing written;
  *         for a GPU model before its first run also ::FDNN_STATUS_OUT_OF_MEMORY or
  *         ::FDNN_STATUS_DEVICE_ERROR. Thread-safe.
+ * @since 0.4
  */
 FDNN_API fdnn_status fdnn_model_explain(const fdnn_model* model, int64_t batch,
                                         fdnn_explain_format format, char* buffer,

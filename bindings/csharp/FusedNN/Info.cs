@@ -149,7 +149,7 @@ namespace FusedNN
     public static class FusedNNLibrary
     {
         /// <summary>The version of the C header this binding was written against.</summary>
-        public static readonly Version HeaderVersion = new Version(0, 3, 0);
+        public static readonly Version HeaderVersion = new Version(0, 4, 0);
 
         /// <summary>The loaded library's version (major.minor.patch).</summary>
         public static Version Version

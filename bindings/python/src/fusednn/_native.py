@@ -32,7 +32,7 @@ ENV_LIBRARY = "FUSEDNN_LIBRARY"
 # The C API this binding is written against: the library must have this major version and at
 # least this minor version (FDNN_VERSION_MAJOR / FDNN_VERSION_MINOR in fusednn.h).
 API_VERSION_MAJOR = 0
-API_VERSION_MINOR = 3
+API_VERSION_MINOR = 4
 
 MAX_RANK = 8  # FDNN_MAX_RANK
 

@@ -210,7 +210,7 @@ macro_rules! c_functions {
 /// ABI major version of the header these declarations mirror; the library's SOVERSION.
 pub const FDNN_VERSION_MAJOR: u32 = 0;
 /// Minor version of the header: incremented when functions or struct fields are added.
-pub const FDNN_VERSION_MINOR: u32 = 3;
+pub const FDNN_VERSION_MINOR: u32 = 4;
 /// Patch version of the header: fixes that change no interface.
 pub const FDNN_VERSION_PATCH: u32 = 0;
 /// The header version as one number, `major * 10000 + minor * 100 + patch`; compare with
@@ -520,7 +520,7 @@ c_functions! {
     ) -> fdnn_status;
 
     /// How a run of `batch` samples would go, step by step: kernel forms and why, workspace,
-    /// FLOPs and bytes (since 0.3). Two-phase: `buffer` null and `buffer_capacity` 0 give the
+    /// FLOPs and bytes (since 0.4). Two-phase: `buffer` null and `buffer_capacity` 0 give the
     /// size (NUL included) in `*size`; a smaller buffer gets `FDNN_STATUS_BUFFER_TOO_SMALL` with
     /// only `*size` written. Works before the first run. Thread-safe.
     pub fn fdnn_model_explain(
