@@ -1411,7 +1411,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--time-budget", type=float, default=None,
                         help="seconds: start no point past this (the rest is left for a resume)")
     parser.add_argument("--compile-budget", type=float, default=None,
-                        help="seconds of torch.compile in this run (default 240, --quick 75)")
+                        help="seconds of torch.compile in this run (default 420, --quick 75)")
     parser.add_argument("--only", default=None, help="a substring of the point ids to run")
     parser.add_argument("--retry-failed", action="store_true",
                         help="measure again the points recorded as failed")
@@ -1422,7 +1422,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="print the points and exit")
     args = parser.parse_args()
     if args.compile_budget is None:
-        args.compile_budget = 75.0 if args.quick else 240.0
+        args.compile_budget = 75.0 if args.quick else 420.0
     return args
 
 
