@@ -337,12 +337,7 @@ class Model(Closeable):
         raw = bytes(data)
         options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
                            max_workspace_bytes, max_weight_bytes)
-        handle = ModelHandle()
-        _native.call("fdnn_model_create_from_memory")(raw, len(raw), ctypes.byref(options),
-                                                      ctypes.byref(handle))
-        model = cls(handle)
-        model._device_id = device_id
-        return model
+        return cls._created_from("fdnn_model_create_from_memory", raw, options, device_id)
 
     @classmethod
     def from_spec(cls: Type["Model"], spec: Union[str, bytes, Mapping[str, Any]], *,
@@ -371,9 +366,14 @@ class Model(Closeable):
             raise TypeError(f"spec must be JSON text or a dict, got {type(spec).__name__}")
         options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
                            max_workspace_bytes, max_weight_bytes)
+        return cls._created_from("fdnn_model_create_from_spec", text, options, device_id)
+
+    @classmethod
+    def _created_from(cls: Type["Model"], function: str, data: bytes,
+                      options: _native.ModelOptions, device_id: int) -> "Model":
+        """A model from one of the create calls that take bytes (a file's, or a spec's text)."""
         handle = ModelHandle()
-        _native.call("fdnn_model_create_from_spec")(text, len(text), ctypes.byref(options),
-                                                    ctypes.byref(handle))
+        _native.call(function)(data, len(data), ctypes.byref(options), ctypes.byref(handle))
         model = cls(handle)
         model._device_id = device_id
         return model
