@@ -47,6 +47,29 @@ namespace fusednn {
 namespace cuda {
 namespace {
 
+// Why a chain has no tensor-core form, named by the first limit it passes (the forms need
+// compute capability 8.0, hidden widths up to 256, a first input up to 1024, and the weights in
+// shared memory).
+std::string tensor_core_refusal(const std::vector<FusedMlpLayerDesc>& layers,
+                                const DeviceInfo& device) {
+  if (device.major < 8) {
+    return "compute capability " + std::to_string(device.major) + "." +
+           std::to_string(device.minor) + " (the forms need 8.0 or newer)";
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].out > 256) {
+      return "layer " + std::to_string(i + 1) + " has " + std::to_string(layers[i].out) +
+             " outputs (the forms take up to 256)";
+    }
+    const int32_t most_in = i == 0 ? 1024 : 256;
+    if (layers[i].in > most_in) {
+      return "layer " + std::to_string(i + 1) + " has " + std::to_string(layers[i].in) +
+             " inputs (the forms take up to " + std::to_string(most_in) + ")";
+    }
+  }
+  return "the chain's weights do not fit in shared memory";
+}
+
 constexpr size_t kNone = static_cast<size_t>(-1);
 constexpr int64_t kSlotAlignment = 64;  // floats: every workspace slot starts on 256 bytes
 
@@ -610,11 +633,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           } else if (precision_ != Precision::FP32 && reduced_tensor_cores_off()) {
             op.load_reason += "; no tensor-core form: FUSEDNN_CUDA_TENSOR_CORES=0";
           } else {
-            op.load_reason += "; no tensor-core form fits the chain on this device (compute "
-                              "capability " +
-                              std::to_string(device_.major) + "." + std::to_string(device_.minor) +
-                              "; the forms need 8.0 or newer, widths up to 256 and the weights "
-                              "in shared memory)";
+            op.load_reason += "; no tensor-core form: " + tensor_core_refusal(op.mlp.layers, device_);
           }
           // A Softmax or LayerNorm after the chain, folded into the tensor-core kernel that
           // ends it where one does (below its rows the chain's kernel and the row kernel run).
