@@ -11,8 +11,7 @@
 #include "common/raw_enum.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "fusednn/fusednn.h"
-#include "graph/model_file.hpp"
-#include "graph/spec_parser.hpp"
+#include "runtime/model_source.hpp"
 #include "runtime/plan_explanation.hpp"
 
 using fusednn::fail;
@@ -55,16 +54,9 @@ fusednn::TypedRun typed_run(int64_t batch, const void* input, const fdnn_dtype& 
   return run;
 }
 
-fdnn_model* new_model(fusednn::Graph graph, const fdnn_model_options* options) {
-  return new fdnn_model{fusednn::Model(std::move(graph), fusednn::resolve_options(options))};
-}
-
-// A model from an opened model file: its graph, and its weights when the file is a bundle.
-fdnn_model* new_model_from(fusednn::ModelFile file, const fusednn::ResolvedOptions& resolved) {
-  std::unique_ptr<fdnn_model> created(
-      new fdnn_model{fusednn::Model(std::move(file.graph), resolved)});
-  if (file.bundled_weights) created->model.accept_weights(std::move(*file.bundled_weights));
-  return created.release();
+// A model from its source, the options checked first (max_weight_bytes bounds a file's read).
+fdnn_model* new_model(fusednn::ModelFile source, const fusednn::ResolvedOptions& resolved) {
+  return new fdnn_model{fusednn::Model(std::move(source), resolved)};
 }
 
 }  // namespace
@@ -130,10 +122,8 @@ fdnn_status fdnn_model_create_from_file(const char* path, const fdnn_model_optio
   return guarded(__func__, [&] {
     require_non_null(path, "path");
     require_non_null(model, "model");
-    // The options first: max_weight_bytes bounds the file read.
     const fusednn::ResolvedOptions resolved = fusednn::resolve_options(options);
-    const fusednn::WeightFileLimit limit = fusednn::weight_file_limit(resolved);
-    *model = new_model_from(fusednn::open_model_file(path, limit.bytes, limit.text), resolved);
+    *model = new_model(fusednn::model_source_from_file(path, resolved), resolved);
   });
 }
 
@@ -144,7 +134,7 @@ fdnn_status fdnn_model_create_from_memory(const void* data, size_t size,
     require_non_null(model, "model");
     const fusednn::ResolvedOptions resolved = fusednn::resolve_options(options);
     const std::string bytes(static_cast<const char*>(data), size);
-    *model = new_model_from(fusednn::parse_model_file(bytes, "<memory>"), resolved);
+    *model = new_model(fusednn::model_source_from_bytes(bytes), resolved);
   });
 }
 
@@ -153,8 +143,9 @@ fdnn_status fdnn_model_create_from_spec(const char* spec_json, size_t spec_lengt
   return guarded(__func__, [&] {
     require_non_null(spec_json, "spec_json");
     require_non_null(model, "model");
-    *model = new_model(fusednn::parse_model_spec(std::string(spec_json, spec_length), "<memory>"),
-                       options);
+    const fusednn::ResolvedOptions resolved = fusednn::resolve_options(options);
+    *model = new_model(fusednn::model_source_from_spec(std::string(spec_json, spec_length)),
+                       resolved);
   });
 }
 

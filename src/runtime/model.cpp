@@ -256,6 +256,11 @@ void Context::run_device_typed(const TypedRun& run, void* stream) {
                                run.output_dtype, stream);
 }
 
+Model::Model(ModelFile file, const ResolvedOptions& options)
+    : Model(std::move(file.graph), options) {
+  if (file.bundled_weights) accept_weights(std::move(*file.bundled_weights));
+}
+
 Model::Model(Graph graph, const ResolvedOptions& options)
     : graph_(std::move(graph)), options_(options), weights_(graph_) {
   // Before any weight is read: the declared tensors as float32 must fit the caller's limit.

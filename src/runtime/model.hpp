@@ -11,6 +11,7 @@
 #include "backends/backend.hpp"
 #include "common/precision.hpp"
 #include "graph/graph.hpp"
+#include "graph/model_file.hpp"
 #include "graph/weight_store.hpp"
 #include "planner/plan.hpp"
 
@@ -93,6 +94,8 @@ class Model {
  public:
   // Throws OUT_OF_MEMORY when the declared weights exceed options.max_weight_bytes.
   Model(Graph graph, const ResolvedOptions& options);
+  // A parsed model file: its graph, and its weights when the file is a bundle.
+  Model(ModelFile file, const ResolvedOptions& options);
 
   // A .safetensors file or a directory of .bin / .txt files.
   void load_weights(const std::string& path);
