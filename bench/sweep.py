@@ -90,6 +90,8 @@ from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bindings" / "python" / "src"))
+sys.path.insert(0, str(ROOT / "bench" / "cuda"))
+from bench_cuda import torch_precision  # noqa: E402 - TF32 allowed inside tf32 points only
 
 SEED = 29  # every model's widths, layers, weights and inputs follow from it
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
@@ -651,21 +653,6 @@ def tolerance(precision: str, torch_error: Optional[float]) -> float:
         return CONTRACT[precision]
     own = torch_error if torch_error is not None and math.isfinite(torch_error) else 0.0
     return max(HALF_CONTRACT_FLOOR, HALF_CONTRACT_FACTOR * own)
-
-
-@contextlib.contextmanager
-def torch_precision(precision: str) -> Iterator[None]:
-    """TF32 allowed in cuBLAS and cuDNN inside a tf32 point only, restored after."""
-    if precision != "tf32":
-        yield
-        return
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def describe(error: BaseException) -> str:

@@ -291,20 +291,22 @@ std::vector<Job> jobs_for(const SmallMlp& mlp, Model& model) {
 constexpr int kThreads = 4;
 constexpr int kRounds = 5;
 
-TEST(RuntimeConcurrency, ContextsOnSeveralThreadsGiveTheBitsOfASingleThreadedRun) {
-  const SmallMlp mlp = random_mlp(9);
-  auto model = make_model(mlp, 32);
-  const std::vector<Job> jobs = jobs_for(mlp, *model);
+// Runs every job kRounds times on each of kThreads threads, each thread in its own order
+// (job j of round r is jobs[(j * stride + t) % size]); a thread runs through the runner that
+// make_runner(t) gives it. Expects every output bit for bit equal to the job's expected one.
+template <typename MakeRunner>
+void expect_same_bits_on_every_thread(const std::vector<Job>& jobs, size_t stride,
+                                      MakeRunner make_runner) {
   std::vector<int> mismatches(kThreads, 0);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      Context context(model->prepare());
+      auto run = make_runner(t);
       for (int round = 0; round < kRounds; ++round) {
         for (size_t j = 0; j < jobs.size(); ++j) {
-          const Job& job = jobs[(j + static_cast<size_t>(t)) % jobs.size()];  // thread's own order
+          const Job& job = jobs[(j * stride + static_cast<size_t>(t)) % jobs.size()];
           std::vector<float> y = poisoned(job.expected.size());
-          context.run(job.batch, job.input.data(), job.input.size(), y.data(), y.size());
+          run(job, y);
           if (!same_bits(y, job.expected)) ++mismatches[t];
         }
       }
@@ -314,28 +316,30 @@ TEST(RuntimeConcurrency, ContextsOnSeveralThreadsGiveTheBitsOfASingleThreadedRun
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
 }
 
+TEST(RuntimeConcurrency, ContextsOnSeveralThreadsGiveTheBitsOfASingleThreadedRun) {
+  const SmallMlp mlp = random_mlp(9);
+  auto model = make_model(mlp, 32);
+  const std::vector<Job> jobs = jobs_for(mlp, *model);
+  // Each thread its own context.
+  expect_same_bits_on_every_thread(jobs, 1, [&](int) {
+    return [context = std::make_shared<Context>(model->prepare())](const Job& job,
+                                                                   std::vector<float>& y) {
+      context->run(job.batch, job.input.data(), job.input.size(), y.data(), y.size());
+    };
+  });
+}
+
 // Model::run borrows a context from the model's pool (making one when all are busy) and returns
 // it: runs from several threads at once match the single-threaded bits.
 TEST(RuntimeConcurrency, ThePooledRunsOfOneModelFromSeveralThreadsMatch) {
   const SmallMlp mlp = random_mlp(10);
   auto model = make_model(mlp, 32);
   const std::vector<Job> jobs = jobs_for(mlp, *model);
-  std::vector<int> mismatches(kThreads, 0);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < kRounds; ++round) {
-        for (size_t j = 0; j < jobs.size(); ++j) {
-          const Job& job = jobs[(j * 3 + static_cast<size_t>(t)) % jobs.size()];
-          std::vector<float> y = poisoned(job.expected.size());
-          model->run(job.batch, job.input.data(), job.input.size(), y.data(), y.size());
-          if (!same_bits(y, job.expected)) ++mismatches[t];
-        }
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+  expect_same_bits_on_every_thread(jobs, 3, [&](int) {
+    return [&](const Job& job, std::vector<float>& y) {
+      model->run(job.batch, job.input.data(), job.input.size(), y.data(), y.size());
+    };
+  });
 }
 
 // A run that fails its argument checks still gives its context back, untouched: the next runs
