@@ -9,8 +9,8 @@
 // error line naming the argument on stderr). Built only on the public C++ wrapper, so it doubles
 // as a usage example.
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -79,8 +79,8 @@ const char* precision_name(fdnn_precision precision) {
 }
 
 bool parse_precision(const std::string& name, fdnn_precision& precision) {
-  for (fdnn_precision value : {FDNN_PRECISION_FP32, FDNN_PRECISION_TF32, FDNN_PRECISION_FP16,
-                               FDNN_PRECISION_BF16}) {
+  for (fdnn_precision value :
+       {FDNN_PRECISION_FP32, FDNN_PRECISION_TF32, FDNN_PRECISION_FP16, FDNN_PRECISION_BF16}) {
     if (name == precision_name(value)) {
       precision = value;
       return true;
@@ -145,8 +145,7 @@ Parsed parse(int argc, char** argv, Arguments& args, std::string& error) {
     }
     const char* value = argv[++i];
     int64_t number = 0;
-    if (flag == "--batch" || flag == "--iterations" || flag == "--warmup" ||
-        flag == "--threads") {
+    if (flag == "--batch" || flag == "--iterations" || flag == "--warmup" || flag == "--threads") {
       const int64_t low = flag == "--batch" ? 1 : 0;
       const int64_t high = flag == "--threads" ? 4096 : (int64_t{1} << 40);
       if (!parse_integer(value, low, high, number)) {
@@ -155,11 +154,16 @@ Parsed parse(int argc, char** argv, Arguments& args, std::string& error) {
         return Parsed::Error;
       }
     }
-    if (flag == "--batch") args.batch = number;
-    else if (flag == "--iterations") args.iterations = number;
-    else if (flag == "--warmup") args.warmup = number;
-    else if (flag == "--threads") args.threads = static_cast<int32_t>(number);
-    else if (flag == "--weights") args.weights = value;
+    if (flag == "--batch")
+      args.batch = number;
+    else if (flag == "--iterations")
+      args.iterations = number;
+    else if (flag == "--warmup")
+      args.warmup = number;
+    else if (flag == "--threads")
+      args.threads = static_cast<int32_t>(number);
+    else if (flag == "--weights")
+      args.weights = value;
     else if (flag == "--device") {
       args.device = value;
       if (args.device != "cpu" && args.device != "cuda" && args.device != "auto") {
@@ -204,8 +208,10 @@ fusednn::Model open(const Arguments& args) {
   fusednn::ModelOptions options;
   options.max_batch(std::max<int64_t>(args.batch, 1)).cpu_threads(args.threads);
   options.precision(args.precision);
-  if (args.device == "cuda") options.device(FDNN_DEVICE_CUDA);
-  else if (args.device == "auto") options.device(FDNN_DEVICE_AUTO);
+  if (args.device == "cuda")
+    options.device(FDNN_DEVICE_CUDA);
+  else if (args.device == "auto")
+    options.device(FDNN_DEVICE_AUTO);
   fusednn::Model model = fusednn::Model::from_file(args.model, options);
   if (!args.weights.empty()) model.load_weights(args.weights);
   return model;
@@ -283,15 +289,16 @@ int bench(const Arguments& args) {
   if (iterations == 0) {
     const auto start = std::chrono::steady_clock::now();
     run_once(0);
-    const double one = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double one =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     iterations = std::clamp<int64_t>(static_cast<int64_t>(1.0 / std::max(one, 1e-7)), 10, 100000);
   }
   std::vector<double> micros(static_cast<size_t>(iterations));
   for (int64_t i = 0; i < iterations; ++i) {
     const auto start = std::chrono::steady_clock::now();
     run_once(static_cast<size_t>(i));
-    micros[i] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-                    .count();
+    micros[i] =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   }
   const double p50 = percentile(micros, 50);
   std::printf("model %s  device %s  precision %s  batch %lld  iterations %lld\n",
@@ -309,16 +316,10 @@ int main(int argc, char** argv) {
   Arguments args;
   std::string error;
   switch (parse(argc, argv, args, error)) {
-    case Parsed::Help:
-      std::fputs(kUsage, stdout);
-      return 0;
-    case Parsed::Version:
-      std::printf("fusednn %s\n", fdnn_version_string());
-      return 0;
-    case Parsed::Error:
-      return usage_error(error);
-    case Parsed::Run:
-      break;
+    case Parsed::Help: std::fputs(kUsage, stdout); return 0;
+    case Parsed::Version: std::printf("fusednn %s\n", fdnn_version_string()); return 0;
+    case Parsed::Error: return usage_error(error);
+    case Parsed::Run: break;
   }
   try {
     return args.command == "info" ? info(args) : bench(args);

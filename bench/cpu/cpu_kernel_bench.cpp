@@ -7,9 +7,10 @@
 // separate 4-lane instructions: 2 mulps + 2 addps per cycle at best = 16 flop/cycle.
 //
 // Linear 768 -> 3072 at batch 1024 is 4.8 GFLOP per call over 9 MiB of weights, 3 MiB of input
-// and 12 MiB of output: compute-bound, the number to compare with the peak. At batch 1 it is 4.7 MFLOP over the 9 MiB
-// weight: memory-bound (L3), so expect a few tens of GFLOP/s at most. LeNet conv1 has a depth
-// of only 25 (1 x 5 x 5) for 784 pixels x 6 channels, so per-tile overhead weighs more.
+// and 12 MiB of output: compute-bound, the number to compare with the peak. At batch 1 it is 4.7
+// MFLOP over the 9 MiB weight: memory-bound (L3), so expect a few tens of GFLOP/s at most. LeNet
+// conv1 has a depth of only 25 (1 x 5 x 5) for 784 pixels x 6 channels, so per-tile overhead weighs
+// more.
 //
 // Measured on the development machine (2-core AMD EPYC Zen 3 VM shared with other builds; best of
 // 5, CPU time; peak_fma 101.7 GFLOP/s): Linear 768 -> 3072 batch 1024 85 GFLOP/s with AVX2+FMA

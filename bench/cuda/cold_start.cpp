@@ -23,7 +23,8 @@ namespace {
 
 void check(fdnn_status status, const char* what) {
   if (status != FDNN_STATUS_OK) {
-    std::fprintf(stderr, "%s: %s: %s\n", what, fdnn_status_string(status), fdnn_last_error_message());
+    std::fprintf(stderr, "%s: %s: %s\n", what, fdnn_status_string(status),
+                 fdnn_last_error_message());
     std::exit(1);
   }
 }

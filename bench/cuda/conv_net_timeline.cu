@@ -57,9 +57,9 @@ std::vector<float> cpu_conv_tanh_pool(const HostConv& c, const std::vector<float
 }
 
 const char* const kLayerNames[] = {"conv1", "conv2", "fc1", "fc2", "fc3"};
-const char* const kLeadPhases[] = {"entry",          "params copied",      "zeros issued",
-                                   "mbarriers ready", "set-up issued",      "previous grid done",
-                                   "x issued",        "own copies landed",  "block's landed"};
+const char* const kLeadPhases[] = {"entry",           "params copied",     "zeros issued",
+                                   "mbarriers ready", "set-up issued",     "previous grid done",
+                                   "x issued",        "own copies landed", "block's landed"};
 const char* const kLayerPhases[] = {"input arrived", "block synced", "partials done",
                                     "first output", "sent"};
 constexpr int kLead = 9, kPerLayer = 5;
@@ -178,8 +178,7 @@ int run() {
   std::printf("{\"max_relative_error\": %.3g}\n", worst);
 
   run_timelines(
-      stream, kLaunches,
-      [&](cudaStream_t on) { launch_conv_net(plan, device_x, y, 1, on); },
+      stream, kLaunches, [&](cudaStream_t on) { launch_conv_net(plan, device_x, y, 1, on); },
       [](const char* how) { report(how, 5); });
   return 0;
 }

@@ -26,7 +26,8 @@ namespace {
 
 void check(fdnn_status status, const char* what) {
   if (status != FDNN_STATUS_OK) {
-    std::fprintf(stderr, "%s: %s: %s\n", what, fdnn_status_string(status), fdnn_last_error_message());
+    std::fprintf(stderr, "%s: %s: %s\n", what, fdnn_status_string(status),
+                 fdnn_last_error_message());
     std::exit(1);
   }
 }
@@ -89,10 +90,13 @@ int main(int argc, char** argv) {
   float* device_out[kSets];
   for (float& v : host_in) v = normal(random);  // one draw for every set: timing only
   for (int k = 0; k < kSets; ++k) {
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_in[k]), in_count * sizeof(float)), "malloc");
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_out[k]), out_count * sizeof(float)), "malloc");
-    check_cuda(cudaMemcpy(device_in[k], host_in.data(), in_count * sizeof(float),
-                          cudaMemcpyHostToDevice), "copy");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_in[k]), in_count * sizeof(float)),
+               "malloc");
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_out[k]), out_count * sizeof(float)),
+               "malloc");
+    check_cuda(
+        cudaMemcpy(device_in[k], host_in.data(), in_count * sizeof(float), cudaMemcpyHostToDevice),
+        "copy");
   }
   cudaStream_t stream;
   check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
@@ -137,11 +141,12 @@ int main(int argc, char** argv) {
       host_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / host_calls);
     }
   }
-  std::printf("{\"model\": \"%s\", \"batch\": %lld, \"cuda_graphs\": %d, \"buffer_sets\": %d, "
-              "\"precision\": \"%s\", \"device_path_us\": %.3f, \"device_path_submit_us\": %.3f, "
-              "\"host_path_us\": %.3f}\n",
-              path, static_cast<long long>(batch), graphs, sets, precision.c_str(),
-              median(device_us), median(submit_us), host_path ? median(host_us) : -1.0);
+  std::printf(
+      "{\"model\": \"%s\", \"batch\": %lld, \"cuda_graphs\": %d, \"buffer_sets\": %d, "
+      "\"precision\": \"%s\", \"device_path_us\": %.3f, \"device_path_submit_us\": %.3f, "
+      "\"host_path_us\": %.3f}\n",
+      path, static_cast<long long>(batch), graphs, sets, precision.c_str(), median(device_us),
+      median(submit_us), host_path ? median(host_us) : -1.0);
 
   fdnn_context_destroy(context);
   fdnn_model_destroy(model);

@@ -40,10 +40,8 @@ void check(cudaError_t error, const char* what) {
 
 __device__ __forceinline__ float apply_one(int kind, float parameter, float x) {
   switch (kind) {
-    case kReLU:
-      return x > 0.0f ? x : 0.0f;
-    case kScale:
-      return x * parameter;
+    case kReLU: return x > 0.0f ? x : 0.0f;
+    case kScale: return x * parameter;
   }
   return x;
 }
@@ -63,11 +61,10 @@ __device__ __forceinline__ float4 per_vector(const Ops& ops, float4 v) {
     const float p = ops.parameter[i];
     switch (ops.kind[i]) {
       case kReLU:
-        v.x = fmaxf(v.x, 0.0f), v.y = fmaxf(v.y, 0.0f), v.z = fmaxf(v.z, 0.0f), v.w = fmaxf(v.w, 0.0f);
+        v.x = fmaxf(v.x, 0.0f), v.y = fmaxf(v.y, 0.0f), v.z = fmaxf(v.z, 0.0f),
+        v.w = fmaxf(v.w, 0.0f);
         break;
-      case kScale:
-        v.x *= p, v.y *= p, v.z *= p, v.w *= p;
-        break;
+      case kScale: v.x *= p, v.y *= p, v.z *= p, v.w *= p; break;
     }
   }
   return v;
@@ -162,31 +159,37 @@ int main() {
     return true;
   };
   auto report = [&](const char* name, int threads, long long blocks, double us, bool ok) {
-    std::printf("{\"variant\": \"%s\", \"threads\": %d, \"blocks\": %lld, \"us\": %.1f, "
-                "\"TB_per_s\": %.2f, \"correct\": %s}\n",
-                name, threads, blocks, us, 2.0 * bytes / us / 1e6, ok ? "true" : "false");
+    std::printf(
+        "{\"variant\": \"%s\", \"threads\": %d, \"blocks\": %lld, \"us\": %.1f, "
+        "\"TB_per_s\": %.2f, \"correct\": %s}\n",
+        name, threads, blocks, us, 2.0 * bytes / us / 1e6, ok ? "true" : "false");
   };
 
-  const double memcpy_us =
-      time([&] { cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice); });
+  const double memcpy_us = time([&] { cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice); });
   report("cudaMemcpyAsync", 0, 0, memcpy_us, verify(false));
   for (int threads : {256, 512, 1024}) {
     const long long full = (n4 + threads - 1) / threads;
-    const double copy_us = time([&] { copy_kernel<<<full, threads>>>((float4*)x, (float4*)y, n4, ops); });
+    const double copy_us =
+        time([&] { copy_kernel<<<full, threads>>>((float4*)x, (float4*)y, n4, ops); });
     report("copy_kernel", threads, full, copy_us, verify(false));
     for (int per_sm : {4, 8, 16}) {
       const long long blocks = std::min<long long>(full, (long long)sms * per_sm * 256 / threads);
-      const double a = time([&] { strided_switch<<<blocks, threads>>>((float4*)x, (float4*)y, n4, ops); });
+      const double a =
+          time([&] { strided_switch<<<blocks, threads>>>((float4*)x, (float4*)y, n4, ops); });
       report("strided_switch", threads, blocks, a, verify(true));
-      const double b = time([&] { strided_vector<<<blocks, threads>>>((float4*)x, (float4*)y, n4, ops); });
+      const double b =
+          time([&] { strided_vector<<<blocks, threads>>>((float4*)x, (float4*)y, n4, ops); });
       report("strided_vector", threads, blocks, b, verify(true));
-      const double c = time([&] { fixed_ops<<<blocks, threads>>>((float4*)x, (float4*)y, n4, ops); });
+      const double c =
+          time([&] { fixed_ops<<<blocks, threads>>>((float4*)x, (float4*)y, n4, ops); });
       report("fixed_ops", threads, blocks, c, verify(true));
     }
-    const double d = time([&] { one_per_thread<<<full, threads>>>((float4*)x, (float4*)y, n4, ops); });
+    const double d =
+        time([&] { one_per_thread<<<full, threads>>>((float4*)x, (float4*)y, n4, ops); });
     report("one_per_thread", threads, full, d, verify(true));
     const long long half = (n4 + 2 * threads - 1) / (2 * threads);
-    const double e = time([&] { two_per_thread<<<half, threads>>>((float4*)x, (float4*)y, n4, ops); });
+    const double e =
+        time([&] { two_per_thread<<<half, threads>>>((float4*)x, (float4*)y, n4, ops); });
     report("two_per_thread", threads, half, e, verify(true));
     const double f = time([&] { streaming<<<full, threads>>>((float4*)x, (float4*)y, n4, ops); });
     report("streaming", threads, full, f, verify(true));

@@ -69,23 +69,33 @@ int main() {
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   Large large{};
-  measure("empty kernel, 8-byte parameter", [&] { empty_small<<<1, 256, 0, stream>>>(nullptr); },
-          stream);
-  measure("empty kernel, 1144-byte parameter", [&] { empty_large<<<1, 256, 0, stream>>>(large); },
-          stream);
+  measure(
+      "empty kernel, 8-byte parameter", [&] { empty_small<<<1, 256, 0, stream>>>(nullptr); },
+      stream);
+  measure(
+      "empty kernel, 1144-byte parameter", [&] { empty_large<<<1, 256, 0, stream>>>(large); },
+      stream);
   cudaEvent_t order;
   cudaEventCreateWithFlags(&order, cudaEventDisableTiming);
-  measure("empty kernel + cudaEventRecord", [&] {
-    empty_small<<<1, 256, 0, stream>>>(nullptr);
-    cudaEventRecord(order, stream);
-  }, stream);
-  measure("2 us spin kernel", [&] { spin<<<1, 32, 0, stream>>>(2000); }, stream);
-  measure("2 us spin kernel + cudaEventRecord", [&] {
-    spin<<<1, 32, 0, stream>>>(2000);
-    cudaEventRecord(order, stream);
-  }, stream);
-  measure("empty kernel, 1144-byte parameter, cluster of 4 blocks",
-          [&] { empty_cluster<<<4, 256, 0, stream>>>(large); }, stream);
+  measure(
+      "empty kernel + cudaEventRecord",
+      [&] {
+        empty_small<<<1, 256, 0, stream>>>(nullptr);
+        cudaEventRecord(order, stream);
+      },
+      stream);
+  measure(
+      "2 us spin kernel", [&] { spin<<<1, 32, 0, stream>>>(2000); }, stream);
+  measure(
+      "2 us spin kernel + cudaEventRecord",
+      [&] {
+        spin<<<1, 32, 0, stream>>>(2000);
+        cudaEventRecord(order, stream);
+      },
+      stream);
+  measure(
+      "empty kernel, 1144-byte parameter, cluster of 4 blocks",
+      [&] { empty_cluster<<<4, 256, 0, stream>>>(large); }, stream);
   // The same two launches through the driver, with their configuration built once.
   using LaunchEx = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
   void* entry = nullptr;
@@ -102,28 +112,40 @@ int main() {
     config.blockDimX = 256;
     config.blockDimY = config.blockDimZ = 1;
     config.hStream = reinterpret_cast<CUstream>(stream);
-    measure("driver cuLaunchKernelEx, empty kernel, 1144-byte parameter", [&] {
-      launch_ex(&config, reinterpret_cast<CUfunction>(large_function), arguments, nullptr);
-    }, stream);
+    measure(
+        "driver cuLaunchKernelEx, empty kernel, 1144-byte parameter",
+        [&] {
+          launch_ex(&config, reinterpret_cast<CUfunction>(large_function), arguments, nullptr);
+        },
+        stream);
     config.gridDimX = 4;
-    measure("driver cuLaunchKernelEx, cluster of 4 blocks (compiled-in dims)", [&] {
-      launch_ex(&config, reinterpret_cast<CUfunction>(cluster_function), arguments, nullptr);
-    }, stream);
+    measure(
+        "driver cuLaunchKernelEx, cluster of 4 blocks (compiled-in dims)",
+        [&] {
+          launch_ex(&config, reinterpret_cast<CUfunction>(cluster_function), arguments, nullptr);
+        },
+        stream);
   } else {
     std::printf("{\"floor_status\": \"no cuLaunchKernelEx entry point\"}\n");
   }
-  measure("cudaGetDevice", [&] {
-    int device = -1;
-    cudaGetDevice(&device);
-  }, stream);
-  measure("cudaGetDevice + cudaSetDevice (same device)", [&] {
-    int device = -1;
-    cudaGetDevice(&device);
-    cudaSetDevice(device);
-  }, stream);
+  measure(
+      "cudaGetDevice",
+      [&] {
+        int device = -1;
+        cudaGetDevice(&device);
+      },
+      stream);
+  measure(
+      "cudaGetDevice + cudaSetDevice (same device)",
+      [&] {
+        int device = -1;
+        cudaGetDevice(&device);
+        cudaSetDevice(device);
+      },
+      stream);
   cudaStreamCaptureStatus status;
-  measure("cudaStreamIsCapturing",
-          [&] { cudaStreamIsCapturing(stream, &status); }, stream);
+  measure(
+      "cudaStreamIsCapturing", [&] { cudaStreamIsCapturing(stream, &status); }, stream);
   const cudaError_t error = cudaGetLastError();
   std::printf("{\"floor_status\": \"%s\"}\n", cudaGetErrorString(error));
   return 0;

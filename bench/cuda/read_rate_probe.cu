@@ -16,8 +16,8 @@ namespace {
 constexpr int kThreads = 512;
 
 template <int kInFlight>
-__global__ void __launch_bounds__(kThreads) read_to_registers(const float4* data, size_t per_block,
-                                                             float* out) {
+__global__ void __launch_bounds__(kThreads)
+    read_to_registers(const float4* data, size_t per_block, float* out) {
   const float4* slice = data + blockIdx.x * per_block;
   float sum = 0.0f;
   for (size_t i = threadIdx.x; i < per_block; i += size_t(kThreads) * kInFlight) {
@@ -33,8 +33,8 @@ __global__ void __launch_bounds__(kThreads) read_to_registers(const float4* data
   if (sum == 12345.0f) out[blockIdx.x] = sum;  // keeps the loads
 }
 
-__global__ void __launch_bounds__(kThreads) read_to_shared(const float4* data, size_t per_block,
-                                                          float* out) {
+__global__ void __launch_bounds__(kThreads)
+    read_to_shared(const float4* data, size_t per_block, float* out) {
   constexpr int kGroups = 5;
   __shared__ float4 ring[kGroups][kThreads];
   const float4* slice = data + blockIdx.x * per_block;
@@ -90,10 +90,10 @@ void time_it(const char* name, size_t bytes, int blocks, Launch launch) {
     if (ms < best) best = ms;
   }
   const double us = 1e3 * best / kLaunches;
-  std::printf("{\"read\": \"%s\", \"mb\": %.1f, \"blocks\": %d, \"us_per_launch\": %.2f, "
-              "\"gb_per_s\": %.0f, \"status\": \"%s\"}\n",
-              name, bytes / 1e6, blocks, us, bytes / us / 1e3,
-              cudaGetErrorString(cudaGetLastError()));
+  std::printf(
+      "{\"read\": \"%s\", \"mb\": %.1f, \"blocks\": %d, \"us_per_launch\": %.2f, "
+      "\"gb_per_s\": %.0f, \"status\": \"%s\"}\n",
+      name, bytes / 1e6, blocks, us, bytes / us / 1e3, cudaGetErrorString(cudaGetLastError()));
 }
 
 }  // namespace

@@ -22,9 +22,12 @@ constexpr int kBytes = 86528;  // the seed MLP's W^T images, padded: 21632 float
 constexpr int kLaunches = 200;
 
 enum Form { kNothing, kCpAsync16, kLoadStore, kBulkOneThread, kBulkSixWarps, kBulkWhole, kForms };
-const char* kNames[] = {"nothing (entry to barrier)", "cp.async 16 B per thread",
-                        "ld.global.v4 then st.shared", "cp.async.bulk, 6 x 14 KB from one thread",
-                        "cp.async.bulk, 6 x 14 KB from 6 warps", "cp.async.bulk, one 86 KB copy"};
+const char* kNames[] = {"nothing (entry to barrier)",
+                        "cp.async 16 B per thread",
+                        "ld.global.v4 then st.shared",
+                        "cp.async.bulk, 6 x 14 KB from one thread",
+                        "cp.async.bulk, 6 x 14 KB from 6 warps",
+                        "cp.async.bulk, one 86 KB copy"};
 
 struct Stamp {
   unsigned long long entry_ns, exit_ns, cycles;
@@ -40,7 +43,8 @@ __device__ unsigned long long global_ns() {
 __device__ void bulk(uint32_t destination, const void* source, uint32_t bytes, uint32_t barrier) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(destination), "l"(source), "r"(bytes), "r"(barrier)
+          "r"(destination),
+      "l"(source), "r"(bytes), "r"(barrier)
       : "memory");
 }
 
@@ -68,8 +72,7 @@ __global__ void __launch_bounds__(kThreads) stage(const float4* source, Stamp* s
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
   if constexpr (kForm == kCpAsync16) {
     for (int q = tid; q < kQuads; q += kThreads) {
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(base + 16 * q),
-                   "l"(source + q)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(base + 16 * q), "l"(source + q)
                    : "memory");
     }
     asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
@@ -95,8 +98,7 @@ __global__ void __launch_bounds__(kThreads) stage(const float4* source, Stamp* s
     }
     __syncthreads();
     if (tid == 0) {
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-                   "r"(kBytes)
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(kBytes)
                    : "memory");
     }
     const bool issues = kForm == kBulkSixWarps ? (tid % 32 == 0 && tid / 32 < kChunks) : tid == 0;
@@ -153,10 +155,11 @@ void measure(const float4* source, Stamp* stamps, cudaStream_t stream) {
       if (i > 0) gap_ns.push_back(static_cast<double>(host[i].entry_ns - host[i - 1].exit_ns));
     }
   }
-  std::printf("{\"form\": \"%s\", \"stage_cycles\": %.0f, \"entry_to_exit_ns\": %.0f, "
-              "\"exit_to_next_entry_ns\": %.0f, \"status\": \"%s\"}\n",
-              kNames[kForm], median(cycles), median(inside_ns), median(gap_ns),
-              cudaGetErrorString(cudaGetLastError()));
+  std::printf(
+      "{\"form\": \"%s\", \"stage_cycles\": %.0f, \"entry_to_exit_ns\": %.0f, "
+      "\"exit_to_next_entry_ns\": %.0f, \"status\": \"%s\"}\n",
+      kNames[kForm], median(cycles), median(inside_ns), median(gap_ns),
+      cudaGetErrorString(cudaGetLastError()));
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
 }

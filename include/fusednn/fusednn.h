@@ -84,19 +84,19 @@ extern "C" {
  * @brief Result of every fallible call. Values are pinned: they never change between versions.
  */
 typedef enum fdnn_status {
-  FDNN_STATUS_OK = 0,                /**< Success. */
-  FDNN_STATUS_INVALID_ARGUMENT = 1,  /**< A NULL pointer, a bad value or an out-of-range batch. */
-  FDNN_STATUS_IO_ERROR = 2,          /**< A file or directory is missing or cannot be read. */
-  FDNN_STATUS_PARSE_ERROR = 3,       /**< A file is malformed (JSON syntax, safetensors layout). */
-  FDNN_STATUS_INVALID_MODEL = 4,     /**< The model spec is wrong: unknown layer, bad dims, shapes. */
-  FDNN_STATUS_WEIGHT_MISMATCH = 5,   /**< A weight is missing, extra, mis-shaped or mis-typed. */
-  FDNN_STATUS_INVALID_STATE = 6,     /**< The call is not allowed now (run before weights load). */
-  FDNN_STATUS_BUFFER_TOO_SMALL = 7,  /**< An output buffer cannot hold the result. */
-  FDNN_STATUS_OUT_OF_MEMORY = 8,     /**< Host or device memory could not be allocated. */
-  FDNN_STATUS_UNSUPPORTED = 9,       /**< The feature is not available in this build or device. */
+  FDNN_STATUS_OK = 0,               /**< Success. */
+  FDNN_STATUS_INVALID_ARGUMENT = 1, /**< A NULL pointer, a bad value or an out-of-range batch. */
+  FDNN_STATUS_IO_ERROR = 2,         /**< A file or directory is missing or cannot be read. */
+  FDNN_STATUS_PARSE_ERROR = 3,      /**< A file is malformed (JSON syntax, safetensors layout). */
+  FDNN_STATUS_INVALID_MODEL = 4,   /**< The model spec is wrong: unknown layer, bad dims, shapes. */
+  FDNN_STATUS_WEIGHT_MISMATCH = 5, /**< A weight is missing, extra, mis-shaped or mis-typed. */
+  FDNN_STATUS_INVALID_STATE = 6,   /**< The call is not allowed now (run before weights load). */
+  FDNN_STATUS_BUFFER_TOO_SMALL = 7,   /**< An output buffer cannot hold the result. */
+  FDNN_STATUS_OUT_OF_MEMORY = 8,      /**< Host or device memory could not be allocated. */
+  FDNN_STATUS_UNSUPPORTED = 9,        /**< The feature is not available in this build or device. */
   FDNN_STATUS_NON_FINITE_WEIGHT = 10, /**< fdnn_model_validate() found a NaN or Inf weight. */
-  FDNN_STATUS_DEVICE_ERROR = 11,     /**< The GPU runtime reported an error. */
-  FDNN_STATUS_INTERNAL_ERROR = 12    /**< A bug in fusednn; please report the message. */
+  FDNN_STATUS_DEVICE_ERROR = 11,      /**< The GPU runtime reported an error. */
+  FDNN_STATUS_INTERNAL_ERROR = 12     /**< A bug in fusednn; please report the message. */
 } fdnn_status;
 
 /**
@@ -238,8 +238,8 @@ typedef struct fdnn_model_options {
    * (bundle or weights) larger than this limit plus 100 MiB of header, refused before it is
    * read; and the backend's copy of them (fdnn_memory_info::weight_bytes), checked when it is
    * prepared. A model or file over the limit is refused with ::FDNN_STATUS_OUT_OF_MEMORY naming
-   * this option and the size needed. 0 means no limit. Default ::FDNN_DEFAULT_MAX_WEIGHT_BYTES; a caller whose struct ends
-   * before this field gets the default.
+   * this option and the size needed. 0 means no limit. Default ::FDNN_DEFAULT_MAX_WEIGHT_BYTES; a
+   * caller whose struct ends before this field gets the default.
    * @since 0.4
    */
   uint64_t max_weight_bytes;
@@ -247,16 +247,17 @@ typedef struct fdnn_model_options {
 
 /** @brief A per-sample shape (the batch dimension is not included). */
 typedef struct fdnn_shape {
-  int32_t rank;                  /**< Number of valid entries in dims (0 to FDNN_MAX_RANK). */
-  int64_t dims[FDNN_MAX_RANK];   /**< Extents, outermost first (C order). */
+  int32_t rank;                /**< Number of valid entries in dims (0 to FDNN_MAX_RANK). */
+  int64_t dims[FDNN_MAX_RANK]; /**< Extents, outermost first (C order). */
 } fdnn_shape;
 
 /** @brief Memory a model uses, from fdnn_model_memory_info(). */
 typedef struct fdnn_memory_info {
-  size_t struct_size;          /**< Set by the caller to sizeof(fdnn_memory_info); only that many bytes are written. */
-  int64_t parameter_count;     /**< Scalars in all weights as the spec declares them. */
-  size_t weight_bytes;         /**< Bytes the backend holds for the (folded) weights. */
-  size_t context_bytes;        /**< Scratch bytes each execution context allocates. */
+  size_t struct_size; /**< Set by the caller to sizeof(fdnn_memory_info); only that many bytes are
+                         written. */
+  int64_t parameter_count; /**< Scalars in all weights as the spec declares them. */
+  size_t weight_bytes;     /**< Bytes the backend holds for the (folded) weights. */
+  size_t context_bytes;    /**< Scratch bytes each execution context allocates. */
   /**
    * Arithmetic per sample, in floating-point operations, counted as fdnn_model_explain() counts
    * them: a multiply-add of a Linear or Conv2d is 2, each fused activation 1 per output,
@@ -273,11 +274,12 @@ typedef struct fdnn_memory_info {
 
 /** @brief One layer of a model, from fdnn_model_layer_info(). */
 typedef struct fdnn_layer_info {
-  size_t struct_size;        /**< Set by the caller to sizeof(fdnn_layer_info); only that many bytes are written. */
-  const char* name;          /**< The layer's name; owned by the model, valid until destroy. */
-  const char* type;          /**< The layer type as in the spec ("Linear"); owned by the model. */
-  fdnn_shape output_shape;   /**< Per-sample shape of the layer's output. */
-  int64_t parameter_count;   /**< Scalars in this layer's weights. */
+  size_t struct_size; /**< Set by the caller to sizeof(fdnn_layer_info); only that many bytes are
+                         written. */
+  const char* name;   /**< The layer's name; owned by the model, valid until destroy. */
+  const char* type;   /**< The layer type as in the spec ("Linear"); owned by the model. */
+  fdnn_shape output_shape; /**< Per-sample shape of the layer's output. */
+  int64_t parameter_count; /**< Scalars in this layer's weights. */
 } fdnn_layer_info;
 
 /* ---------------------------------------------------------------------------------------------
@@ -734,10 +736,10 @@ FDNN_API fdnn_status fdnn_context_run_device(fdnn_context* context, int64_t batc
  *         run that needs the conversion buffers), ::FDNN_STATUS_DEVICE_ERROR.
  * @since 0.3
  */
-FDNN_API fdnn_status fdnn_context_run_typed(fdnn_context* context, int64_t batch,
-                                            const void* input, fdnn_dtype input_dtype,
-                                            size_t input_count, void* output,
-                                            fdnn_dtype output_dtype, size_t output_capacity);
+FDNN_API fdnn_status fdnn_context_run_typed(fdnn_context* context, int64_t batch, const void* input,
+                                            fdnn_dtype input_dtype, size_t input_count,
+                                            void* output, fdnn_dtype output_dtype,
+                                            size_t output_capacity);
 
 /**
  * @brief Run on device buffers in the caller's element types on the caller's CUDA stream.

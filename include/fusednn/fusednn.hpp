@@ -116,7 +116,8 @@ class Context {
    * @return batch x output-shape floats.
    */
   std::vector<float> run(int64_t batch, const std::vector<float>& input) {
-    std::vector<float> output(output_floats_per_sample_ * static_cast<size_t>(batch > 0 ? batch : 0));
+    std::vector<float> output(output_floats_per_sample_ *
+                              static_cast<size_t>(batch > 0 ? batch : 0));
     run(batch, input.data(), input.size(), output.data(), output.size());
     return output;
   }
@@ -287,8 +288,8 @@ class Model {
     size_t size = 0;
     check(fdnn_model_explain(handle_.get(), batch, format, nullptr, 0, &size));
     std::string document(size, '\0');
-    check(fdnn_model_explain(handle_.get(), batch, format, document.data(), document.size(),
-                             &size));
+    check(
+        fdnn_model_explain(handle_.get(), batch, format, document.data(), document.size(), &size));
     document.resize(size - 1);
     return document;
   }
@@ -312,7 +313,8 @@ class Model {
    * @return batch x output-shape floats.
    */
   std::vector<float> run(int64_t batch, const std::vector<float>& input) {
-    std::vector<float> output(output_floats_per_sample() * static_cast<size_t>(batch > 0 ? batch : 0));
+    std::vector<float> output(output_floats_per_sample() *
+                              static_cast<size_t>(batch > 0 ? batch : 0));
     run(batch, input.data(), input.size(), output.data(), output.size());
     return output;
   }

@@ -56,8 +56,8 @@ static int show_error_handling(fdnn_model* model) {
   const float input[INPUTS] = {1.0f, 2.0f, 3.0f};
   float output[OUTPUTS] = {-7.0f, -7.0f};
   status = fdnn_model_run(model, 1, input, INPUTS, output, OUTPUTS - 1);
-  printf("bad call 2: model_run with room for %d of %d outputs -> %s\n  message: %s\n",
-         OUTPUTS - 1, OUTPUTS, fdnn_status_string(status), fdnn_last_error_message());
+  printf("bad call 2: model_run with room for %d of %d outputs -> %s\n  message: %s\n", OUTPUTS - 1,
+         OUTPUTS, fdnn_status_string(status), fdnn_last_error_message());
   if (status != FDNN_STATUS_BUFFER_TOO_SMALL || output[0] != -7.0f) {
     fprintf(stderr, "FAIL: expected FDNN_STATUS_BUFFER_TOO_SMALL and an untouched buffer\n");
     ++failures;
@@ -113,8 +113,8 @@ int main(int argc, char** argv) {
     const float* got = output + i * OUTPUTS;
     const float* want = expected + i * OUTPUTS;
     int ok = fabsf(got[0] - want[0]) <= 1e-6f && fabsf(got[1] - want[1]) <= 1e-6f;
-    printf("sample %d: [% g, % g]  expected [% g, % g]  %s\n", i, got[0], got[1], want[0],
-           want[1], ok ? "ok" : "MISMATCH");
+    printf("sample %d: [% g, % g]  expected [% g, % g]  %s\n", i, got[0], got[1], want[0], want[1],
+           ok ? "ok" : "MISMATCH");
     failures += !ok;
   }
 

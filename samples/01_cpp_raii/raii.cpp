@@ -46,8 +46,7 @@ int count_mismatches(const char* what, const std::vector<float>& output) {
   int mismatches = 0;
   for (size_t i = 0; i < output.size(); ++i) {
     if (std::fabs(output[i] - kExpected[i]) > 1e-6f) {
-      std::fprintf(stderr, "%s: output[%zu] = %g, expected %g\n", what, i, output[i],
-                   kExpected[i]);
+      std::fprintf(stderr, "%s: output[%zu] = %g, expected %g\n", what, i, output[i], kExpected[i]);
       ++mismatches;
     }
   }
@@ -78,10 +77,10 @@ int run_sample() {
 
   int failures = 0;
   // A mistake a caller makes easily: the weight shape transposed. Nothing is stored.
-  failures += expect_error("set_weight(\"fc1.weight\", shape {3, 2})",
-                           FDNN_STATUS_WEIGHT_MISMATCH, [&] {
-                             model.set_weight("fc1.weight", {1, -1, 2, 0, 3, 1}, {3, 2});
-                           });
+  failures +=
+      expect_error("set_weight(\"fc1.weight\", shape {3, 2})", FDNN_STATUS_WEIGHT_MISMATCH, [&] {
+        model.set_weight("fc1.weight", {1, -1, 2, 0, 3, 1}, {3, 2});
+      });
 
   model.set_weight("fc1.weight", {1, 2, 3, -1, 0, 1}, {2, 3});
   model.set_weight("fc1.bias", {0.5f, -1.0f}, {2});
@@ -102,8 +101,9 @@ int run_sample() {
   }  // the context is destroyed here
 
   // The first run froze the weights: setting one now is refused.
-  failures += expect_error("set_weight after the first run", FDNN_STATUS_INVALID_STATE,
-                           [&] { model.set_weight("fc2.bias", {1.0f, 1.0f}, {2}); });
+  failures += expect_error("set_weight after the first run", FDNN_STATUS_INVALID_STATE, [&] {
+    model.set_weight("fc2.bias", {1.0f, 1.0f}, {2});
+  });
   return failures;
 }
 

@@ -61,8 +61,8 @@ void reference(const float* x, float* y) {
     for (int i = 0; i < kInputs; ++i) sum += kFc1Weight[h][i] * x[i];
     hidden[h] = sum > 0 ? sum : 0;
   }
-  for (int o = 0; o < kOutputs; ++o) y[o] = kFc2Bias[o] + kFc2Weight[o][0] * hidden[0] +
-                                            kFc2Weight[o][1] * hidden[1];
+  for (int o = 0; o < kOutputs; ++o)
+    y[o] = kFc2Bias[o] + kFc2Weight[o][0] * hidden[0] + kFc2Weight[o][1] * hidden[1];
 }
 
 // Reports a failed CUDA runtime call with its error text; true when the call succeeded.
@@ -216,8 +216,8 @@ int run_on_gpu() {
   if (!CUDA_OK(cudaMemcpy(output.data(), device_out_null, output.size() * sizeof(float),
                           cudaMemcpyDeviceToHost)))
     return 1;
-  mismatches += count_mismatches("NULL stream (the call waits)", host_in[kBatches - 1],
-                                 output.data(), batch);
+  mismatches +=
+      count_mismatches("NULL stream (the call waits)", host_in[kBatches - 1], output.data(), batch);
   if (mismatches) {
     std::fprintf(stderr, "FAIL: %d mismatching values\n", mismatches);
     return 1;
@@ -235,8 +235,9 @@ int main() {
   fdnn_status status = fdnn_cuda_device_count(&devices);
   if (status != FDNN_STATUS_OK) return library_failure("fdnn_cuda_device_count", status);
   if (devices == 0) {
-    std::printf("SKIP: fdnn_cuda_device_count() is 0 (libfusednn was built without CUDA, or no "
-                "GPU can be used)\n");
+    std::printf(
+        "SKIP: fdnn_cuda_device_count() is 0 (libfusednn was built without CUDA, or no "
+        "GPU can be used)\n");
     return 0;
   }
 #if defined(FUSEDNN_SAMPLE_WITH_CUDA_RUNTIME)
@@ -245,8 +246,10 @@ int main() {
   std::printf("PASS: 07_cuda_stream\n");
   return 0;
 #else
-  std::printf("SKIP: this build of the sample has no CUDA runtime (the CUDA toolkit was not "
-              "found when it was built), although libfusednn sees %d GPU(s)\n", devices);
+  std::printf(
+      "SKIP: this build of the sample has no CUDA runtime (the CUDA toolkit was not "
+      "found when it was built), although libfusednn sees %d GPU(s)\n",
+      devices);
   return 0;
 #endif
 }

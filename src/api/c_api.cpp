@@ -7,9 +7,9 @@
 
 #include "api/firewall.hpp"
 #include "api/handles.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "common/caller_dtype.hpp"
 #include "common/raw_enum.hpp"
-#include "backends/cuda/cuda_backend.hpp"
 #include "fusednn/fusednn.h"
 #include "runtime/model_source.hpp"
 #include "runtime/plan_explanation.hpp"
@@ -68,8 +68,8 @@ uint32_t fdnn_version(void) { return FDNN_VERSION_NUMBER; }
 const char* fdnn_version_string(void) {
 #define FDNN_STRINGIFY2(x) #x
 #define FDNN_STRINGIFY(x) FDNN_STRINGIFY2(x)
-  return FDNN_STRINGIFY(FDNN_VERSION_MAJOR) "." FDNN_STRINGIFY(FDNN_VERSION_MINOR) "." FDNN_STRINGIFY(
-      FDNN_VERSION_PATCH);
+  return FDNN_STRINGIFY(FDNN_VERSION_MAJOR) "." FDNN_STRINGIFY(
+      FDNN_VERSION_MINOR) "." FDNN_STRINGIFY(FDNN_VERSION_PATCH);
 }
 
 const char* fdnn_status_string(fdnn_status status) {
@@ -112,8 +112,8 @@ fdnn_status fdnn_model_options_init(fdnn_model_options* options, size_t struct_s
     defaults.max_workspace_bytes = FDNN_DEFAULT_MAX_WORKSPACE_BYTES;
     defaults.max_weight_bytes = FDNN_DEFAULT_MAX_WEIGHT_BYTES;
     defaults.struct_size = std::min(struct_size, sizeof defaults);
-    copy_to_caller(defaults, options, struct_size, offsetof(fdnn_model_options, max_batch) + sizeof(int64_t),
-                   "fdnn_model_options");
+    copy_to_caller(defaults, options, struct_size,
+                   offsetof(fdnn_model_options, max_batch) + sizeof(int64_t), "fdnn_model_options");
   });
 }
 
@@ -144,8 +144,8 @@ fdnn_status fdnn_model_create_from_spec(const char* spec_json, size_t spec_lengt
     require_non_null(spec_json, "spec_json");
     require_non_null(model, "model");
     const fusednn::ResolvedOptions resolved = fusednn::resolve_options(options);
-    *model = new_model(fusednn::model_source_from_spec(std::string(spec_json, spec_length)),
-                       resolved);
+    *model =
+        new_model(fusednn::model_source_from_spec(std::string(spec_json, spec_length)), resolved);
   });
 }
 
@@ -173,8 +173,8 @@ fdnn_status fdnn_model_set_weight(fdnn_model* model, const char* name, fdnn_dtyp
     fusednn::Shape dims(shape, shape + rank);
     for (int64_t extent : dims) {
       if (extent < 0) {
-        fail(FDNN_STATUS_INVALID_ARGUMENT, "shape ", fusednn::to_string(dims), " of tensor '",
-             name, "' has a negative extent");
+        fail(FDNN_STATUS_INVALID_ARGUMENT, "shape ", fusednn::to_string(dims), " of tensor '", name,
+             "' has a negative extent");
       }
     }
     model->model.set_weight(name, fusednn::raw_enum_value(dtype), data, dims);
@@ -274,16 +274,13 @@ fdnn_status fdnn_model_explain(const fdnn_model* model, int64_t batch, fdnn_expl
     require_non_null(model, "model");
     require_non_null(size, "size");
     if (buffer == nullptr && buffer_capacity != 0) {
-      fail(FDNN_STATUS_INVALID_ARGUMENT, "buffer is NULL but buffer_capacity is ",
-           buffer_capacity, "; pass a buffer, or 0 to ask for the size");
+      fail(FDNN_STATUS_INVALID_ARGUMENT, "buffer is NULL but buffer_capacity is ", buffer_capacity,
+           "; pass a buffer, or 0 to ask for the size");
     }
     fusednn::ExplanationFormat chosen = fusednn::ExplanationFormat::Json;
     switch (fusednn::raw_enum_value(format)) {
-      case FDNN_EXPLAIN_FORMAT_JSON:
-        break;
-      case FDNN_EXPLAIN_FORMAT_TEXT:
-        chosen = fusednn::ExplanationFormat::Text;
-        break;
+      case FDNN_EXPLAIN_FORMAT_JSON: break;
+      case FDNN_EXPLAIN_FORMAT_TEXT: chosen = fusednn::ExplanationFormat::Text; break;
       default:
         fail(FDNN_STATUS_INVALID_ARGUMENT, "format has unknown value ",
              fusednn::raw_enum_value(format),
@@ -305,8 +302,8 @@ fdnn_status fdnn_model_explain(const fdnn_model* model, int64_t batch, fdnn_expl
   });
 }
 
-fdnn_status fdnn_model_run(fdnn_model* model, int64_t batch, const float* input,
-                           size_t input_count, float* output, size_t output_capacity) {
+fdnn_status fdnn_model_run(fdnn_model* model, int64_t batch, const float* input, size_t input_count,
+                           float* output, size_t output_capacity) {
   return guarded(__func__, [&] {
     require_non_null(model, "model")->model.run(batch, input, input_count, output, output_capacity);
   });
@@ -317,8 +314,8 @@ fdnn_status fdnn_model_run_typed(fdnn_model* model, int64_t batch, const void* i
                                  fdnn_dtype output_dtype, size_t output_capacity) {
   return guarded(__func__, [&] {
     require_non_null(model, "model");
-    model->model.run_typed(typed_run(batch, input, input_dtype, input_count, output,
-                                     output_dtype, output_capacity));
+    model->model.run_typed(
+        typed_run(batch, input, input_dtype, input_count, output, output_dtype, output_capacity));
   });
 }
 
@@ -355,8 +352,8 @@ fdnn_status fdnn_context_run_typed(fdnn_context* context, int64_t batch, const v
                                    fdnn_dtype output_dtype, size_t output_capacity) {
   return guarded(__func__, [&] {
     require_non_null(context, "context");
-    context->context.run_typed(typed_run(batch, input, input_dtype, input_count, output,
-                                         output_dtype, output_capacity));
+    context->context.run_typed(
+        typed_run(batch, input, input_dtype, input_count, output, output_dtype, output_capacity));
   });
 }
 

@@ -5,7 +5,8 @@
 namespace fusednn {
 
 void ExecutionContext::run_device(int64_t, const float*, float*, void*) {
-  fail(FDNN_STATUS_UNSUPPORTED, "device pointers need a model created with FDNN_DEVICE_CUDA; "
+  fail(FDNN_STATUS_UNSUPPORTED,
+       "device pointers need a model created with FDNN_DEVICE_CUDA; "
        "this model runs on the CPU: use fdnn_context_run with host buffers");
 }
 
@@ -15,7 +16,8 @@ bool ExecutionContext::run_host_typed(int64_t, const void*, fdnn_dtype, void*, f
 
 void ExecutionContext::run_device_typed(int64_t, const void*, fdnn_dtype, void*, fdnn_dtype,
                                         void*) {
-  fail(FDNN_STATUS_UNSUPPORTED, "device pointers need a model created with FDNN_DEVICE_CUDA; "
+  fail(FDNN_STATUS_UNSUPPORTED,
+       "device pointers need a model created with FDNN_DEVICE_CUDA; "
        "this model runs on the CPU: use fdnn_context_run_typed with host buffers");
 }
 

@@ -20,8 +20,7 @@ inline fdnn_dtype checked_dtype(const fdnn_dtype& value, const char* argument) {
   switch (raw) {
     case FDNN_DTYPE_FLOAT32:
     case FDNN_DTYPE_FLOAT16:
-    case FDNN_DTYPE_BFLOAT16:
-      return static_cast<fdnn_dtype>(raw);
+    case FDNN_DTYPE_BFLOAT16: return static_cast<fdnn_dtype>(raw);
     default:
       fail(FDNN_STATUS_INVALID_ARGUMENT, argument, " has unknown value ", raw,
            "; use FDNN_DTYPE_FLOAT32, FDNN_DTYPE_FLOAT16 or FDNN_DTYPE_BFLOAT16");

@@ -39,8 +39,7 @@ template <typename... Parts>
 size_t checked_bytes(int64_t count, size_t element_bytes, fdnn_status status,
                      const Parts&... what) {
   if (count < 0) fail(status, what..., " is negative: ", count);
-  return checked_multiply(static_cast<size_t>(count), element_bytes, status,
-                          what...);
+  return checked_multiply(static_cast<size_t>(count), element_bytes, status, what...);
 }
 
 }  // namespace fusednn

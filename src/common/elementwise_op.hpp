@@ -60,22 +60,14 @@ FUSEDNN_ALWAYS_INLINE float apply_kind(float x, float parameter) {
 inline float apply(const ElementwiseOp& op, float x) {
   using K = ElementwiseKind;
   switch (op.kind) {
-    case K::ReLU:
-      return apply_kind<K::ReLU>(x, op.parameter);
-    case K::LeakyReLU:
-      return apply_kind<K::LeakyReLU>(x, op.parameter);
-    case K::GeluErf:
-      return apply_kind<K::GeluErf>(x, op.parameter);
-    case K::GeluTanh:
-      return apply_kind<K::GeluTanh>(x, op.parameter);
-    case K::SiLU:
-      return apply_kind<K::SiLU>(x, op.parameter);
-    case K::Sigmoid:
-      return apply_kind<K::Sigmoid>(x, op.parameter);
-    case K::Tanh:
-      return apply_kind<K::Tanh>(x, op.parameter);
-    case K::Scale:
-      return apply_kind<K::Scale>(x, op.parameter);
+    case K::ReLU: return apply_kind<K::ReLU>(x, op.parameter);
+    case K::LeakyReLU: return apply_kind<K::LeakyReLU>(x, op.parameter);
+    case K::GeluErf: return apply_kind<K::GeluErf>(x, op.parameter);
+    case K::GeluTanh: return apply_kind<K::GeluTanh>(x, op.parameter);
+    case K::SiLU: return apply_kind<K::SiLU>(x, op.parameter);
+    case K::Sigmoid: return apply_kind<K::Sigmoid>(x, op.parameter);
+    case K::Tanh: return apply_kind<K::Tanh>(x, op.parameter);
+    case K::Scale: return apply_kind<K::Scale>(x, op.parameter);
   }
   return x;
 }

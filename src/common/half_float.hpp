@@ -59,7 +59,8 @@ inline uint16_t float_to_half(float value) {
   }
   uint32_t half = (((magnitude >> 23) - 112u) << 10) | ((magnitude >> 13) & 0x3FFu);
   const uint32_t rest = magnitude & 0x1FFFu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u) != 0)) ++half;  // may carry into the exponent
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u) != 0))
+    ++half;  // may carry into the exponent
   return static_cast<uint16_t>(sign | half);
 }
 

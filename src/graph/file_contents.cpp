@@ -79,8 +79,8 @@ std::string read_file_contents(const std::string& path, uint64_t max_bytes,
            "': ", errno_text(error));
     }
     if (got == 0) {
-      fail(FDNN_STATUS_IO_ERROR, "cannot read all ", size, " bytes of '", path, "': it ended after ",
-           done, " (it changed while being read)");
+      fail(FDNN_STATUS_IO_ERROR, "cannot read all ", size, " bytes of '", path,
+           "': it ended after ", done, " (it changed while being read)");
     }
     done += static_cast<size_t>(got);
   }

@@ -43,8 +43,7 @@ bool JsonStructureCheck::operator()(int depth, json::parse_event_t event, json& 
       open_.back().current_key = std::move(key);
       break;
     }
-    case json::parse_event_t::value:
-      break;
+    case json::parse_event_t::value: break;
   }
   return true;
 }

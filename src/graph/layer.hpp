@@ -60,26 +60,26 @@ struct LayerAttributes {
   int64_t groups = 1;
   bool count_include_pad = true;  // AvgPool2d
   // Activations and Scale
-  float negative_slope = 0.01f;      // LeakyReLU
-  bool gelu_tanh = false;            // GELU(approximate="tanh")
-  float alpha = 1.0f;                // Scale
+  float negative_slope = 0.01f;  // LeakyReLU
+  bool gelu_tanh = false;        // GELU(approximate="tanh")
+  float alpha = 1.0f;            // Scale
   // LayerNorm, BatchNorm
-  Shape normalized_shape;            // LayerNorm, trailing dims of the input
+  Shape normalized_shape;  // LayerNorm, trailing dims of the input
   float eps = 1e-5f;
-  bool elementwise_affine = true;    // LayerNorm; BatchNorm's "affine"
-  int64_t num_features = 0;          // BatchNorm: channels, dim 0 of the per-sample shape
+  bool elementwise_affine = true;  // LayerNorm; BatchNorm's "affine"
+  int64_t num_features = 0;        // BatchNorm: channels, dim 0 of the per-sample shape
   // Concat: axis within the per-sample shape (PyTorch dim minus one for the batch)
   int64_t axis = 0;
 };
 
 struct Layer {
-  std::string name;          // unique; other layers refer to this output by it
-  std::string type_name;     // as written in the spec ("BatchNorm2d")
+  std::string name;       // unique; other layers refer to this output by it
+  std::string type_name;  // as written in the spec ("BatchNorm2d")
   LayerKind kind;
   LayerAttributes attributes;
-  std::vector<int> inputs;   // indices of producing layers; kGraphInput for the model input
+  std::vector<int> inputs;  // indices of producing layers; kGraphInput for the model input
   std::vector<WeightSlot> weights;
-  Shape output_shape;        // per sample
+  Shape output_shape;  // per sample
 };
 
 }  // namespace fusednn

@@ -71,8 +71,7 @@ ModelFile parse_model_file(const std::string& bytes, const std::string& source) 
   }
 }
 
-ModelFile open_model_file(const std::string& path, uint64_t max_bytes,
-                          const std::string& limit) {
+ModelFile open_model_file(const std::string& path, uint64_t max_bytes, const std::string& limit) {
   return parse_model_file(read_file_contents(path, max_bytes, limit), path);
 }
 

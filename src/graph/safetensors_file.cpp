@@ -148,9 +148,9 @@ class HeaderReader {
             data_size_, " of data the file holds");
     }
     if (entry.end - entry.begin != bytes) {
-      error("tensor '", name, "' (", entry.tensor.dtype, ", shape ", describe_list(*shape), ") needs ",
-            bytes, " bytes but its data_offsets [", entry.begin, ", ", entry.end, "] span ",
-            entry.end - entry.begin);
+      error("tensor '", name, "' (", entry.tensor.dtype, ", shape ", describe_list(*shape),
+            ") needs ", bytes, " bytes but its data_offsets [", entry.begin, ", ", entry.end,
+            "] span ", entry.end - entry.begin);
     }
     return entry;
   }

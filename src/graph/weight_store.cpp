@@ -109,8 +109,8 @@ void WeightStore::fail_undeclared(const std::string& name, const std::string& so
 void WeightStore::fail_shape(const std::string& name, const std::string& source,
                              const Shape& shape) const {
   const Shape& want = expected_.at(name);
-  const bool transposed = want.size() == 2 && shape.size() == 2 && shape[0] == want[1] &&
-                          shape[1] == want[0];
+  const bool transposed =
+      want.size() == 2 && shape.size() == 2 && shape[0] == want[1] && shape[1] == want[0];
   fail(FDNN_STATUS_WEIGHT_MISMATCH, "tensor '", name, "' in ", source, " has shape ",
        to_string(shape), " but ", owner_layer_.at(name), " expects ", to_string(want),
        transposed ? " (it looks transposed: fusednn expects PyTorch's layout)" : "");

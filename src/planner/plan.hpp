@@ -13,8 +13,8 @@
 namespace fusednn {
 
 enum class StepKind {
-  Linear,         // rows x in -> rows x out; constants: weight [out, in], bias [out] or none
-  Conv2d,         // NCHW; constants: weight [out, in/groups, kh, kw], bias [out] or none
+  Linear,  // rows x in -> rows x out; constants: weight [out, in], bias [out] or none
+  Conv2d,  // NCHW; constants: weight [out, in/groups, kh, kw], bias [out] or none
   MaxPool2d,
   AvgPool2d,
   Elementwise,    // epilogue only, one input
@@ -36,10 +36,10 @@ enum class Storage { ModelInput, ModelOutput, Workspace };
 // its value contiguous there: workspace + workspace_offset * max_batch + b0 * slot_floats. So
 // runs on disjoint sample ranges (threads) never touch each other's floats.
 struct Value {
-  int64_t elements = 0;                  // per sample
+  int64_t elements = 0;  // per sample
   Storage storage = Storage::Workspace;
-  int64_t workspace_offset = 0;          // slot start, in floats per sample of max_batch
-  int64_t slot_floats = 0;               // the slot's size per sample (>= elements)
+  int64_t workspace_offset = 0;  // slot start, in floats per sample of max_batch
+  int64_t slot_floats = 0;       // the slot's size per sample (>= elements)
 };
 
 // Geometry for Conv2d and pooling steps; index 0 is height, 1 is width.
@@ -64,8 +64,8 @@ struct Step {
   WindowGeometry window;     // Conv2d, pooling
   float eps = 0.0f;          // LayerNorm
   std::vector<int64_t> concat_inner;  // Concat: per-input inner block size
-  int weight = -1;           // index into Plan::constants, or -1
-  int bias = -1;             // index into Plan::constants, or -1
+  int weight = -1;                    // index into Plan::constants, or -1
+  int bias = -1;                      // index into Plan::constants, or -1
   Epilogue epilogue;
 };
 
@@ -74,9 +74,9 @@ struct Plan {
   std::vector<Value> values;                  // value 0 is the model input
   std::vector<Step> steps;
   int output_value = 0;
-  Shape input_shape;                          // per sample
-  Shape output_shape;                         // per sample
-  int64_t workspace_floats_per_sample = 0;    // sum of all workspace slots
+  Shape input_shape;                        // per sample
+  Shape output_shape;                       // per sample
+  int64_t workspace_floats_per_sample = 0;  // sum of all workspace slots
 
   size_t constant_bytes() const;
 };

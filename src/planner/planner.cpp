@@ -64,10 +64,8 @@ bool accepts_epilogue(StepKind kind) {
     case StepKind::Elementwise:
     case StepKind::ChannelAffine:
     case StepKind::LayerNorm:
-    case StepKind::Add:
-      return true;
-    default:
-      return false;
+    case StepKind::Add: return true;
+    default: return false;
   }
 }
 
@@ -252,8 +250,7 @@ class PlanBuilder {
     const Shape& in = graph_.shape_of(layer.inputs.front());
     Step step;
     switch (layer.kind) {
-      case LayerKind::Flatten:
-        return input_value(layer);
+      case LayerKind::Flatten: return input_value(layer);
       case LayerKind::Linear:
         step.kind = StepKind::Linear;
         step.rows_per_sample = product(in.begin(), in.end() - 1);
@@ -301,9 +298,7 @@ class PlanBuilder {
         step.in_features = in.back();
         step.rows_per_sample = element_count(in) / in.back();
         break;
-      case LayerKind::Add:
-        step.kind = StepKind::Add;
-        break;
+      case LayerKind::Add: step.kind = StepKind::Add; break;
       case LayerKind::Concat: {
         const int64_t axis = layer.attributes.axis;
         step.kind = StepKind::Concat;
@@ -371,8 +366,8 @@ class PlanBuilder {
             const bool fits = slot_size[*it] >= value.elements;
             if (best == free_slots.end()) {
               best = it;
-            } else if (fits && (slot_size[*best] < value.elements ||
-                                slot_size[*it] < slot_size[*best])) {
+            } else if (fits &&
+                       (slot_size[*best] < value.elements || slot_size[*it] < slot_size[*best])) {
               best = it;
             } else if (!fits && slot_size[*best] < value.elements &&
                        slot_size[*it] > slot_size[*best]) {

@@ -14,29 +14,23 @@ double step_flops_per_sample(const Plan& plan, const Step& step) {
                  double(step.out_features) +
              epilogue;
     case StepKind::Conv2d: {
-      const double per_output =
-          double(w.in_channels / (w.groups > 0 ? w.groups : 1)) * double(w.kernel[0]) *
-          double(w.kernel[1]);
+      const double per_output = double(w.in_channels / (w.groups > 0 ? w.groups : 1)) *
+                                double(w.kernel[0]) * double(w.kernel[1]);
       return 2.0 * output_elements * per_output + epilogue;
     }
     case StepKind::MaxPool2d:
     case StepKind::AvgPool2d:
       return output_elements * double(w.kernel[0]) * double(w.kernel[1]) + epilogue;
-    case StepKind::Elementwise:
-      return epilogue;
-    case StepKind::ChannelAffine:
-      return 2.0 * output_elements + epilogue;
-    case StepKind::LayerNorm:
-      return 5.0 * output_elements + epilogue;
-    case StepKind::Softmax:
-      return 4.0 * output_elements + epilogue;
+    case StepKind::Elementwise: return epilogue;
+    case StepKind::ChannelAffine: return 2.0 * output_elements + epilogue;
+    case StepKind::LayerNorm: return 5.0 * output_elements + epilogue;
+    case StepKind::Softmax: return 4.0 * output_elements + epilogue;
     case StepKind::Add: {
       const double extra_inputs = step.inputs.empty() ? 0.0 : double(step.inputs.size() - 1);
       return extra_inputs * output_elements + epilogue;
     }
     case StepKind::Concat:
-    case StepKind::Copy:
-      return epilogue;
+    case StepKind::Copy: return epilogue;
   }
   return 0.0;
 }

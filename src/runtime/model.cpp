@@ -58,8 +58,7 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
   if (!holds(offsetof(fdnn_model_options, precision), sizeof given.precision)) {
     given.precision = defaults.precision;
   }
-  if (!holds(offsetof(fdnn_model_options, max_workspace_bytes),
-             sizeof given.max_workspace_bytes)) {
+  if (!holds(offsetof(fdnn_model_options, max_workspace_bytes), sizeof given.max_workspace_bytes)) {
     given.max_workspace_bytes = defaults.max_workspace_bytes;
   }
   if (!holds(offsetof(fdnn_model_options, max_weight_bytes), sizeof given.max_weight_bytes)) {
@@ -77,12 +76,10 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
     fail(FDNN_STATUS_INVALID_ARGUMENT, "options.device_id is ", given.device_id);
   }
   switch (raw_enum_value(given.device)) {
-    case FDNN_DEVICE_CPU:
-      resolved.device = FDNN_DEVICE_CPU;
-      break;
+    case FDNN_DEVICE_CPU: resolved.device = FDNN_DEVICE_CPU; break;
     case FDNN_DEVICE_AUTO:  // the GPU when this build has the CUDA backend and it sees one
-      resolved.device = cuda_unavailable_reason(given.device_id).empty() ? FDNN_DEVICE_CUDA
-                                                                         : FDNN_DEVICE_CPU;
+      resolved.device =
+          cuda_unavailable_reason(given.device_id).empty() ? FDNN_DEVICE_CUDA : FDNN_DEVICE_CPU;
       break;
     case FDNN_DEVICE_CUDA: {
       const std::string reason = cuda_unavailable_reason(given.device_id);
@@ -112,9 +109,7 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
     case FDNN_PRECISION_FP32:
     case FDNN_PRECISION_TF32:
     case FDNN_PRECISION_FP16:
-    case FDNN_PRECISION_BF16:
-      resolved.precision = static_cast<Precision>(precision);
-      break;
+    case FDNN_PRECISION_BF16: resolved.precision = static_cast<Precision>(precision); break;
     default:
       fail(FDNN_STATUS_INVALID_ARGUMENT, "options.precision has unknown value ", precision,
            "; use FDNN_PRECISION_FP32, FDNN_PRECISION_TF32, FDNN_PRECISION_FP16 or "
@@ -155,9 +150,8 @@ void check_run_arguments(const PreparedModel& prepared, int64_t batch, const voi
   const auto needed_output = static_cast<size_t>(checked_multiply(
       batch, element_count(plan.output_shape), FDNN_STATUS_INVALID_ARGUMENT, "the output count"));
   if (output_capacity < needed_output) {
-    fail(FDNN_STATUS_BUFFER_TOO_SMALL, "output_capacity is ", output_capacity, " but batch ",
-         batch, " x output shape ", to_string(plan.output_shape), " needs ", needed_output, " ",
-         unit);
+    fail(FDNN_STATUS_BUFFER_TOO_SMALL, "output_capacity is ", output_capacity, " but batch ", batch,
+         " x output shape ", to_string(plan.output_shape), " needs ", needed_output, " ", unit);
   }
 }
 
@@ -252,8 +246,8 @@ void Context::run_device_typed(const TypedRun& run, void* stream) {
                            static_cast<float*>(run.output), stream);
     return;
   }
-  execution_->run_device_typed(run.batch, run.input, run.input_dtype, run.output,
-                               run.output_dtype, stream);
+  execution_->run_device_typed(run.batch, run.input, run.input_dtype, run.output, run.output_dtype,
+                               stream);
 }
 
 Model::Model(ModelFile file, const ResolvedOptions& options)
@@ -268,8 +262,8 @@ Model::Model(Graph graph, const ResolvedOptions& options)
   const size_t bytes = checked_bytes(parameters, sizeof(float), FDNN_STATUS_OUT_OF_MEMORY,
                                      "the weight bytes of model '", graph_.name, "'");
   if (options_.max_weight_bytes != 0 && bytes > options_.max_weight_bytes) {
-    fail(FDNN_STATUS_OUT_OF_MEMORY, "model '", graph_.name, "' declares ", parameters,
-         " weights (", bytes, " bytes as float32), more than options.max_weight_bytes (",
+    fail(FDNN_STATUS_OUT_OF_MEMORY, "model '", graph_.name, "' declares ", parameters, " weights (",
+         bytes, " bytes as float32), more than options.max_weight_bytes (",
          options_.max_weight_bytes, "); raise the limit to load it");
   }
 }
@@ -372,9 +366,9 @@ Model::BackendFacts Model::backend_facts() const {
         prepared_ ? prepared_ : make_prepared(weights_);
     const Backend& backend = *prepared->backend;
     const PlanCost cost = plan_cost(*prepared->plan);
-    backend_facts_ = BackendFacts{backend.weight_bytes(), backend.context_bytes(),
-                                  backend.effective_precision(), cost.flops_per_sample,
-                                  cost.bytes_per_sample};
+    backend_facts_ =
+        BackendFacts{backend.weight_bytes(), backend.context_bytes(), backend.effective_precision(),
+                     cost.flops_per_sample, cost.bytes_per_sample};
   }
   return *backend_facts_;
 }

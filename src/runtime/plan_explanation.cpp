@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <vector>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "common/error.hpp"
 #include "planner/step_cost.hpp"
@@ -36,9 +36,7 @@ const char* storage_name(Storage storage) {
   return "?";
 }
 
-const char* device_name(fdnn_device device) {
-  return device == FDNN_DEVICE_CUDA ? "cuda" : "cpu";
-}
+const char* device_name(fdnn_device device) { return device == FDNN_DEVICE_CUDA ? "cuda" : "cpu"; }
 
 ordered_json explanation_json(const PreparedModel& prepared, const std::string& model_name,
                               const ResolvedOptions& options, int64_t batch) {
@@ -99,9 +97,9 @@ ordered_json explanation_json(const PreparedModel& prepared, const std::string& 
     where["storage"] = storage_name(output.storage);
     where["bytes_per_sample"] = output.elements * static_cast<int64_t>(sizeof(float));
     if (output.storage == Storage::Workspace) {
-      where["slot"] = std::lower_bound(slot_offsets.begin(), slot_offsets.end(),
-                                       output.workspace_offset) -
-                      slot_offsets.begin();
+      where["slot"] =
+          std::lower_bound(slot_offsets.begin(), slot_offsets.end(), output.workspace_offset) -
+          slot_offsets.begin();
       where["slot_offset_floats_per_sample"] = output.workspace_offset;
       where["slot_bytes_per_sample"] = output.slot_floats * static_cast<int64_t>(sizeof(float));
       where["slot_bytes"] =
@@ -201,12 +199,12 @@ std::string text_table(const ordered_json& document) {
          "/sample of activations, " + scaled(double(totals["weight_bytes"].get<int64_t>()), "B") +
          " of weights), " + std::to_string(totals["launches"].get<int>()) +
          " kernel launch(es) or call(s)\n";
-  out += "workspace: " +
-         scaled(double(document["workspace_bytes_per_sample"].get<int64_t>()), "B") +
-         "/sample in the plan's " +
-         std::to_string(document["workspace_slots"].get<size_t>()) + " slot(s); " +
-         scaled(double(document["context_bytes"].get<size_t>()), "B") + " per context, " +
-         scaled(double(document["weight_bytes"].get<size_t>()), "B") + " of weights\n";
+  out +=
+      "workspace: " + scaled(double(document["workspace_bytes_per_sample"].get<int64_t>()), "B") +
+      "/sample in the plan's " + std::to_string(document["workspace_slots"].get<size_t>()) +
+      " slot(s); " + scaled(double(document["context_bytes"].get<size_t>()), "B") +
+      " per context, " + scaled(double(document["weight_bytes"].get<size_t>()), "B") +
+      " of weights\n";
   return out;
 }
 

@@ -373,11 +373,10 @@ TEST_P(ConcurrentRuns, EveryResultEqualsTheSingleThreadResult) {
         const int i = (run + t) % kInputs;
         output.assign(expected[i].size(), NAN);
         const fdnn_status status =
-            per_thread_context
-                ? fdnn_context_run(context, batches[i], inputs[i].data(), inputs[i].size(),
-                                   output.data(), output.size())
-                : fdnn_model_run(model, batches[i], inputs[i].data(), inputs[i].size(),
-                                 output.data(), output.size());
+            per_thread_context ? fdnn_context_run(context, batches[i], inputs[i].data(),
+                                                  inputs[i].size(), output.data(), output.size())
+                               : fdnn_model_run(model, batches[i], inputs[i].data(),
+                                                inputs[i].size(), output.data(), output.size());
         if (status != FDNN_STATUS_OK) ++failures;
         if (std::memcmp(output.data(), expected[i].data(), output.size() * sizeof(float)) != 0) {
           ++mismatches;
@@ -393,7 +392,9 @@ TEST_P(ConcurrentRuns, EveryResultEqualsTheSingleThreadResult) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PoolAndContexts, ConcurrentRuns, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "PerThreadContext" : "ModelPool"; });
+                         [](const auto& info) {
+                           return info.param ? "PerThreadContext" : "ModelPool";
+                         });
 
 TEST(ApiContract, CpuThreadsDoNotChangeResults) {
   // The same weights run with 1 and 4 threads per call: identical results for a large batch.

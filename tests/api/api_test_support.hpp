@@ -77,7 +77,7 @@ inline fdnn_model* make_seed_mlp(uint32_t seed, int64_t max_batch = 64, int32_t 
   const struct {
     const char* name;
     std::vector<int64_t> shape;
-  } tensors[] = {{"fc1.weight", {128, 100}}, {"fc1.bias", {128}}, {"fc2.weight", {64, 128}},
+  } tensors[] = {{"fc1.weight", {128, 100}}, {"fc1.bias", {128}},      {"fc2.weight", {64, 128}},
                  {"fc2.bias", {64}},         {"fc3.weight", {10, 64}}, {"fc3.bias", {10}}};
   for (const auto& tensor : tensors) {
     size_t count = 1;

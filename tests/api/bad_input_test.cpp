@@ -21,7 +21,8 @@ struct BadInputCase {
 void PrintTo(const BadInputCase& c, std::ostream* out) { *out << c.name; }
 
 // Creates from a spec, runs `then` on the model, destroys it; returns the status of `then`.
-fdnn_status with_spec(const std::string& spec, const std::function<fdnn_status(fdnn_model*)>& then) {
+fdnn_status with_spec(const std::string& spec,
+                      const std::function<fdnn_status(fdnn_model*)>& then) {
   fdnn_model* model = nullptr;
   fdnn_status status = fdnn_model_create_from_spec(spec.data(), spec.size(), nullptr, &model);
   if (status != FDNN_STATUS_OK) return status;
@@ -47,7 +48,8 @@ std::string tiny_safetensors(const std::string& extra_header, const std::string&
   const std::string weight = float_bytes({1, 2, 3, 4, 5, 6});
   const std::string bias = float_bytes({0.5f, -1.0f});
   const std::string header =
-      R"({"fc.weight": {"dtype": ")" + weight_dtype + R"(", "shape": [2, 3], "data_offsets": [0, 24]},)"
+      R"({"fc.weight": {"dtype": ")" + weight_dtype +
+      R"(", "shape": [2, 3], "data_offsets": [0, 24]},)"
       R"( "fc.bias": {"dtype": "F32", "shape": [2], "data_offsets": [24, 32]})" +
       extra_header + "}";
   return safetensors_bytes(header, weight + bias + extra_data);
@@ -72,235 +74,322 @@ std::vector<BadInputCase> cases() {
   };
 
   // --- Files -------------------------------------------------------------------------------
-  add("MissingFile", [](const TempDir& dir) {
-    fdnn_model* m = nullptr;
-    return fdnn_model_create_from_file(dir.file("absent.json").c_str(), nullptr, &m);
-  }, FDNN_STATUS_IO_ERROR, {"absent.json"});
-  add("EmptyFile", [](const TempDir& dir) {
-    fdnn_model* m = nullptr;
-    return fdnn_model_create_from_file(dir.write("empty.json", "").c_str(), nullptr, &m);
-  }, FDNN_STATUS_PARSE_ERROR, {"empty.json"});
-  add("EmptyWeightsFile", [](const TempDir& dir) {
-    return load_into_tiny(dir.write("empty.safetensors", ""));
-  }, FDNN_STATUS_PARSE_ERROR, {"empty.safetensors"});
-  add("MissingWeightsFile", [](const TempDir& dir) {
-    return load_into_tiny(dir.file("nowhere.safetensors"));
-  }, FDNN_STATUS_IO_ERROR, {"nowhere.safetensors"});
-  add("TruncatedSafetensors", [](const TempDir& dir) {
-    std::string bytes = tiny_safetensors("", "");
-    bytes.resize(bytes.size() - 5);  // the last tensor's data is cut short
-    return load_into_tiny(dir.write("truncated.safetensors", bytes));
-  }, FDNN_STATUS_PARSE_ERROR, {"truncated.safetensors"});
-  add("SafetensorsShorterThanItsLengthField", [](const TempDir& dir) {
-    return load_into_tiny(dir.write("tiny.safetensors", std::string("\x10\x00\x00", 3)));
-  }, FDNN_STATUS_PARSE_ERROR, {"tiny.safetensors"});
-  add("HeaderLengthPastEndOfFile", [](const TempDir& dir) {
-    std::string bytes = tiny_safetensors("", "");
-    bytes[0] = '\xff';
-    bytes[1] = '\xff';
-    bytes[2] = '\xff';  // header length ~16 MB in a ~200-byte file
-    return load_into_tiny(dir.write("long_header.safetensors", bytes));
-  }, FDNN_STATUS_PARSE_ERROR, {"long_header.safetensors", "header"});
-  add("JsonSyntaxErrorGivesLineAndColumn", [](const TempDir& dir) {
-    fdnn_model* m = nullptr;
-    const std::string path = dir.write("syntax.json", "{\n  \"fusednn\": 1,\n  \"input\": {,\n}\n");
-    return fdnn_model_create_from_file(path.c_str(), nullptr, &m);
-  }, FDNN_STATUS_PARSE_ERROR, {"syntax.json", "line 3", "column"});
+  add("MissingFile",
+      [](const TempDir& dir) {
+        fdnn_model* m = nullptr;
+        return fdnn_model_create_from_file(dir.file("absent.json").c_str(), nullptr, &m);
+      },
+      FDNN_STATUS_IO_ERROR, {"absent.json"});
+  add("EmptyFile",
+      [](const TempDir& dir) {
+        fdnn_model* m = nullptr;
+        return fdnn_model_create_from_file(dir.write("empty.json", "").c_str(), nullptr, &m);
+      },
+      FDNN_STATUS_PARSE_ERROR, {"empty.json"});
+  add("EmptyWeightsFile",
+      [](const TempDir& dir) { return load_into_tiny(dir.write("empty.safetensors", "")); },
+      FDNN_STATUS_PARSE_ERROR, {"empty.safetensors"});
+  add("MissingWeightsFile",
+      [](const TempDir& dir) { return load_into_tiny(dir.file("nowhere.safetensors")); },
+      FDNN_STATUS_IO_ERROR, {"nowhere.safetensors"});
+  add("TruncatedSafetensors",
+      [](const TempDir& dir) {
+        std::string bytes = tiny_safetensors("", "");
+        bytes.resize(bytes.size() - 5);  // the last tensor's data is cut short
+        return load_into_tiny(dir.write("truncated.safetensors", bytes));
+      },
+      FDNN_STATUS_PARSE_ERROR, {"truncated.safetensors"});
+  add("SafetensorsShorterThanItsLengthField",
+      [](const TempDir& dir) {
+        return load_into_tiny(dir.write("tiny.safetensors", std::string("\x10\x00\x00", 3)));
+      },
+      FDNN_STATUS_PARSE_ERROR, {"tiny.safetensors"});
+  add("HeaderLengthPastEndOfFile",
+      [](const TempDir& dir) {
+        std::string bytes = tiny_safetensors("", "");
+        bytes[0] = '\xff';
+        bytes[1] = '\xff';
+        bytes[2] = '\xff';  // header length ~16 MB in a ~200-byte file
+        return load_into_tiny(dir.write("long_header.safetensors", bytes));
+      },
+      FDNN_STATUS_PARSE_ERROR, {"long_header.safetensors", "header"});
+  add("JsonSyntaxErrorGivesLineAndColumn",
+      [](const TempDir& dir) {
+        fdnn_model* m = nullptr;
+        const std::string path =
+            dir.write("syntax.json", "{\n  \"fusednn\": 1,\n  \"input\": {,\n}\n");
+        return fdnn_model_create_from_file(path.c_str(), nullptr, &m);
+      },
+      FDNN_STATUS_PARSE_ERROR, {"syntax.json", "line 3", "column"});
 
   // --- Specs -------------------------------------------------------------------------------
-  add("UnknownLayerType", [](const TempDir&) {
-    return create_from_spec(spec_with_layers(R"({"type": "Lineer", "name": "fc"})"));
-  }, FDNN_STATUS_INVALID_MODEL, {"Lineer", "fc"});
-  add("NegativeDimension", [](const TempDir&) {
-    return create_from_spec(spec_with_layers(
-        R"({"type": "Linear", "name": "fc", "in_features": 3, "out_features": -2})"));
-  }, FDNN_STATUS_INVALID_MODEL, {"fc", "out_features"});
-  add("ZeroDimension", [](const TempDir&) {
-    return create_from_spec(spec_with_layers(
-        R"({"type": "Linear", "name": "fc", "in_features": 3, "out_features": 0})"));
-  }, FDNN_STATUS_INVALID_MODEL, {"fc", "out_features"});
-  add("ZeroInputDimension", [](const TempDir&) {
-    return create_from_spec(spec_with_layers(
-        R"({"type": "ReLU", "name": "act"})", "[0]"));
-  }, FDNN_STATUS_INVALID_MODEL, {"input"});
-  add("InconsistentLayerShapes", [](const TempDir&) {
-    return create_from_spec(spec_with_layers(
-        R"({"type": "Linear", "name": "fc1", "in_features": 3, "out_features": 5},
+  add("UnknownLayerType",
+      [](const TempDir&) {
+        return create_from_spec(spec_with_layers(R"({"type": "Lineer", "name": "fc"})"));
+      },
+      FDNN_STATUS_INVALID_MODEL, {"Lineer", "fc"});
+  add("NegativeDimension",
+      [](const TempDir&) {
+        return create_from_spec(spec_with_layers(
+            R"({"type": "Linear", "name": "fc", "in_features": 3, "out_features": -2})"));
+      },
+      FDNN_STATUS_INVALID_MODEL, {"fc", "out_features"});
+  add("ZeroDimension",
+      [](const TempDir&) {
+        return create_from_spec(spec_with_layers(
+            R"({"type": "Linear", "name": "fc", "in_features": 3, "out_features": 0})"));
+      },
+      FDNN_STATUS_INVALID_MODEL, {"fc", "out_features"});
+  add("ZeroInputDimension",
+      [](const TempDir&) {
+        return create_from_spec(spec_with_layers(R"({"type": "ReLU", "name": "act"})", "[0]"));
+      },
+      FDNN_STATUS_INVALID_MODEL, {"input"});
+  add("InconsistentLayerShapes",
+      [](const TempDir&) {
+        return create_from_spec(spec_with_layers(
+            R"({"type": "Linear", "name": "fc1", "in_features": 3, "out_features": 5},
            {"type": "Linear", "name": "fc2", "in_features": 4, "out_features": 2})"));
-  }, FDNN_STATUS_INVALID_MODEL, {"fc2", "in_features", "fc1"});
+      },
+      FDNN_STATUS_INVALID_MODEL, {"fc2", "in_features", "fc1"});
 
   // --- Weights -----------------------------------------------------------------------------
-  add("MissingWeightAtRun", [](const TempDir& dir) {
-    const std::string weight = float_bytes({1, 2, 3, 4, 5, 6});
-    const std::string path = dir.write("no_bias.safetensors", safetensors_bytes(
-        R"({"fc.weight": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}})", weight));
-    return with_tiny([&](fdnn_model* m) {
-      if (fdnn_model_load_weights(m, path.c_str()) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
-      float out[2];
-      return fdnn_model_run(m, 1, kInput, 3, out, 2);
-    }, false);
-  }, FDNN_STATUS_INVALID_STATE, {"fc.bias"});
-  add("MissingWeightAtValidate", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) { return fdnn_model_validate(m); }, false);
-  }, FDNN_STATUS_WEIGHT_MISMATCH, {"fc.weight", "fc.bias"});
-  add("ExtraWeight", [](const TempDir& dir) {
-    return load_into_tiny(dir.write("extra.safetensors", tiny_safetensors(
-        R"(, "fc.scale": {"dtype": "F32", "shape": [1], "data_offsets": [32, 36]})",
-        float_bytes({1}))));
-  }, FDNN_STATUS_WEIGHT_MISMATCH, {"fc.scale"});
-  add("MisShapedWeight", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      const float values[6] = {};
-      const int64_t shape[] = {3, 2};
-      return fdnn_model_set_weight(m, "fc.weight", FDNN_DTYPE_FLOAT32, values, shape, 2);
-    }, false);
-  }, FDNN_STATUS_WEIGHT_MISMATCH, {"fc.weight", "[3, 2]", "[2, 3]"});
-  add("MisTypedWeight", [](const TempDir& dir) {
-    return load_into_tiny(dir.write("int.safetensors", tiny_safetensors("", "", "I32")));
-  }, FDNN_STATUS_WEIGHT_MISMATCH, {"fc.weight", "I32"});
-  add("UnknownDtype", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      const float values[2] = {};
-      const int64_t shape[] = {2};
-      int32_t raw = 7;
-      fdnn_dtype dtype;
-      std::memcpy(&dtype, &raw, sizeof dtype);  // what a C caller passing 7 hands over
-      return fdnn_model_set_weight(m, "fc.bias", dtype, values, shape, 1);
-    }, false);
-  }, FDNN_STATUS_INVALID_ARGUMENT, {"dtype 7", "fc.bias"});
-  add("UnknownWeightName", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      const float values[2] = {};
-      const int64_t shape[] = {2};
-      return fdnn_model_set_weight(m, "fc.bias_", FDNN_DTYPE_FLOAT32, values, shape, 1);
-    }, false);
-  }, FDNN_STATUS_WEIGHT_MISMATCH, {"fc.bias_"});
-  add("NanWeightReportedByValidate", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      const float bias[] = {0.0f, std::numeric_limits<float>::quiet_NaN()};
-      const int64_t shape[] = {2};
-      if (fdnn_model_set_weight(m, "fc.bias", FDNN_DTYPE_FLOAT32, bias, shape, 1) != FDNN_STATUS_OK) {
-        return FDNN_STATUS_INTERNAL_ERROR;  // NaN must load
-      }
-      return fdnn_model_validate(m);
-    });
-  }, FDNN_STATUS_NON_FINITE_WEIGHT, {"fc.bias"});
-  add("InfWeightReportedByValidate", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      float weight[] = {1, 2, 3, 4, 5, 6};
-      weight[4] = -std::numeric_limits<float>::infinity();
-      const int64_t shape[] = {2, 3};
-      if (fdnn_model_set_weight(m, "fc.weight", FDNN_DTYPE_FLOAT32, weight, shape, 2) != FDNN_STATUS_OK) {
-        return FDNN_STATUS_INTERNAL_ERROR;
-      }
-      return fdnn_model_validate(m);
-    });
-  }, FDNN_STATUS_NON_FINITE_WEIGHT, {"fc.weight"});
+  add("MissingWeightAtRun",
+      [](const TempDir& dir) {
+        const std::string weight = float_bytes({1, 2, 3, 4, 5, 6});
+        const std::string path = dir.write(
+            "no_bias.safetensors",
+            safetensors_bytes(
+                R"({"fc.weight": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}})",
+                weight));
+        return with_tiny(
+            [&](fdnn_model* m) {
+              if (fdnn_model_load_weights(m, path.c_str()) != FDNN_STATUS_OK)
+                return FDNN_STATUS_INTERNAL_ERROR;
+              float out[2];
+              return fdnn_model_run(m, 1, kInput, 3, out, 2);
+            },
+            false);
+      },
+      FDNN_STATUS_INVALID_STATE, {"fc.bias"});
+  add("MissingWeightAtValidate",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) { return fdnn_model_validate(m); }, false);
+      },
+      FDNN_STATUS_WEIGHT_MISMATCH, {"fc.weight", "fc.bias"});
+  add("ExtraWeight",
+      [](const TempDir& dir) {
+        return load_into_tiny(dir.write(
+            "extra.safetensors",
+            tiny_safetensors(
+                R"(, "fc.scale": {"dtype": "F32", "shape": [1], "data_offsets": [32, 36]})",
+                float_bytes({1}))));
+      },
+      FDNN_STATUS_WEIGHT_MISMATCH, {"fc.scale"});
+  add("MisShapedWeight",
+      [](const TempDir&) {
+        return with_tiny(
+            [](fdnn_model* m) {
+              const float values[6] = {};
+              const int64_t shape[] = {3, 2};
+              return fdnn_model_set_weight(m, "fc.weight", FDNN_DTYPE_FLOAT32, values, shape, 2);
+            },
+            false);
+      },
+      FDNN_STATUS_WEIGHT_MISMATCH, {"fc.weight", "[3, 2]", "[2, 3]"});
+  add("MisTypedWeight",
+      [](const TempDir& dir) {
+        return load_into_tiny(dir.write("int.safetensors", tiny_safetensors("", "", "I32")));
+      },
+      FDNN_STATUS_WEIGHT_MISMATCH, {"fc.weight", "I32"});
+  add("UnknownDtype",
+      [](const TempDir&) {
+        return with_tiny(
+            [](fdnn_model* m) {
+              const float values[2] = {};
+              const int64_t shape[] = {2};
+              int32_t raw = 7;
+              fdnn_dtype dtype;
+              std::memcpy(&dtype, &raw, sizeof dtype);  // what a C caller passing 7 hands over
+              return fdnn_model_set_weight(m, "fc.bias", dtype, values, shape, 1);
+            },
+            false);
+      },
+      FDNN_STATUS_INVALID_ARGUMENT, {"dtype 7", "fc.bias"});
+  add("UnknownWeightName",
+      [](const TempDir&) {
+        return with_tiny(
+            [](fdnn_model* m) {
+              const float values[2] = {};
+              const int64_t shape[] = {2};
+              return fdnn_model_set_weight(m, "fc.bias_", FDNN_DTYPE_FLOAT32, values, shape, 1);
+            },
+            false);
+      },
+      FDNN_STATUS_WEIGHT_MISMATCH, {"fc.bias_"});
+  add("NanWeightReportedByValidate",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          const float bias[] = {0.0f, std::numeric_limits<float>::quiet_NaN()};
+          const int64_t shape[] = {2};
+          if (fdnn_model_set_weight(m, "fc.bias", FDNN_DTYPE_FLOAT32, bias, shape, 1) !=
+              FDNN_STATUS_OK) {
+            return FDNN_STATUS_INTERNAL_ERROR;  // NaN must load
+          }
+          return fdnn_model_validate(m);
+        });
+      },
+      FDNN_STATUS_NON_FINITE_WEIGHT, {"fc.bias"});
+  add("InfWeightReportedByValidate",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          float weight[] = {1, 2, 3, 4, 5, 6};
+          weight[4] = -std::numeric_limits<float>::infinity();
+          const int64_t shape[] = {2, 3};
+          if (fdnn_model_set_weight(m, "fc.weight", FDNN_DTYPE_FLOAT32, weight, shape, 2) !=
+              FDNN_STATUS_OK) {
+            return FDNN_STATUS_INTERNAL_ERROR;
+          }
+          return fdnn_model_validate(m);
+        });
+      },
+      FDNN_STATUS_NON_FINITE_WEIGHT, {"fc.weight"});
 
   // --- Runs --------------------------------------------------------------------------------
-  add("BatchZero", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      float out[2];
-      return fdnn_model_run(m, 0, kInput, 0, out, 2);
-    });
-  }, FDNN_STATUS_INVALID_ARGUMENT, {"batch"});
-  add("BatchAboveMaximum", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      float out[10];
-      return fdnn_model_run(m, 5, kInput, 15, out, 10);  // max_batch is 4
-    });
-  }, FDNN_STATUS_INVALID_ARGUMENT, {"batch", "max_batch"});
-  add("InputCountWrong", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      float out[4];
-      return fdnn_model_run(m, 2, kInput, 5, out, 4);
-    });
-  }, FDNN_STATUS_INVALID_ARGUMENT, {"input_count"});
-  add("OutputBufferTooSmall", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      float out[4] = {7, 7, 7, 7};
-      const fdnn_status status = fdnn_model_run(m, 2, kInput, 6, out, 3);
-      return out[0] == 7 && out[2] == 7 ? status : FDNN_STATUS_INTERNAL_ERROR;  // nothing written
-    });
-  }, FDNN_STATUS_BUFFER_TOO_SMALL, {"output_capacity"});
-  add("ContextOutputBufferTooSmall", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      fdnn_context* c = nullptr;
-      if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
-      float out[1];
-      const fdnn_status status = fdnn_context_run(c, 1, kInput, 3, out, 1);
-      fdnn_context_destroy(c);
-      return status;
-    });
-  }, FDNN_STATUS_BUFFER_TOO_SMALL, {"output_capacity"});
-  add("RunBeforeWeightsAreLoaded", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      float out[2];
-      return fdnn_model_run(m, 1, kInput, 3, out, 2);
-    }, false);
-  }, FDNN_STATUS_INVALID_STATE, {"weights", "fc.weight"});
-  add("ContextBeforeWeightsAreLoaded", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      fdnn_context* c = nullptr;
-      return fdnn_context_create(m, &c);
-    }, false);
-  }, FDNN_STATUS_INVALID_STATE, {"fc.weight"});
-  add("DevicePointersOnACpuModel", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      fdnn_context* c = nullptr;
-      if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
-      float out[2];
-      const fdnn_status status = fdnn_context_run_device(c, 1, kInput, 3, out, 2, nullptr);
-      fdnn_context_destroy(c);
-      return status;
-    });
-  }, FDNN_STATUS_UNSUPPORTED, {"FDNN_DEVICE_CUDA", "CPU"});
+  add("BatchZero",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          float out[2];
+          return fdnn_model_run(m, 0, kInput, 0, out, 2);
+        });
+      },
+      FDNN_STATUS_INVALID_ARGUMENT, {"batch"});
+  add("BatchAboveMaximum",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          float out[10];
+          return fdnn_model_run(m, 5, kInput, 15, out, 10);  // max_batch is 4
+        });
+      },
+      FDNN_STATUS_INVALID_ARGUMENT, {"batch", "max_batch"});
+  add("InputCountWrong",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          float out[4];
+          return fdnn_model_run(m, 2, kInput, 5, out, 4);
+        });
+      },
+      FDNN_STATUS_INVALID_ARGUMENT, {"input_count"});
+  add("OutputBufferTooSmall",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          float out[4] = {7, 7, 7, 7};
+          const fdnn_status status = fdnn_model_run(m, 2, kInput, 6, out, 3);
+          return out[0] == 7 && out[2] == 7 ? status
+                                            : FDNN_STATUS_INTERNAL_ERROR;  // nothing written
+        });
+      },
+      FDNN_STATUS_BUFFER_TOO_SMALL, {"output_capacity"});
+  add("ContextOutputBufferTooSmall",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          fdnn_context* c = nullptr;
+          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+          float out[1];
+          const fdnn_status status = fdnn_context_run(c, 1, kInput, 3, out, 1);
+          fdnn_context_destroy(c);
+          return status;
+        });
+      },
+      FDNN_STATUS_BUFFER_TOO_SMALL, {"output_capacity"});
+  add("RunBeforeWeightsAreLoaded",
+      [](const TempDir&) {
+        return with_tiny(
+            [](fdnn_model* m) {
+              float out[2];
+              return fdnn_model_run(m, 1, kInput, 3, out, 2);
+            },
+            false);
+      },
+      FDNN_STATUS_INVALID_STATE, {"weights", "fc.weight"});
+  add("ContextBeforeWeightsAreLoaded",
+      [](const TempDir&) {
+        return with_tiny(
+            [](fdnn_model* m) {
+              fdnn_context* c = nullptr;
+              return fdnn_context_create(m, &c);
+            },
+            false);
+      },
+      FDNN_STATUS_INVALID_STATE, {"fc.weight"});
+  add("DevicePointersOnACpuModel",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          fdnn_context* c = nullptr;
+          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+          float out[2];
+          const fdnn_status status = fdnn_context_run_device(c, 1, kInput, 3, out, 2, nullptr);
+          fdnn_context_destroy(c);
+          return status;
+        });
+      },
+      FDNN_STATUS_UNSUPPORTED, {"FDNN_DEVICE_CUDA", "CPU"});
   // A device buffer not aligned to its element is refused before any backend sees it (on a GPU
   // it would fault inside a kernel); the pointers are never dereferenced.
-  add("DeviceInputNotAlignedToItsFloats", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      fdnn_context* c = nullptr;
-      if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
-      alignas(16) unsigned char bytes[64] = {};
-      float out[2];
-      const auto* misaligned = reinterpret_cast<const float*>(bytes + 2);
-      const fdnn_status status = fdnn_context_run_device(c, 1, misaligned, 3, out, 2, nullptr);
-      fdnn_context_destroy(c);
-      return status;
-    });
-  }, FDNN_STATUS_INVALID_ARGUMENT, {"device_input", "aligned", "4 bytes", "float32"});
-  add("DeviceOutputNotAlignedToItsHalves", [](const TempDir&) {
-    return with_tiny([](fdnn_model* m) {
-      fdnn_context* c = nullptr;
-      if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
-      alignas(16) unsigned char bytes[64] = {};
-      const fdnn_status status = fdnn_context_run_device_typed(
-          c, 1, kInput, FDNN_DTYPE_FLOAT32, 3, bytes + 1, FDNN_DTYPE_BFLOAT16, 2, nullptr);
-      fdnn_context_destroy(c);
-      return status;
-    });
-  }, FDNN_STATUS_INVALID_ARGUMENT, {"device_output", "aligned", "2 bytes", "bfloat16"});
-  add("CudaGraphsOptionOutOfRange", [](const TempDir&) {
-    fdnn_model_options options;
-    fdnn_model_options_init(&options, sizeof options);
-    options.cuda_graphs = 2;
-    fdnn_model* m = nullptr;
-    const std::string spec = tiny_linear_spec();
-    return fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &m);
-  }, FDNN_STATUS_INVALID_ARGUMENT, {"cuda_graphs"});
-  const std::pair<const char*, int32_t> unknown_precisions[] = {
-      {"PrecisionOptionPastBf16", 4}, {"PrecisionOptionNegative", -1}, {"PrecisionOptionHuge", 1 << 30}};
+  add("DeviceInputNotAlignedToItsFloats",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          fdnn_context* c = nullptr;
+          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+          alignas(16) unsigned char bytes[64] = {};
+          float out[2];
+          const auto* misaligned = reinterpret_cast<const float*>(bytes + 2);
+          const fdnn_status status = fdnn_context_run_device(c, 1, misaligned, 3, out, 2, nullptr);
+          fdnn_context_destroy(c);
+          return status;
+        });
+      },
+      FDNN_STATUS_INVALID_ARGUMENT, {"device_input", "aligned", "4 bytes", "float32"});
+  add("DeviceOutputNotAlignedToItsHalves",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          fdnn_context* c = nullptr;
+          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+          alignas(16) unsigned char bytes[64] = {};
+          const fdnn_status status = fdnn_context_run_device_typed(
+              c, 1, kInput, FDNN_DTYPE_FLOAT32, 3, bytes + 1, FDNN_DTYPE_BFLOAT16, 2, nullptr);
+          fdnn_context_destroy(c);
+          return status;
+        });
+      },
+      FDNN_STATUS_INVALID_ARGUMENT, {"device_output", "aligned", "2 bytes", "bfloat16"});
+  add("CudaGraphsOptionOutOfRange",
+      [](const TempDir&) {
+        fdnn_model_options options;
+        fdnn_model_options_init(&options, sizeof options);
+        options.cuda_graphs = 2;
+        fdnn_model* m = nullptr;
+        const std::string spec = tiny_linear_spec();
+        return fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &m);
+      },
+      FDNN_STATUS_INVALID_ARGUMENT, {"cuda_graphs"});
+  const std::pair<const char*, int32_t> unknown_precisions[] = {{"PrecisionOptionPastBf16", 4},
+                                                                {"PrecisionOptionNegative", -1},
+                                                                {"PrecisionOptionHuge", 1 << 30}};
   for (const auto& [name, unknown] : unknown_precisions) {
-    add(name, [unknown = unknown](const TempDir&) {
-      fdnn_model_options options;
-      fdnn_model_options_init(&options, sizeof options);
-      std::memcpy(&options.precision, &unknown, sizeof options.precision);  // what C can pass
-      fdnn_model* m = nullptr;
-      const std::string spec = tiny_linear_spec();
-      const fdnn_status status = fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &m);
-      fdnn_model_destroy(m);  // NULL unless the call wrongly succeeded
-      return status;
-    }, FDNN_STATUS_INVALID_ARGUMENT, {"options.precision", std::to_string(unknown)});
+    add(name,
+        [unknown = unknown](const TempDir&) {
+          fdnn_model_options options;
+          fdnn_model_options_init(&options, sizeof options);
+          std::memcpy(&options.precision, &unknown, sizeof options.precision);  // what C can pass
+          fdnn_model* m = nullptr;
+          const std::string spec = tiny_linear_spec();
+          const fdnn_status status =
+              fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &m);
+          fdnn_model_destroy(m);  // NULL unless the call wrongly succeeded
+          return status;
+        },
+        FDNN_STATUS_INVALID_ARGUMENT, {"options.precision", std::to_string(unknown)});
   }
   return all;
 }
@@ -350,56 +439,193 @@ TEST(BadInput, NullHandleOrPointerForEveryEntryPoint) {
   fdnn_context* made = nullptr;
 
   const NullCase table[] = {
-      {"cuda_device_count", [&](fdnn_model*, fdnn_context*) { return fdnn_cuda_device_count(nullptr); }, "count"},
-      {"create_from_file/path", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_file(nullptr, nullptr, &created); }, "path"},
-      {"create_from_file/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_file("x.json", nullptr, nullptr); }, "model"},
-      {"create_from_memory/data", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_memory(nullptr, 16, nullptr, &created); }, "data"},
-      {"create_from_memory/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_memory(spec.data(), spec.size(), nullptr, nullptr); }, "model"},
-      {"create_from_spec/spec", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_spec(nullptr, 3, nullptr, &created); }, "spec_json"},
-      {"create_from_spec/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_create_from_spec(spec.data(), spec.size(), nullptr, nullptr); }, "model"},
-      {"load_weights/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_load_weights(nullptr, "w.safetensors"); }, "model"},
-      {"load_weights/path", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_load_weights(m, nullptr); }, "path"},
-      {"set_weight/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_set_weight(nullptr, "fc.weight", FDNN_DTYPE_FLOAT32, weights, shape, 2); }, "model"},
-      {"set_weight/name", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_set_weight(m, nullptr, FDNN_DTYPE_FLOAT32, weights, shape, 2); }, "name"},
-      {"set_weight/data", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_set_weight(m, "fc.weight", FDNN_DTYPE_FLOAT32, nullptr, shape, 2); }, "data"},
-      {"set_weight/shape", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_set_weight(m, "fc.weight", FDNN_DTYPE_FLOAT32, weights, nullptr, 2); }, "shape"},
-      {"validate/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_validate(nullptr); }, "model"},
-      {"input_shape/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_input_shape(nullptr, &s); }, "model"},
-      {"input_shape/shape", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_input_shape(m, nullptr); }, "shape"},
-      {"output_shape/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_output_shape(nullptr, &s); }, "model"},
-      {"output_shape/shape", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_output_shape(m, nullptr); }, "shape"},
-      {"max_batch/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_max_batch(nullptr, &i64); }, "model"},
-      {"max_batch/out", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_max_batch(m, nullptr); }, "max_batch"},
-      {"device/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_device(nullptr, &device); }, "model"},
-      {"device/out", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_device(m, nullptr); }, "device"},
-      {"precision/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_precision(nullptr, &precision); }, "model"},
-      {"precision/out", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_precision(m, nullptr); }, "precision"},
-      {"memory_info/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_memory_info(nullptr, &memory); }, "model"},
-      {"memory_info/info", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_memory_info(m, nullptr); }, "info"},
-      {"layer_count/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_layer_count(nullptr, &i32); }, "model"},
-      {"layer_count/count", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_layer_count(m, nullptr); }, "count"},
-      {"layer_info/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_layer_info(nullptr, 0, &layer); }, "model"},
-      {"layer_info/info", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_layer_info(m, 0, nullptr); }, "info"},
-      {"model_run/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_run(nullptr, 1, kInput, 3, out, 2); }, "model"},
-      {"model_run/input", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_run(m, 1, nullptr, 3, out, 2); }, "input"},
-      {"model_run/output", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_run(m, 1, kInput, 3, nullptr, 2); }, "output"},
-      {"context_create/model", [&](fdnn_model*, fdnn_context*) { return fdnn_context_create(nullptr, &made); }, "model"},
-      {"context_create/context", [&](fdnn_model* m, fdnn_context*) { return fdnn_context_create(m, nullptr); }, "context"},
-      {"context_run/context", [&](fdnn_model*, fdnn_context*) { return fdnn_context_run(nullptr, 1, kInput, 3, out, 2); }, "context"},
-      {"context_run/input", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run(c, 1, nullptr, 3, out, 2); }, "input"},
-      {"context_run/output", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run(c, 1, kInput, 3, nullptr, 2); }, "output"},
-      {"context_run_device/context", [&](fdnn_model*, fdnn_context*) { return fdnn_context_run_device(nullptr, 1, kInput, 3, out, 2, nullptr); }, "context"},
-      {"context_run_device/input", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_device(c, 1, nullptr, 3, out, 2, nullptr); }, "input"},
-      {"context_run_device/output", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_device(c, 1, kInput, 3, nullptr, 2, nullptr); }, "output"},
-      {"model_run_typed/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_run_typed(nullptr, 1, kInput, FDNN_DTYPE_FLOAT32, 3, out, FDNN_DTYPE_FLOAT32, 2); }, "model"},
-      {"model_run_typed/input", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_run_typed(m, 1, nullptr, FDNN_DTYPE_FLOAT16, 3, out, FDNN_DTYPE_FLOAT32, 2); }, "input"},
-      {"model_run_typed/output", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_run_typed(m, 1, kInput, FDNN_DTYPE_FLOAT32, 3, nullptr, FDNN_DTYPE_BFLOAT16, 2); }, "output"},
-      {"context_run_typed/context", [&](fdnn_model*, fdnn_context*) { return fdnn_context_run_typed(nullptr, 1, kInput, FDNN_DTYPE_FLOAT32, 3, out, FDNN_DTYPE_FLOAT32, 2); }, "context"},
-      {"context_run_typed/input", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_typed(c, 1, nullptr, FDNN_DTYPE_FLOAT16, 3, out, FDNN_DTYPE_FLOAT32, 2); }, "input"},
-      {"context_run_typed/output", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_typed(c, 1, kInput, FDNN_DTYPE_FLOAT32, 3, nullptr, FDNN_DTYPE_FLOAT16, 2); }, "output"},
-      {"context_run_device_typed/context", [&](fdnn_model*, fdnn_context*) { return fdnn_context_run_device_typed(nullptr, 1, kInput, FDNN_DTYPE_FLOAT32, 3, out, FDNN_DTYPE_FLOAT32, 2, nullptr); }, "context"},
-      {"context_run_device_typed/input", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_device_typed(c, 1, nullptr, FDNN_DTYPE_FLOAT16, 3, out, FDNN_DTYPE_FLOAT16, 2, nullptr); }, "input"},
-      {"context_run_device_typed/output", [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run_device_typed(c, 1, kInput, FDNN_DTYPE_FLOAT32, 3, nullptr, FDNN_DTYPE_BFLOAT16, 2, nullptr); }, "output"},
+      {"cuda_device_count",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_cuda_device_count(nullptr); }, "count"},
+      {"create_from_file/path",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_model_create_from_file(nullptr, nullptr, &created);
+       },
+       "path"},
+      {"create_from_file/model",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_model_create_from_file("x.json", nullptr, nullptr);
+       },
+       "model"},
+      {"create_from_memory/data",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_model_create_from_memory(nullptr, 16, nullptr, &created);
+       },
+       "data"},
+      {"create_from_memory/model",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_model_create_from_memory(spec.data(), spec.size(), nullptr, nullptr);
+       },
+       "model"},
+      {"create_from_spec/spec",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_model_create_from_spec(nullptr, 3, nullptr, &created);
+       },
+       "spec_json"},
+      {"create_from_spec/model",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_model_create_from_spec(spec.data(), spec.size(), nullptr, nullptr);
+       },
+       "model"},
+      {"load_weights/model",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_model_load_weights(nullptr, "w.safetensors");
+       },
+       "model"},
+      {"load_weights/path",
+       [&](fdnn_model* m, fdnn_context*) { return fdnn_model_load_weights(m, nullptr); }, "path"},
+      {"set_weight/model",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_model_set_weight(nullptr, "fc.weight", FDNN_DTYPE_FLOAT32, weights, shape, 2);
+       },
+       "model"},
+      {"set_weight/name",
+       [&](fdnn_model* m, fdnn_context*) {
+         return fdnn_model_set_weight(m, nullptr, FDNN_DTYPE_FLOAT32, weights, shape, 2);
+       },
+       "name"},
+      {"set_weight/data",
+       [&](fdnn_model* m, fdnn_context*) {
+         return fdnn_model_set_weight(m, "fc.weight", FDNN_DTYPE_FLOAT32, nullptr, shape, 2);
+       },
+       "data"},
+      {"set_weight/shape",
+       [&](fdnn_model* m, fdnn_context*) {
+         return fdnn_model_set_weight(m, "fc.weight", FDNN_DTYPE_FLOAT32, weights, nullptr, 2);
+       },
+       "shape"},
+      {"validate/model", [&](fdnn_model*, fdnn_context*) { return fdnn_model_validate(nullptr); },
+       "model"},
+      {"input_shape/model",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_model_input_shape(nullptr, &s); }, "model"},
+      {"input_shape/shape",
+       [&](fdnn_model* m, fdnn_context*) { return fdnn_model_input_shape(m, nullptr); }, "shape"},
+      {"output_shape/model",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_model_output_shape(nullptr, &s); }, "model"},
+      {"output_shape/shape",
+       [&](fdnn_model* m, fdnn_context*) { return fdnn_model_output_shape(m, nullptr); }, "shape"},
+      {"max_batch/model",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_model_max_batch(nullptr, &i64); }, "model"},
+      {"max_batch/out",
+       [&](fdnn_model* m, fdnn_context*) { return fdnn_model_max_batch(m, nullptr); }, "max_batch"},
+      {"device/model",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_model_device(nullptr, &device); }, "model"},
+      {"device/out", [&](fdnn_model* m, fdnn_context*) { return fdnn_model_device(m, nullptr); },
+       "device"},
+      {"precision/model",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_model_precision(nullptr, &precision); },
+       "model"},
+      {"precision/out",
+       [&](fdnn_model* m, fdnn_context*) { return fdnn_model_precision(m, nullptr); }, "precision"},
+      {"memory_info/model",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_model_memory_info(nullptr, &memory); },
+       "model"},
+      {"memory_info/info",
+       [&](fdnn_model* m, fdnn_context*) { return fdnn_model_memory_info(m, nullptr); }, "info"},
+      {"layer_count/model",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_model_layer_count(nullptr, &i32); }, "model"},
+      {"layer_count/count",
+       [&](fdnn_model* m, fdnn_context*) { return fdnn_model_layer_count(m, nullptr); }, "count"},
+      {"layer_info/model",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_model_layer_info(nullptr, 0, &layer); },
+       "model"},
+      {"layer_info/info",
+       [&](fdnn_model* m, fdnn_context*) { return fdnn_model_layer_info(m, 0, nullptr); }, "info"},
+      {"model_run/model",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_model_run(nullptr, 1, kInput, 3, out, 2); },
+       "model"},
+      {"model_run/input",
+       [&](fdnn_model* m, fdnn_context*) { return fdnn_model_run(m, 1, nullptr, 3, out, 2); },
+       "input"},
+      {"model_run/output",
+       [&](fdnn_model* m, fdnn_context*) { return fdnn_model_run(m, 1, kInput, 3, nullptr, 2); },
+       "output"},
+      {"context_create/model",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_context_create(nullptr, &made); }, "model"},
+      {"context_create/context",
+       [&](fdnn_model* m, fdnn_context*) { return fdnn_context_create(m, nullptr); }, "context"},
+      {"context_run/context",
+       [&](fdnn_model*, fdnn_context*) { return fdnn_context_run(nullptr, 1, kInput, 3, out, 2); },
+       "context"},
+      {"context_run/input",
+       [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run(c, 1, nullptr, 3, out, 2); },
+       "input"},
+      {"context_run/output",
+       [&](fdnn_model*, fdnn_context* c) { return fdnn_context_run(c, 1, kInput, 3, nullptr, 2); },
+       "output"},
+      {"context_run_device/context",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_context_run_device(nullptr, 1, kInput, 3, out, 2, nullptr);
+       },
+       "context"},
+      {"context_run_device/input",
+       [&](fdnn_model*, fdnn_context* c) {
+         return fdnn_context_run_device(c, 1, nullptr, 3, out, 2, nullptr);
+       },
+       "input"},
+      {"context_run_device/output",
+       [&](fdnn_model*, fdnn_context* c) {
+         return fdnn_context_run_device(c, 1, kInput, 3, nullptr, 2, nullptr);
+       },
+       "output"},
+      {"model_run_typed/model",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_model_run_typed(nullptr, 1, kInput, FDNN_DTYPE_FLOAT32, 3, out,
+                                     FDNN_DTYPE_FLOAT32, 2);
+       },
+       "model"},
+      {"model_run_typed/input",
+       [&](fdnn_model* m, fdnn_context*) {
+         return fdnn_model_run_typed(m, 1, nullptr, FDNN_DTYPE_FLOAT16, 3, out, FDNN_DTYPE_FLOAT32,
+                                     2);
+       },
+       "input"},
+      {"model_run_typed/output",
+       [&](fdnn_model* m, fdnn_context*) {
+         return fdnn_model_run_typed(m, 1, kInput, FDNN_DTYPE_FLOAT32, 3, nullptr,
+                                     FDNN_DTYPE_BFLOAT16, 2);
+       },
+       "output"},
+      {"context_run_typed/context",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_context_run_typed(nullptr, 1, kInput, FDNN_DTYPE_FLOAT32, 3, out,
+                                       FDNN_DTYPE_FLOAT32, 2);
+       },
+       "context"},
+      {"context_run_typed/input",
+       [&](fdnn_model*, fdnn_context* c) {
+         return fdnn_context_run_typed(c, 1, nullptr, FDNN_DTYPE_FLOAT16, 3, out,
+                                       FDNN_DTYPE_FLOAT32, 2);
+       },
+       "input"},
+      {"context_run_typed/output",
+       [&](fdnn_model*, fdnn_context* c) {
+         return fdnn_context_run_typed(c, 1, kInput, FDNN_DTYPE_FLOAT32, 3, nullptr,
+                                       FDNN_DTYPE_FLOAT16, 2);
+       },
+       "output"},
+      {"context_run_device_typed/context",
+       [&](fdnn_model*, fdnn_context*) {
+         return fdnn_context_run_device_typed(nullptr, 1, kInput, FDNN_DTYPE_FLOAT32, 3, out,
+                                              FDNN_DTYPE_FLOAT32, 2, nullptr);
+       },
+       "context"},
+      {"context_run_device_typed/input",
+       [&](fdnn_model*, fdnn_context* c) {
+         return fdnn_context_run_device_typed(c, 1, nullptr, FDNN_DTYPE_FLOAT16, 3, out,
+                                              FDNN_DTYPE_FLOAT16, 2, nullptr);
+       },
+       "input"},
+      {"context_run_device_typed/output",
+       [&](fdnn_model*, fdnn_context* c) {
+         return fdnn_context_run_device_typed(c, 1, kInput, FDNN_DTYPE_FLOAT32, 3, nullptr,
+                                              FDNN_DTYPE_BFLOAT16, 2, nullptr);
+       },
+       "output"},
   };
   for (const NullCase& c : table) {
     EXPECT_EQ(c.call(model, context), FDNN_STATUS_INVALID_ARGUMENT) << c.name;

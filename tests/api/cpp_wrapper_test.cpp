@@ -35,8 +35,8 @@ TEST(CppWrapper, UnknownPrecisionThrowsNamingTheOption) {
 
 TEST(CppWrapper, FromMemoryTakesABundleAndThrowsOnBadBytes) {
   const std::string spec = tiny_linear_spec();
-  fusednn::Model model = fusednn::Model::from_memory(spec.data(), spec.size(),
-                                                     fusednn::ModelOptions().max_batch(2));
+  fusednn::Model model =
+      fusednn::Model::from_memory(spec.data(), spec.size(), fusednn::ModelOptions().max_batch(2));
   EXPECT_EQ(model.device(), FDNN_DEVICE_CPU);
   const char garbage[] = "not a model";
   try {

@@ -75,8 +75,8 @@ TEST_P(BundleFromMemory, GivesTheSameOutputsAsTheFile) {
     // running variance, so some of its outputs are NaN).
     for (size_t i = 0; i < expected.size(); ++i) {
       ASSERT_EQ(std::memcmp(&actual[i], &expected[i], sizeof(float)), 0)
-          << GetParam() << " batch " << batch << " element " << i << ": " << actual[i] << " against "
-          << expected[i];
+          << GetParam() << " batch " << batch << " element " << i << ": " << actual[i]
+          << " against " << expected[i];
     }
   }
   fdnn_model_destroy(from_memory);

@@ -29,8 +29,7 @@ fdnn_model* make_small_model(bool weights) {
   options.cpu_threads = 1;
   fdnn_model* model = nullptr;
   const std::string spec = kSmallSpec;
-  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
-            FDNN_STATUS_OK)
+  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model), FDNN_STATUS_OK)
       << fdnn_last_error_message();
   if (weights && model != nullptr) {
     const std::vector<float> w1(12, 0.25f), b1(4, 0.5f), w2(8, -0.125f);
@@ -184,17 +183,17 @@ TEST(Explain, WorksBeforeWeightsAndAfterTheFirstRunAlike) {
   // The query froze nothing: weights are still accepted.
   const std::vector<float> b1(4, 0.0f);
   const int64_t b1_shape[] = {4};
-  EXPECT_EQ(fdnn_model_set_weight(without_weights.handle, "fc1.bias", FDNN_DTYPE_FLOAT32,
-                                  b1.data(), b1_shape, 1),
+  EXPECT_EQ(fdnn_model_set_weight(without_weights.handle, "fc1.bias", FDNN_DTYPE_FLOAT32, b1.data(),
+                                  b1_shape, 1),
             FDNN_STATUS_OK)
       << fdnn_last_error_message();
 
   Model model;
   const std::string before_run = explain(model.handle, 8, FDNN_EXPLAIN_FORMAT_JSON);
   std::vector<float> input(8 * 3, 1.0f), output(8 * 2, 0.0f);
-  ASSERT_EQ(fdnn_model_run(model.handle, 8, input.data(), input.size(), output.data(),
-                           output.size()),
-            FDNN_STATUS_OK)
+  ASSERT_EQ(
+      fdnn_model_run(model.handle, 8, input.data(), input.size(), output.data(), output.size()),
+      FDNN_STATUS_OK)
       << fdnn_last_error_message();
   const std::string after_run = explain(model.handle, 8, FDNN_EXPLAIN_FORMAT_JSON);
   EXPECT_EQ(before_run, after_run);
@@ -204,8 +203,8 @@ TEST(Explain, WorksBeforeWeightsAndAfterTheFirstRunAlike) {
 TEST(Explain, TextTableNamesFormsReasonsAndFusedActivations) {
   Model model;
   const std::string text = explain(model.handle, 5, FDNN_EXPLAIN_FORMAT_TEXT);
-  for (const char* expected : {"model small", "batch 5", "packed GEMM", "fused: ReLU", "why: ",
-                               "Softmax", "52 FLOP/sample"}) {
+  for (const char* expected : {"model small", "batch 5", "packed GEMM", "fused: ReLU",
+                               "why: ", "Softmax", "52 FLOP/sample"}) {
     EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
   }
 }

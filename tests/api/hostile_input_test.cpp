@@ -34,9 +34,8 @@ std::string json_string_contents(const std::string& text) {
 // A bundle: the spec in the metadata, then `tensors_header` entries over `data`.
 std::string bundle_bytes(const std::string& spec, const std::string& tensors_header,
                          const std::string& data) {
-  const std::string header = R"({"__metadata__": {"fusednn.spec": ")" +
-                             json_string_contents(spec) + "\"}" +
-                             (tensors_header.empty() ? "" : ", " + tensors_header) + "}";
+  const std::string header = R"({"__metadata__": {"fusednn.spec": ")" + json_string_contents(spec) +
+                             "\"}" + (tensors_header.empty() ? "" : ", " + tensors_header) + "}";
   return safetensors_bytes(header, data);
 }
 
@@ -62,8 +61,7 @@ const char* kLinear4To3 =
 
 fdnn_model* create(const std::string& spec, const fdnn_model_options* options = nullptr) {
   fdnn_model* model = nullptr;
-  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), options, &model),
-            FDNN_STATUS_OK)
+  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), options, &model), FDNN_STATUS_OK)
       << fdnn_last_error_message();
   return model;
 }
@@ -76,10 +74,10 @@ TEST(HostileInput, DeeplyNestedShapeOnASmallStack) {
   TempDir dir;
   const size_t depth = 70000;
   const std::string nested = std::string(depth, '[') + std::string(depth, ']');
-  const std::string entry = R"("fc.weight": {"dtype": "F32", "data_offsets": [0, 48], "shape": )" +
-                            nested + "}";
-  const std::string bundle = dir.write("deep_bundle.safetensors",
-                                       bundle_bytes(kLinear4To3, entry, std::string(48, '\0')));
+  const std::string entry =
+      R"("fc.weight": {"dtype": "F32", "data_offsets": [0, 48], "shape": )" + nested + "}";
+  const std::string bundle =
+      dir.write("deep_bundle.safetensors", bundle_bytes(kLinear4To3, entry, std::string(48, '\0')));
   const std::string weights = dir.write(
       "deep_weights.safetensors", safetensors_bytes("{" + entry + "}", std::string(48, '\0')));
   fdnn_model* spec_model = create(kLinear4To3);
@@ -108,9 +106,9 @@ TEST(HostileInput, DuplicateKeysInASafetensorsHeader) {
   expect_message_has({"two_specs.safetensors", "'__metadata__' appears twice"});
 
   const std::string bias = R"("fc.bias": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]})";
-  const std::string weights = dir.write(
-      "two_biases.safetensors",
-      safetensors_bytes("{" + bias + ", " + bias + "}", float_bytes({1, 2, 3})));
+  const std::string weights =
+      dir.write("two_biases.safetensors",
+                safetensors_bytes("{" + bias + ", " + bias + "}", float_bytes({1, 2, 3})));
   fdnn_model* spec_model = create(kLinear4To3);
   EXPECT_EQ(fdnn_model_load_weights(spec_model, weights.c_str()), FDNN_STATUS_PARSE_ERROR);
   expect_message_has({"two_biases.safetensors", "'fc.bias' appears twice"});
@@ -206,9 +204,7 @@ TEST(HostileInput, SetWeightChecksTheShapeBeforeReading) {
       {"fc.weight",
        {int64_t{1} << 32, int64_t{1} << 32},
        {"'fc.weight'", "[4294967296, 4294967296]", "expects [3, 4]"}},
-      {"fc.weight",
-       {int64_t{1} << 62, int64_t{1} << 62, 4},
-       {"'fc.weight'", "expects [3, 4]"}},
+      {"fc.weight", {int64_t{1} << 62, int64_t{1} << 62, 4}, {"'fc.weight'", "expects [3, 4]"}},
       {"fc9.weight", {int64_t{1} << 38}, {"unexpected tensor 'fc9.weight'", "fc.weight"}},
       {"fc.weight", {4, 3}, {"'fc.weight'", "looks transposed"}},
   };
@@ -320,18 +316,16 @@ TEST(HostileInput, WeightLimitRefusesAHugeFileBeforeReadingIt) {
   options.max_weight_bytes = 4096;
   fdnn_model* spec_model = create(kLinear4To3, &options);
   EXPECT_EQ(fdnn_model_load_weights(spec_model, path.c_str()), FDNN_STATUS_OUT_OF_MEMORY);
-  expect_message_has({"huge.safetensors", std::to_string(size) + " bytes",
-                      "options.max_weight_bytes (4096)"});
+  expect_message_has(
+      {"huge.safetensors", std::to_string(size) + " bytes", "options.max_weight_bytes (4096)"});
   fdnn_model_destroy(spec_model);
   fdnn_model* model = nullptr;
-  EXPECT_EQ(fdnn_model_create_from_file(path.c_str(), &options, &model),
-            FDNN_STATUS_OUT_OF_MEMORY);
+  EXPECT_EQ(fdnn_model_create_from_file(path.c_str(), &options, &model), FDNN_STATUS_OUT_OF_MEMORY);
   EXPECT_EQ(model, nullptr);
   expect_message_has({"huge.safetensors", "options.max_weight_bytes (4096)"});
   // One byte less is read (and then refused for what it holds: no spec in its metadata).
   ASSERT_EQ(::truncate(path.c_str(), size - 1), 0);
-  EXPECT_EQ(fdnn_model_create_from_file(path.c_str(), &options, &model),
-            FDNN_STATUS_INVALID_MODEL);
+  EXPECT_EQ(fdnn_model_create_from_file(path.c_str(), &options, &model), FDNN_STATUS_INVALID_MODEL);
   expect_message_has({"huge.safetensors", "no model spec"});
 }
 

@@ -31,7 +31,9 @@ using namespace fusednn_test;
 const fdnn_dtype kDtypes[] = {FDNN_DTYPE_FLOAT32, FDNN_DTYPE_FLOAT16, FDNN_DTYPE_BFLOAT16};
 
 const char* name_of(fdnn_dtype dtype) {
-  return dtype == FDNN_DTYPE_FLOAT32 ? "float32" : dtype == FDNN_DTYPE_FLOAT16 ? "float16" : "bfloat16";
+  return dtype == FDNN_DTYPE_FLOAT32   ? "float32"
+         : dtype == FDNN_DTYPE_FLOAT16 ? "float16"
+                                       : "bfloat16";
 }
 
 // Values exact in float16 and bfloat16 alike (k / 32 with |k| <= 128: 8 significant bits at most),
@@ -84,7 +86,8 @@ TEST(TypedIo, EveryDtypePairMatchesTheFloat32RunNarrowedBitForBit) {
     const std::vector<float> input = representable_inputs(kInputs, random);
     std::vector<float> reference(kOutputs);
     ASSERT_EQ(fdnn_model_run(model, kBatch, input.data(), input.size(), reference.data(), kOutputs),
-              FDNN_STATUS_OK) << fdnn_last_error_message();
+              FDNN_STATUS_OK)
+        << fdnn_last_error_message();
     for (fdnn_dtype in : kDtypes) {
       const std::vector<unsigned char> typed_input = encode(input, in);
       for (fdnn_dtype out : kDtypes) {
@@ -94,11 +97,10 @@ TEST(TypedIo, EveryDtypePairMatchesTheFloat32RunNarrowedBitForBit) {
                        (through_context ? " (context)" : " (model)"));
           std::vector<unsigned char> output(expected.size() + 8, 0xA5);  // poisoned, with a tail
           const fdnn_status status =
-              through_context
-                  ? fdnn_context_run_typed(context, kBatch, typed_input.data(), in, kInputs,
-                                           output.data(), out, kOutputs)
-                  : fdnn_model_run_typed(model, kBatch, typed_input.data(), in, kInputs,
-                                         output.data(), out, kOutputs);
+              through_context ? fdnn_context_run_typed(context, kBatch, typed_input.data(), in,
+                                                       kInputs, output.data(), out, kOutputs)
+                              : fdnn_model_run_typed(model, kBatch, typed_input.data(), in, kInputs,
+                                                     output.data(), out, kOutputs);
           ASSERT_EQ(status, FDNN_STATUS_OK) << fdnn_last_error_message();
           EXPECT_EQ(std::memcmp(output.data(), expected.data(), expected.size()), 0);
           for (size_t i = expected.size(); i < output.size(); ++i) {
@@ -117,13 +119,14 @@ TEST(TypedIo, NarrowingOverflowsToInfinityAndKeepsNan) {
   set_tiny_weights(model);
   const float nan = std::nanf("");
   const float input[] = {60000.0f, 60000.0f, 60000.0f,  // 360000.5 and 899999: beyond float16
-                         nan, 1.0f, 1.0f,               // NaN in, NaN out
-                         1.0f, 0.0f, 0.0f};             // 1.5 and 3: exact everywhere
+                         nan,      1.0f,     1.0f,      // NaN in, NaN out
+                         1.0f,     0.0f,     0.0f};     // 1.5 and 3: exact everywhere
   const std::vector<unsigned char> half_input = encode({input, input + 9}, FDNN_DTYPE_FLOAT16);
   uint16_t half[6];
   ASSERT_EQ(fdnn_model_run_typed(model, 3, half_input.data(), FDNN_DTYPE_FLOAT16, 9, half,
                                  FDNN_DTYPE_FLOAT16, 6),
-            FDNN_STATUS_OK) << fdnn_last_error_message();
+            FDNN_STATUS_OK)
+      << fdnn_last_error_message();
   EXPECT_EQ(half[0], 0x7C00u);  // +inf
   EXPECT_EQ(half[1], 0x7C00u);
   EXPECT_TRUE(std::isnan(fusednn::half_to_float(half[2])));
@@ -132,9 +135,10 @@ TEST(TypedIo, NarrowingOverflowsToInfinityAndKeepsNan) {
   EXPECT_EQ(fusednn::half_to_float(half[5]), 3.0f);
 
   uint16_t bf16[6];
-  ASSERT_EQ(fdnn_model_run_typed(model, 3, input, FDNN_DTYPE_FLOAT32, 9, bf16,
-                                 FDNN_DTYPE_BFLOAT16, 6),
-            FDNN_STATUS_OK) << fdnn_last_error_message();
+  ASSERT_EQ(
+      fdnn_model_run_typed(model, 3, input, FDNN_DTYPE_FLOAT32, 9, bf16, FDNN_DTYPE_BFLOAT16, 6),
+      FDNN_STATUS_OK)
+      << fdnn_last_error_message();
   EXPECT_EQ(bf16[0], fusednn::float_to_bfloat16(360000.5f));  // finite in bfloat16
   EXPECT_TRUE(std::isfinite(fusednn::bfloat16_to_float(bf16[1])));
   EXPECT_TRUE(std::isnan(fusednn::bfloat16_to_float(bf16[2])));
@@ -217,18 +221,14 @@ struct TypedCall {
 std::vector<TypedCall> host_calls() {
   return {
       {"model_run_typed",
-       [](fdnn_model* m, fdnn_context*, int64_t b, const void* x, fdnn_dtype xd, size_t xc,
-          void* y, fdnn_dtype yd, size_t yc) {
-         return fdnn_model_run_typed(m, b, x, xd, xc, y, yd, yc);
-       }},
+       [](fdnn_model* m, fdnn_context*, int64_t b, const void* x, fdnn_dtype xd, size_t xc, void* y,
+          fdnn_dtype yd, size_t yc) { return fdnn_model_run_typed(m, b, x, xd, xc, y, yd, yc); }},
       {"context_run_typed",
-       [](fdnn_model*, fdnn_context* c, int64_t b, const void* x, fdnn_dtype xd, size_t xc,
-          void* y, fdnn_dtype yd, size_t yc) {
-         return fdnn_context_run_typed(c, b, x, xd, xc, y, yd, yc);
-       }},
+       [](fdnn_model*, fdnn_context* c, int64_t b, const void* x, fdnn_dtype xd, size_t xc, void* y,
+          fdnn_dtype yd, size_t yc) { return fdnn_context_run_typed(c, b, x, xd, xc, y, yd, yc); }},
       {"context_run_device_typed",  // argument checks come before the CPU model refuses it
-       [](fdnn_model*, fdnn_context* c, int64_t b, const void* x, fdnn_dtype xd, size_t xc,
-          void* y, fdnn_dtype yd, size_t yc) {
+       [](fdnn_model*, fdnn_context* c, int64_t b, const void* x, fdnn_dtype xd, size_t xc, void* y,
+          fdnn_dtype yd, size_t yc) {
          return fdnn_context_run_device_typed(c, b, x, xd, xc, y, yd, yc, nullptr);
        }},
   };
@@ -250,7 +250,8 @@ class TypedIoBadInput : public ::testing::Test {
     const std::string message = fdnn_last_error_message();
     EXPECT_EQ(status, expected) << call << ": " << fdnn_status_string(status) << ": " << message;
     for (const std::string& part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos) << call << ": '" << part << "' not in: " << message;
+      EXPECT_NE(message.find(part), std::string::npos)
+          << call << ": '" << part << "' not in: " << message;
     }
   }
   fdnn_model* model_ = nullptr;
@@ -263,12 +264,12 @@ TEST_F(TypedIoBadInput, UnknownDtypeValuesAreRefusedByName) {
     for (int32_t raw : {3}) {
       const std::string value = std::to_string(raw);
       uint16_t out[4] = {7, 7, 7, 7};
-      expect_refused(c.call(model_, context_, 1, input_, dtype_from_raw(raw), 3, out,
-                            FDNN_DTYPE_FLOAT16, 4),
-                     FDNN_STATUS_INVALID_ARGUMENT, {"input_dtype", value, c.name}, c.name);
-      expect_refused(c.call(model_, context_, 1, input_, FDNN_DTYPE_FLOAT32, 3, out,
-                            dtype_from_raw(raw), 4),
-                     FDNN_STATUS_INVALID_ARGUMENT, {"output_dtype", value}, c.name);
+      expect_refused(
+          c.call(model_, context_, 1, input_, dtype_from_raw(raw), 3, out, FDNN_DTYPE_FLOAT16, 4),
+          FDNN_STATUS_INVALID_ARGUMENT, {"input_dtype", value, c.name}, c.name);
+      expect_refused(
+          c.call(model_, context_, 1, input_, FDNN_DTYPE_FLOAT32, 3, out, dtype_from_raw(raw), 4),
+          FDNN_STATUS_INVALID_ARGUMENT, {"output_dtype", value}, c.name);
       EXPECT_EQ(out[0], 7) << c.name << ": written on failure";
     }
   }
@@ -287,8 +288,9 @@ TEST_F(TypedIoBadInput, CountsAreCheckedInElements) {
                      FDNN_STATUS_INVALID_ARGUMENT, {"input_count", "needs 6 elements"}, c.name);
       expect_refused(c.call(model_, context_, 0, input_, FDNN_DTYPE_FLOAT16, 0, out, out_dtype, 4),
                      FDNN_STATUS_INVALID_ARGUMENT, {"batch"}, c.name);
-      expect_refused(c.call(model_, context_, 5, input_, FDNN_DTYPE_FLOAT16, 15, out, out_dtype, 10),
-                     FDNN_STATUS_INVALID_ARGUMENT, {"batch", "max_batch"}, c.name);
+      expect_refused(
+          c.call(model_, context_, 5, input_, FDNN_DTYPE_FLOAT16, 15, out, out_dtype, 10),
+          FDNN_STATUS_INVALID_ARGUMENT, {"batch", "max_batch"}, c.name);
     }
   }
 }
@@ -296,19 +298,19 @@ TEST_F(TypedIoBadInput, CountsAreCheckedInElements) {
 TEST_F(TypedIoBadInput, NullPointers) {
   uint16_t out[2];
   for (const TypedCall& c : host_calls()) {
-    expect_refused(c.call(model_, context_, 1, nullptr, FDNN_DTYPE_FLOAT16, 3, out,
-                          FDNN_DTYPE_FLOAT16, 2),
-                   FDNN_STATUS_INVALID_ARGUMENT, {"input is NULL"}, c.name);
-    expect_refused(c.call(model_, context_, 1, input_, FDNN_DTYPE_FLOAT32, 3, nullptr,
-                          FDNN_DTYPE_FLOAT16, 2),
-                   FDNN_STATUS_INVALID_ARGUMENT, {"output is NULL"}, c.name);
+    expect_refused(
+        c.call(model_, context_, 1, nullptr, FDNN_DTYPE_FLOAT16, 3, out, FDNN_DTYPE_FLOAT16, 2),
+        FDNN_STATUS_INVALID_ARGUMENT, {"input is NULL"}, c.name);
+    expect_refused(
+        c.call(model_, context_, 1, input_, FDNN_DTYPE_FLOAT32, 3, nullptr, FDNN_DTYPE_FLOAT16, 2),
+        FDNN_STATUS_INVALID_ARGUMENT, {"output is NULL"}, c.name);
   }
-  expect_refused(fdnn_model_run_typed(nullptr, 1, input_, FDNN_DTYPE_FLOAT32, 3, out,
-                                      FDNN_DTYPE_FLOAT16, 2),
-                 FDNN_STATUS_INVALID_ARGUMENT, {"model is NULL"}, "model_run_typed");
-  expect_refused(fdnn_context_run_typed(nullptr, 1, input_, FDNN_DTYPE_FLOAT32, 3, out,
-                                        FDNN_DTYPE_FLOAT16, 2),
-                 FDNN_STATUS_INVALID_ARGUMENT, {"context is NULL"}, "context_run_typed");
+  expect_refused(
+      fdnn_model_run_typed(nullptr, 1, input_, FDNN_DTYPE_FLOAT32, 3, out, FDNN_DTYPE_FLOAT16, 2),
+      FDNN_STATUS_INVALID_ARGUMENT, {"model is NULL"}, "model_run_typed");
+  expect_refused(
+      fdnn_context_run_typed(nullptr, 1, input_, FDNN_DTYPE_FLOAT32, 3, out, FDNN_DTYPE_FLOAT16, 2),
+      FDNN_STATUS_INVALID_ARGUMENT, {"context is NULL"}, "context_run_typed");
   expect_refused(fdnn_context_run_device_typed(nullptr, 1, input_, FDNN_DTYPE_FLOAT32, 3, out,
                                                FDNN_DTYPE_FLOAT16, 2, nullptr),
                  FDNN_STATUS_INVALID_ARGUMENT, {"context is NULL"}, "context_run_device_typed");
@@ -318,10 +320,10 @@ TEST_F(TypedIoBadInput, ACpuModelRefusesDevicePointers) {
   for (fdnn_dtype in : kDtypes) {
     for (fdnn_dtype out : kDtypes) {
       uint16_t output[4] = {7, 7, 7, 7};
-      expect_refused(fdnn_context_run_device_typed(context_, 1, input_, in, 3, output, out, 4,
-                                                   nullptr),
-                     FDNN_STATUS_UNSUPPORTED, {"FDNN_DEVICE_CUDA", "CPU"},
-                     std::string(name_of(in)) + " -> " + name_of(out));
+      expect_refused(
+          fdnn_context_run_device_typed(context_, 1, input_, in, 3, output, out, 4, nullptr),
+          FDNN_STATUS_UNSUPPORTED, {"FDNN_DEVICE_CUDA", "CPU"},
+          std::string(name_of(in)) + " -> " + name_of(out));
       EXPECT_EQ(output[0], 7);
     }
   }
@@ -330,9 +332,9 @@ TEST_F(TypedIoBadInput, ACpuModelRefusesDevicePointers) {
 TEST_F(TypedIoBadInput, RunBeforeWeightsAreLoaded) {
   fdnn_model* empty = make_tiny_model(4);
   uint16_t out[2];
-  expect_refused(fdnn_model_run_typed(empty, 1, input_, FDNN_DTYPE_FLOAT32, 3, out,
-                                      FDNN_DTYPE_FLOAT16, 2),
-                 FDNN_STATUS_INVALID_STATE, {"fc.weight"}, "model_run_typed");
+  expect_refused(
+      fdnn_model_run_typed(empty, 1, input_, FDNN_DTYPE_FLOAT32, 3, out, FDNN_DTYPE_FLOAT16, 2),
+      FDNN_STATUS_INVALID_STATE, {"fc.weight"}, "model_run_typed");
   fdnn_model_destroy(empty);
 }
 
@@ -340,10 +342,13 @@ TEST(TypedIoCpp, WrapperRunsSixteenBitBuffers) {
   auto model = fusednn::Model::from_spec(seed_mlp_spec(), fusednn::ModelOptions().max_batch(8));
   std::mt19937 random(1);
   for (const char* name : {"fc1", "fc2", "fc3"}) {
-    const fusednn::Shape w = name[2] == '1' ? fusednn::Shape{128, 100}
-                             : name[2] == '2' ? fusednn::Shape{64, 128} : fusednn::Shape{10, 64};
-    model.set_weight(std::string(name) + ".weight", random_floats(size_t(w[0] * w[1]), random, 0.1f), w);
-    model.set_weight(std::string(name) + ".bias", random_floats(size_t(w[0]), random, 0.1f), {w[0]});
+    const fusednn::Shape w = name[2] == '1'   ? fusednn::Shape{128, 100}
+                             : name[2] == '2' ? fusednn::Shape{64, 128}
+                                              : fusednn::Shape{10, 64};
+    model.set_weight(std::string(name) + ".weight",
+                     random_floats(size_t(w[0] * w[1]), random, 0.1f), w);
+    model.set_weight(std::string(name) + ".bias", random_floats(size_t(w[0]), random, 0.1f),
+                     {w[0]});
   }
   const std::vector<float> input = representable_inputs(2 * 100, random);
   const std::vector<float> reference = model.run(2, input);

@@ -61,15 +61,14 @@ TEST(HalfFloat, Binary16EveryPatternAndEveryTie) {
 }
 
 TEST(HalfFloat, Bfloat16EveryPatternAndEveryTie) {
-  check_format(bfloat16_to_float, float_to_bfloat16, is_nan_bfloat16, uint16_t{0x7F80},
-               "bfloat16");
+  check_format(bfloat16_to_float, float_to_bfloat16, is_nan_bfloat16, uint16_t{0x7F80}, "bfloat16");
 }
 
 TEST(HalfFloat, OverflowAndUnderflow) {
   const float infinity = std::numeric_limits<float>::infinity();
   EXPECT_EQ(float_to_half(65504.0f), 0x7BFFu);
-  EXPECT_EQ(float_to_half(65519.99f), 0x7BFFu);   // below the tie with 65536: the largest half
-  EXPECT_EQ(float_to_half(65520.0f), 0x7C00u);    // the tie rounds to even: infinity
+  EXPECT_EQ(float_to_half(65519.99f), 0x7BFFu);  // below the tie with 65536: the largest half
+  EXPECT_EQ(float_to_half(65520.0f), 0x7C00u);   // the tie rounds to even: infinity
   EXPECT_EQ(float_to_half(1e9f), 0x7C00u);
   EXPECT_EQ(float_to_half(-1e9f), 0xFC00u);
   EXPECT_EQ(float_to_half(infinity), 0x7C00u);

@@ -5,10 +5,10 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "fuzz_checks.hpp"
 #include "graph/safetensors_file.hpp"
 #include "graph/spec_parser.hpp"
 #include "graph/weight_store.hpp"
-#include "fuzz_checks.hpp"
 #include "tiny_spec.hpp"
 
 namespace {

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "fuzz_checks.hpp"
 #include "graph/spec_parser.hpp"
 #include "graph/weight_store.hpp"
-#include "fuzz_checks.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -22,11 +22,16 @@ struct TinyTensor {
   int32_t rank;
   int64_t dims[2];
 };
-inline constexpr TinyTensor kTinyTensors[] = {
-    {"fc1.weight", 2, {3, 4}},   {"fc1.bias", 1, {3}},       {"bn.weight", 1, {3}},
-    {"bn.bias", 1, {3}},         {"bn.running_mean", 1, {3}}, {"bn.running_var", 1, {3}},
-    {"fc2.weight", 2, {2, 3}},   {"fc2.bias", -1, {}},        {"bn.num_batches_tracked", -2, {}},
-    {"", -1, {}}};
+inline constexpr TinyTensor kTinyTensors[] = {{"fc1.weight", 2, {3, 4}},
+                                              {"fc1.bias", 1, {3}},
+                                              {"bn.weight", 1, {3}},
+                                              {"bn.bias", 1, {3}},
+                                              {"bn.running_mean", 1, {3}},
+                                              {"bn.running_var", 1, {3}},
+                                              {"fc2.weight", 2, {2, 3}},
+                                              {"fc2.bias", -1, {}},
+                                              {"bn.num_batches_tracked", -2, {}},
+                                              {"", -1, {}}};
 inline constexpr size_t kTinyTensorCount = sizeof kTinyTensors / sizeof kTinyTensors[0];
 
 inline int64_t element_count(const TinyTensor& tensor) {

@@ -49,12 +49,14 @@ void expect_matches_pytorch(fdnn_model* model, const std::string& name) {
     const auto& input = reference.at("input_b" + std::to_string(batch)).values;
     const auto& expected = reference.at("output_b" + std::to_string(batch)).values;
     std::vector<float> output(expected.size(), NAN);  // poisoned: every element must be written
-    ASSERT_EQ(fdnn_model_run(model, batch, input.data(), input.size(), output.data(), output.size()),
-              FDNN_STATUS_OK)
+    ASSERT_EQ(
+        fdnn_model_run(model, batch, input.data(), input.size(), output.data(), output.size()),
+        FDNN_STATUS_OK)
         << name << " batch " << batch << ": " << fdnn_last_error_message();
     const double error = relative_error(output, expected);
     EXPECT_LE(error, kTolerance) << name << " batch " << batch;
-    ::testing::Test::RecordProperty(name + "_b" + std::to_string(batch) + "_relative_error", std::to_string(error));
+    ::testing::Test::RecordProperty(name + "_b" + std::to_string(batch) + "_relative_error",
+                                    std::to_string(error));
   }
 }
 

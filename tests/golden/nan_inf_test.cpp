@@ -34,8 +34,8 @@ const std::string kFixture =
     std::string(FUSEDNN_TEST_FIXTURES_DIR) + "/nan_inf/nan_inf.safetensors";
 
 // 16 values: the three specials, signed zeros, ordinary and large magnitudes.
-const std::vector<float> kSpecials = {kNaNf, kInf,  -kInf, 0.0f,  -0.0f, 1.0f,   -1.0f, 2.5f,
-                                      -3.5f, 30.0f, -30.0f, 1e-30f, 100.0f, -100.0f, 0.5f, -0.5f};
+const std::vector<float> kSpecials = {kNaNf, kInf,  -kInf,  0.0f,   -0.0f,  1.0f,    -1.0f, 2.5f,
+                                      -3.5f, 30.0f, -30.0f, 1e-30f, 100.0f, -100.0f, 0.5f,  -0.5f};
 
 // Four rows of 8: one with a NaN, one with +Inf, one with -Inf, one finite.
 std::vector<float> rows_of_specials() {
@@ -60,10 +60,10 @@ double relu(double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); }
 
 struct Case {
   std::string name;
-  std::string layers;                          // the spec's layer list
-  std::vector<int64_t> input_shape;            // per sample
+  std::string layers;                // the spec's layer list
+  std::vector<int64_t> input_shape;  // per sample
   int64_t batch = 1;
-  std::vector<float> input;                    // batch x input shape
+  std::vector<float> input;                                   // batch x input shape
   std::map<std::string, std::vector<int64_t>> weight_shapes;  // name -> shape (weights(.., i))
   std::function<std::vector<double>(const std::vector<float>&)> reference;
 };
@@ -154,12 +154,14 @@ std::vector<Case> cases() {
     c.layers = layer;
     c.input_shape = {1, 4, 4};
     c.input = kSpecials;
-    c.reference = [=](const std::vector<float>& x) { return pool(x, kernel, stride, padding, max); };
+    c.reference = [=](const std::vector<float>& x) {
+      return pool(x, kernel, stride, padding, max);
+    };
     all.push_back(c);
   };
   pooling("max_pool", R"({"type": "MaxPool2d", "kernel_size": 2})", 2, 2, 0, true);
-  pooling("max_pool_padded", R"({"type": "MaxPool2d", "kernel_size": 3, "stride": 1, "padding": 1})",
-          3, 1, 1, true);
+  pooling("max_pool_padded",
+          R"({"type": "MaxPool2d", "kernel_size": 3, "stride": 1, "padding": 1})", 3, 1, 1, true);
   pooling("avg_pool", R"({"type": "AvgPool2d", "kernel_size": 2})", 2, 2, 0, false);
 
   for (const bool softmax : {false, true}) {
@@ -185,8 +187,8 @@ std::vector<Case> cases() {
   mlp.input_shape = {8};
   mlp.batch = 4;
   mlp.input = rows_of_specials();
-  mlp.weight_shapes = {{"fc1.weight", {6, 8}}, {"fc1.bias", {6}}, {"fc2.weight", {3, 6}},
-                       {"fc2.bias", {3}}};
+  mlp.weight_shapes = {
+      {"fc1.weight", {6, 8}}, {"fc1.bias", {6}}, {"fc2.weight", {3, 6}}, {"fc2.bias", {3}}};
   mlp.reference = [](const std::vector<float>& x) {
     const std::vector<float> w1 = weights(48, 0), b1 = weights(6, 1), w2 = weights(18, 2),
                              b2 = weights(3, 3);
@@ -230,8 +232,7 @@ std::vector<float> run_on_cpu(const Case& c) {
   options.max_batch = c.batch;
   options.cpu_threads = 1;
   fdnn_model* model = nullptr;
-  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
-            FDNN_STATUS_OK)
+  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model), FDNN_STATUS_OK)
       << fdnn_last_error_message();
   if (model == nullptr) return {};
   for (const auto& [name, tensor_shape] : c.weight_shapes) {
@@ -248,9 +249,9 @@ std::vector<float> run_on_cpu(const Case& c) {
   size_t per_sample = 1;
   for (int32_t i = 0; i < output_shape.rank; ++i) per_sample *= output_shape.dims[i];
   std::vector<float> output(per_sample * c.batch, 12345.0f);  // poisoned
-  EXPECT_EQ(fdnn_model_run(model, c.batch, c.input.data(), c.input.size(), output.data(),
-                           output.size()),
-            FDNN_STATUS_OK)
+  EXPECT_EQ(
+      fdnn_model_run(model, c.batch, c.input.data(), c.input.size(), output.data(), output.size()),
+      FDNN_STATUS_OK)
       << fdnn_last_error_message();
   fdnn_model_destroy(model);
   return output;

@@ -5,10 +5,10 @@
 #include <limits>
 #include <string>
 
+#include "../small_stack.hpp"
 #include "graph/little_endian.hpp"
 #include "graph/safetensors_file.hpp"
 #include "graph_test_support.hpp"
-#include "../small_stack.hpp"
 
 namespace fusednn {
 namespace {
@@ -293,7 +293,8 @@ TEST(GraphSafetensors, NestingAndBadShapeEntriesAreDescribedNotDumped) {
                                             four),
                           "l.safetensors");
       },
-      FDNN_STATUS_PARSE_ERROR, {"tensor 'w'", "[-1, -1, -1, -1, -1, -1, -1, -1, ... 1000 entries]"});
+      FDNN_STATUS_PARSE_ERROR,
+      {"tensor 'w'", "[-1, -1, -1, -1, -1, -1, -1, -1, ... 1000 entries]"});
 }
 
 // Duplicate keys: nlohmann would keep the last one, so one file could hold two specs or two

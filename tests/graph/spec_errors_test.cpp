@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include "../small_stack.hpp"
 #include "graph/spec_parser.hpp"
 #include "graph_test_support.hpp"
-#include "../small_stack.hpp"
 
 namespace fusednn {
 namespace {

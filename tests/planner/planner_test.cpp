@@ -26,7 +26,8 @@ Graph parse(const std::string& input_shape, const std::string& layers, const std
 }
 
 // A store holding `tensors` (name -> values, in the shape the graph declares for the name).
-WeightStore store_with(const Graph& graph, const std::map<std::string, std::vector<float>>& tensors) {
+WeightStore store_with(const Graph& graph,
+                       const std::map<std::string, std::vector<float>>& tensors) {
   WeightStore store(graph);
   std::vector<NamedTensor> batch;
   for (const auto& [name, values] : tensors) {
@@ -61,8 +62,8 @@ void expect_consistent_workspace(const Plan& plan) {
   std::vector<int> written(count, -1), last_read(count, -1);
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     for (int input : plan.steps[s].inputs) {
-      ASSERT_TRUE(input == 0 || written[input] >= 0) << "step " << s << " reads value " << input
-                                                    << " before it is written";
+      ASSERT_TRUE(input == 0 || written[input] >= 0)
+          << "step " << s << " reads value " << input << " before it is written";
       last_read[input] = static_cast<int>(s);
     }
     written[plan.steps[s].output] = static_cast<int>(s);
@@ -96,7 +97,8 @@ void expect_consistent_workspace(const Plan& plan) {
 TEST(PlannerBatchNorm, FoldsIntoTheLinearBefore) {
   const Graph graph = parse("[2]", R"(
       {"type": "Linear", "name": "fc", "in_features": 2, "out_features": 2},
-      {"type": "BatchNorm1d", "name": "bn", "num_features": 2, "eps": 1.0})", "bn");
+      {"type": "BatchNorm1d", "name": "bn", "num_features": 2, "eps": 1.0})",
+                            "bn");
   const WeightStore weights = store_with(graph, {{"fc.weight", {1, 2, 3, 4}},
                                                  {"fc.bias", {0.5f, -1}},
                                                  {"bn.weight", {2, 0.5f}},
@@ -129,7 +131,8 @@ TEST(PlannerBatchNorm, FoldsIntoTheConvolutionBeforeAndGivesItABias) {
   const Graph graph = parse("[1, 2, 2]", R"(
       {"type": "Conv2d", "name": "conv", "in_channels": 1, "out_channels": 2, "kernel_size": 1,
        "bias": false},
-      {"type": "BatchNorm2d", "name": "bn", "num_features": 2, "eps": 1.0})", "bn");
+      {"type": "BatchNorm2d", "name": "bn", "num_features": 2, "eps": 1.0})",
+                            "bn");
   const WeightStore weights = store_with(graph, {{"conv.weight", {2, -1}},
                                                  {"bn.weight", {3, 2}},
                                                  {"bn.bias", {1, -1}},
@@ -158,7 +161,8 @@ TEST(PlannerBatchNorm, StaysAChannelAffineAfterAnActivation) {
   const Graph graph = parse("[2]", R"(
       {"type": "Linear", "name": "fc", "in_features": 2, "out_features": 2},
       {"type": "ReLU", "name": "act"},
-      {"type": "BatchNorm1d", "name": "bn", "num_features": 2, "eps": 1.0})", "bn");
+      {"type": "BatchNorm1d", "name": "bn", "num_features": 2, "eps": 1.0})",
+                            "bn");
   const WeightStore weights = store_with(graph, {{"fc.weight", {1, 2, 3, 4}},
                                                  {"fc.bias", {0.5f, -1}},
                                                  {"bn.weight", {2, 0.5f}},
@@ -188,7 +192,8 @@ TEST(PlannerBatchNorm, StaysAChannelAffineAfterALinearWithRows) {
   // [3, 4] -> Linear 4 -> 2 gives [3, 2]; BatchNorm1d normalises the 3 rows (channels).
   const Graph graph = parse("[3, 4]", R"(
       {"type": "Linear", "name": "fc", "in_features": 4, "out_features": 2},
-      {"type": "BatchNorm1d", "name": "bn", "num_features": 3, "eps": 1.0})", "bn");
+      {"type": "BatchNorm1d", "name": "bn", "num_features": 3, "eps": 1.0})",
+                            "bn");
   const Plan plan = build_plan(graph, WeightStore(graph));
 
   ASSERT_EQ(plan.steps.size(), 2u);
@@ -208,7 +213,8 @@ TEST(PlannerBatchNorm, DoesNotFoldIntoALinearThatAnotherLayerReads) {
   const Graph graph = parse("[2]", R"(
       {"type": "Linear", "name": "fc", "in_features": 2, "out_features": 2},
       {"type": "BatchNorm1d", "name": "bn", "num_features": 2},
-      {"type": "Add", "name": "sum", "inputs": ["fc", "bn"]})", "sum");
+      {"type": "Add", "name": "sum", "inputs": ["fc", "bn"]})",
+                            "sum");
   const Plan plan = build_plan(graph, WeightStore(graph));
 
   ASSERT_EQ(plan.steps.size(), 3u);
@@ -227,7 +233,8 @@ TEST(PlannerFusion, ActivationsAfterALinearJoinItsEpilogueInOrder) {
       {"type": "ReLU", "name": "r"},
       {"type": "Scale", "name": "s", "alpha": 2.5},
       {"type": "LeakyReLU", "name": "l", "negative_slope": 0.25},
-      {"type": "Tanh", "name": "t"})", "t");
+      {"type": "Tanh", "name": "t"})",
+                            "t");
   const Plan plan = build_plan(graph, WeightStore(graph));
 
   ASSERT_EQ(plan.steps.size(), 1u);
@@ -247,11 +254,14 @@ TEST(PlannerFusion, GeluKeepsItsForm) {
       {"type": "Linear", "name": "fc", "in_features": 3, "out_features": 2},
       {"type": "GELU", "name": "g", "approximate": "tanh"},
       {"type": "Linear", "name": "fc2", "in_features": 2, "out_features": 2},
-      {"type": "GELU", "name": "g2"})", "g2");
+      {"type": "GELU", "name": "g2"})",
+                            "g2");
   const Plan plan = build_plan(graph, WeightStore(graph));
   ASSERT_EQ(plan.steps.size(), 2u);
-  EXPECT_EQ(epilogue_kinds(plan.steps[0]), std::vector<ElementwiseKind>({ElementwiseKind::GeluTanh}));
-  EXPECT_EQ(epilogue_kinds(plan.steps[1]), std::vector<ElementwiseKind>({ElementwiseKind::GeluErf}));
+  EXPECT_EQ(epilogue_kinds(plan.steps[0]),
+            std::vector<ElementwiseKind>({ElementwiseKind::GeluTanh}));
+  EXPECT_EQ(epilogue_kinds(plan.steps[1]),
+            std::vector<ElementwiseKind>({ElementwiseKind::GeluErf}));
 }
 
 TEST(PlannerFusion, AnActivationReachesAcrossFlatten) {
@@ -259,7 +269,8 @@ TEST(PlannerFusion, AnActivationReachesAcrossFlatten) {
       {"type": "Conv2d", "name": "conv", "in_channels": 1, "out_channels": 3, "kernel_size": 1},
       {"type": "Flatten", "name": "flat"},
       {"type": "SiLU", "name": "act"},
-      {"type": "Linear", "name": "fc", "in_features": 12, "out_features": 2})", "fc");
+      {"type": "Linear", "name": "fc", "in_features": 12, "out_features": 2})",
+                            "fc");
   const Plan plan = build_plan(graph, WeightStore(graph));
 
   ASSERT_EQ(plan.steps.size(), 2u);
@@ -281,19 +292,21 @@ TEST(PlannerFusion, AnActivationStaysAStepWhereItCannotFuse) {
       {"type": "Flatten", "name": "flat"},
       {"type": "Linear", "name": "fc", "in_features": 4, "out_features": 4},
       {"type": "Tanh", "name": "shared_tanh"},
-      {"type": "Add", "name": "sum", "inputs": ["fc", "shared_tanh"]})", "sum");
+      {"type": "Add", "name": "sum", "inputs": ["fc", "shared_tanh"]})",
+                            "sum");
   const Plan plan = build_plan(graph, WeightStore(graph));
 
   std::vector<std::pair<StepKind, std::string>> steps;
   for (const Step& step : plan.steps) steps.emplace_back(step.kind, step.label);
-  EXPECT_EQ(steps, (std::vector<std::pair<StepKind, std::string>>{
-                       {StepKind::Elementwise, "on_input"},
-                       {StepKind::MaxPool2d, "pool"},
-                       {StepKind::Elementwise, "after_pool"},
-                       {StepKind::Linear, "fc"},
-                       {StepKind::Elementwise, "shared_tanh"},
-                       {StepKind::Add, "sum"}}));
-  EXPECT_EQ(epilogue_kinds(plan.steps[0]), std::vector<ElementwiseKind>({ElementwiseKind::Sigmoid}));
+  EXPECT_EQ(steps,
+            (std::vector<std::pair<StepKind, std::string>>{{StepKind::Elementwise, "on_input"},
+                                                           {StepKind::MaxPool2d, "pool"},
+                                                           {StepKind::Elementwise, "after_pool"},
+                                                           {StepKind::Linear, "fc"},
+                                                           {StepKind::Elementwise, "shared_tanh"},
+                                                           {StepKind::Add, "sum"}}));
+  EXPECT_EQ(epilogue_kinds(plan.steps[0]),
+            std::vector<ElementwiseKind>({ElementwiseKind::Sigmoid}));
   EXPECT_TRUE(plan.steps[3].epilogue.empty());
   EXPECT_EQ(plan.steps[0].inputs, std::vector<int>({0}));
   expect_consistent_workspace(plan);
@@ -304,7 +317,8 @@ TEST(PlannerFusion, AnActivationAfterAnAddOrAnElementwiseStepJoinsIt) {
       {"type": "ReLU", "name": "a"},
       {"type": "Scale", "name": "b", "alpha": 3},
       {"type": "Add", "name": "sum", "inputs": ["b", "input"]},
-      {"type": "Tanh", "name": "t"})", "t");
+      {"type": "Tanh", "name": "t"})",
+                            "t");
   const Plan plan = build_plan(graph, WeightStore(graph));
 
   ASSERT_EQ(plan.steps.size(), 2u);
@@ -328,7 +342,8 @@ TEST(PlannerChain, TheSeedMlpIsAChainOfThreeLinearSteps) {
       {"type": "ReLU"},
       {"type": "Linear", "name": "fc2", "in_features": 128, "out_features": 64},
       {"type": "ReLU"},
-      {"type": "Linear", "name": "fc3", "in_features": 64, "out_features": 10})", "fc3");
+      {"type": "Linear", "name": "fc3", "in_features": 64, "out_features": 10})",
+                            "fc3");
   const Plan plan = build_plan(graph, WeightStore(graph));
 
   ASSERT_EQ(plan.steps.size(), 3u);
@@ -376,7 +391,8 @@ TEST(PlannerWorkspace, AFreedSlotIsReusedAndGrown) {
       {"type": "Linear", "name": "a", "in_features": 4, "out_features": 8},
       {"type": "Linear", "name": "b", "in_features": 8, "out_features": 6},
       {"type": "Linear", "name": "c", "in_features": 6, "out_features": 10},
-      {"type": "Linear", "name": "d", "in_features": 10, "out_features": 3})", "d");
+      {"type": "Linear", "name": "d", "in_features": 10, "out_features": 3})",
+                            "d");
   const Plan plan = build_plan(graph, WeightStore(graph));
 
   ASSERT_EQ(plan.values.size(), 5u);
@@ -408,7 +424,8 @@ TEST(PlannerWorkspace, TheSmallestFittingSlotIsPreferredElseTheLargestGrows) {
       {"type": "Concat", "name": "joined", "dim": 1, "inputs": ["wide", "narrow"]},
       {"type": "Linear", "name": "small", "in_features": 10, "out_features": 2},
       {"type": "Linear", "name": "big", "in_features": 2, "out_features": 12},
-      {"type": "Linear", "name": "out", "in_features": 12, "out_features": 3})", "out");
+      {"type": "Linear", "name": "out", "in_features": 12, "out_features": 3})",
+                            "out");
   const Plan plan = build_plan(graph, WeightStore(graph));
 
   ASSERT_EQ(plan.steps.size(), 6u);
@@ -455,7 +472,8 @@ TEST(PlannerWorkspace, ASkipConnectionKeepsItsSlotUntilTheAdd) {
       {"type": "ReLU", "name": "out_act"},
       {"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2},
       {"type": "Flatten"},
-      {"type": "Linear", "name": "head", "in_features": 16, "out_features": 3})", "head");
+      {"type": "Linear", "name": "head", "in_features": 16, "out_features": 3})",
+                            "head");
   const Plan plan = build_plan(graph, WeightStore(graph));
 
   std::vector<std::string> labels;
@@ -484,7 +502,8 @@ TEST(PlannerPruning, LayersThatDoNotFeedTheOutputAreDropped) {
       {"type": "Linear", "name": "fc1", "in_features": 3, "out_features": 4, "inputs": ["input"]},
       {"type": "Linear", "name": "probe", "in_features": 4, "out_features": 7},
       {"type": "ReLU", "name": "act", "inputs": ["fc1"]},
-      {"type": "Linear", "name": "fc2", "in_features": 4, "out_features": 2})", "fc2");
+      {"type": "Linear", "name": "fc2", "in_features": 4, "out_features": 2})",
+                            "fc2");
   const Plan plan = build_plan(graph, WeightStore(graph));
 
   ASSERT_EQ(plan.steps.size(), 2u);
@@ -500,7 +519,8 @@ TEST(PlannerPruning, AnOutputInTheMiddleDropsWhatFollows) {
   const Graph graph = parse("[3]", R"(
       {"type": "Linear", "name": "fc1", "in_features": 3, "out_features": 4},
       {"type": "Linear", "name": "fc2", "in_features": 4, "out_features": 2},
-      {"type": "Softmax", "name": "soft"})", "fc1");
+      {"type": "Softmax", "name": "soft"})",
+                            "fc1");
   const Plan plan = build_plan(graph, WeightStore(graph));
   ASSERT_EQ(plan.steps.size(), 1u);
   EXPECT_EQ(plan.steps[0].label, "fc1");
@@ -508,7 +528,8 @@ TEST(PlannerPruning, AnOutputInTheMiddleDropsWhatFollows) {
   EXPECT_EQ(plan.workspace_floats_per_sample, 0);
 }
 
-// ---- The output -----------------------------------------------------------------------------------
+// ---- The output
+// -----------------------------------------------------------------------------------
 
 TEST(PlannerOutput, AModelWhoseOutputIsItsInputCopiesIt) {
   const Graph graph = parse("[2, 3]", R"({"type": "Flatten", "name": "flat"})", "flat");
@@ -525,7 +546,8 @@ TEST(PlannerOutput, AModelWhoseOutputIsItsInputCopiesIt) {
 TEST(PlannerOutput, RowOperationsKeepTheirRows) {
   const Graph graph = parse("[3, 4]", R"(
       {"type": "LayerNorm", "name": "norm", "normalized_shape": 4, "eps": 0.5},
-      {"type": "Softmax", "name": "soft"})", "soft");
+      {"type": "Softmax", "name": "soft"})",
+                            "soft");
   const Plan plan = build_plan(graph, WeightStore(graph));
   ASSERT_EQ(plan.steps.size(), 2u);
   EXPECT_EQ(plan.steps[0].kind, StepKind::LayerNorm);

@@ -31,11 +31,12 @@ struct SmallMlp {
   std::string spec() const {
     return R"({"fusednn": 1, "name": "runtime_test", "input": {"shape": [)" + std::to_string(in) +
            R"(]}, "layers": [
-        {"type": "Linear", "name": "fc1", "in_features": )" + std::to_string(in) +
-           R"(, "out_features": )" + std::to_string(hidden) + R"(},
+        {"type": "Linear", "name": "fc1", "in_features": )" +
+           std::to_string(in) + R"(, "out_features": )" + std::to_string(hidden) + R"(},
         {"type": "ReLU", "name": "act"},
-        {"type": "Linear", "name": "fc2", "in_features": )" + std::to_string(hidden) +
-           R"(, "out_features": )" + std::to_string(out) + R"(}], "output": "fc2"})";
+        {"type": "Linear", "name": "fc2", "in_features": )" +
+           std::to_string(hidden) + R"(, "out_features": )" + std::to_string(out) +
+           R"(}], "output": "fc2"})";
   }
 
   std::vector<NamedTensor> tensors() const {
@@ -281,8 +282,7 @@ std::vector<Job> jobs_for(const SmallMlp& mlp, Model& model) {
   for (int64_t batch : {1, 32, 5, 17, 2, 32, 9}) {
     Job job{batch, random_inputs(batch * mlp.in, seed++), {}};
     job.expected.resize(static_cast<size_t>(batch * mlp.out));
-    single.run(batch, job.input.data(), job.input.size(), job.expected.data(),
-               job.expected.size());
+    single.run(batch, job.input.data(), job.input.size(), job.expected.data(), job.expected.size());
     jobs.push_back(std::move(job));
   }
   return jobs;

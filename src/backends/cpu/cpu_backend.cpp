@@ -22,9 +22,9 @@ namespace fusednn {
 namespace {
 
 cpu::Conv2dGeometry conv_geometry(const WindowGeometry& w) {
-  return cpu::Conv2dGeometry{w.in_channels, w.in_height,   w.in_width,    w.out_channels,
-                             w.out_height,  w.out_width,   w.kernel[0],   w.kernel[1],
-                             w.stride[0],   w.stride[1],   w.padding[0],  w.padding[1],
+  return cpu::Conv2dGeometry{w.in_channels, w.in_height,   w.in_width,   w.out_channels,
+                             w.out_height,  w.out_width,   w.kernel[0],  w.kernel[1],
+                             w.stride[0],   w.stride[1],   w.padding[0], w.padding[1],
                              w.dilation[0], w.dilation[1], w.groups};
 }
 
@@ -60,7 +60,8 @@ class CpuBackend final : public Backend {
                                : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     for (const Step& step : plan_->steps) {
       if (step.kind == StepKind::Conv2d) {
-        const auto floats = static_cast<int64_t>(cpu::conv2d_scratch_floats(conv_geometry(step.window)));
+        const auto floats =
+            static_cast<int64_t>(cpu::conv2d_scratch_floats(conv_geometry(step.window)));
         scratch_floats_ = std::max(scratch_floats_, floats);
       }
     }
@@ -69,8 +70,8 @@ class CpuBackend final : public Backend {
     const char* what = "the CPU context's scratch memory for options.max_batch";
     workspace_floats_ = checked_multiply(plan_->workspace_floats_per_sample, max_batch_,
                                          FDNN_STATUS_OUT_OF_MEMORY, what);
-    conv_scratch_floats_ = checked_multiply(scratch_floats_, int64_t{threads_},
-                                            FDNN_STATUS_OUT_OF_MEMORY, what);
+    conv_scratch_floats_ =
+        checked_multiply(scratch_floats_, int64_t{threads_}, FDNN_STATUS_OUT_OF_MEMORY, what);
     context_bytes_ = checked_bytes(
         checked_add(workspace_floats_, conv_scratch_floats_, FDNN_STATUS_OUT_OF_MEMORY, what),
         sizeof(float), FDNN_STATUS_OUT_OF_MEMORY, what);
@@ -159,10 +160,8 @@ void CpuContext::run_slice(int64_t first, int64_t count, const float* input, flo
       case Storage::ModelInput:
         // Only read, never written: the const is restored by every kernel signature.
         return const_cast<float*>(input) + first * value.elements;
-      case Storage::ModelOutput:
-        return output + first * value.elements;
-      case Storage::Workspace:
-        break;
+      case Storage::ModelOutput: return output + first * value.elements;
+      case Storage::Workspace: break;
     }
     return workspace_.data() + value.workspace_offset * max_batch + first * value.slot_floats;
   };
@@ -190,9 +189,7 @@ void CpuContext::run_slice(int64_t first, int64_t count, const float* input, flo
       case StepKind::AvgPool2d:
         cpu::avg_pool2d_forward(x, y, count, pool_geometry(step.window));
         break;
-      case StepKind::Elementwise:
-        cpu::elementwise_forward(x, y, elements, step.epilogue);
-        break;
+      case StepKind::Elementwise: cpu::elementwise_forward(x, y, elements, step.epilogue); break;
       case StepKind::ChannelAffine:
         cpu::channel_affine_forward(x, constant(step.weight), constant(step.bias), y, count,
                                     step.in_features, step.out_features, step.epilogue);
@@ -218,13 +215,11 @@ void CpuContext::run_slice(int64_t first, int64_t count, const float* input, flo
       case StepKind::Concat: {
         std::vector<const float*>& parts = concat_parts_[slot];
         for (size_t k = 0; k < step.inputs.size(); ++k) parts[k] = data(step.inputs[k]);
-        cpu::concat_forward(parts.data(), step.concat_inner.data(), static_cast<int>(step.inputs.size()),
-                            y, count * step.rows_per_sample);
+        cpu::concat_forward(parts.data(), step.concat_inner.data(),
+                            static_cast<int>(step.inputs.size()), y, count * step.rows_per_sample);
         break;
       }
-      case StepKind::Copy:
-        std::memcpy(y, x, sizeof(float) * static_cast<size_t>(elements));
-        break;
+      case StepKind::Copy: std::memcpy(y, x, sizeof(float) * static_cast<size_t>(elements)); break;
     }
   }
 }
@@ -287,8 +282,8 @@ BackendExplanation CpuBackend::explain(int64_t batch) const {
             cpu::conv2d_form(conv_geometry(step.window), &why) == cpu::Conv2dForm::ShiftedWindows;
         choice.form = (shifted ? "GEMM on shifted windows" : "GEMM on im2col columns") + isa_text();
         const size_t scratch = cpu::conv2d_scratch_floats(conv_geometry(step.window));
-        choice.reason = why + "; scratch " + std::to_string(scratch * sizeof(float)) +
-                        " bytes per thread";
+        choice.reason =
+            why + "; scratch " + std::to_string(scratch * sizeof(float)) + " bytes per thread";
         break;
       }
       case StepKind::MaxPool2d:

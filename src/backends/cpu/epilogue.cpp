@@ -52,18 +52,16 @@ FUSEDNN_ALWAYS_INLINE void apply_op(const ElementwiseOp& op, float* data, int64_
 
 #if defined(FUSEDNN_CPU_X86_DISPATCH)
 // The ops built on common/float_math.hpp: tens of operations a value, where eight lanes instead of
-// four pay (about twice as fast for Tanh and GeluErf). ReLU, LeakyReLU and Scale stay on the baseline
-// loop, which is as fast (they are a load and a store a value) and saves the dispatch.
+// four pay (about twice as fast for Tanh and GeluErf). ReLU, LeakyReLU and Scale stay on the
+// baseline loop, which is as fast (they are a load and a store a value) and saves the dispatch.
 bool computes_transcendental(ElementwiseKind kind) {
   switch (kind) {
     case ElementwiseKind::GeluErf:
     case ElementwiseKind::GeluTanh:
     case ElementwiseKind::SiLU:
     case ElementwiseKind::Sigmoid:
-    case ElementwiseKind::Tanh:
-      return true;
-    default:
-      return false;
+    case ElementwiseKind::Tanh: return true;
+    default: return false;
   }
 }
 

@@ -419,10 +419,8 @@ void pack_transposed_panels(const float* source, int64_t source_stride, int64_t 
 
 bool gemm_isa_supported(GemmIsa isa) {
   switch (isa) {
-    case GemmIsa::Baseline:
-      return true;
-    case GemmIsa::Avx2Fma:
-      return best_supported_isa() == GemmIsa::Avx2Fma;
+    case GemmIsa::Baseline: return true;
+    case GemmIsa::Avx2Fma: return best_supported_isa() == GemmIsa::Avx2Fma;
   }
   return false;
 }
@@ -440,10 +438,8 @@ bool force_gemm_isa(GemmIsa isa) {
 
 const char* gemm_isa_name(GemmIsa isa) {
   switch (isa) {
-    case GemmIsa::Baseline:
-      return "baseline";
-    case GemmIsa::Avx2Fma:
-      return "avx2+fma";
+    case GemmIsa::Baseline: return "baseline";
+    case GemmIsa::Avx2Fma: return "avx2+fma";
   }
   return "unknown";
 }

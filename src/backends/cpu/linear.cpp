@@ -5,8 +5,8 @@
 // the packed weight block (256 x 48 floats = 48 KiB on the stack, L1/L2) is swept by every row of
 // X; each 6-row sliver of X is read from L3 once per block and reused across its 3 panels (48
 // columns are faster than 32 for wide layers, 64 no better). Calls with fewer than
-// kLinearDotProductRowLimit rows skip the packing and take dot products instead (rows in pairs, one pass
-// over W per pair); that path sums in another order, so a row can differ in its last bits
+// kLinearDotProductRowLimit rows skip the packing and take dot products instead (rows in pairs, one
+// pass over W per pair); that path sums in another order, so a row can differ in its last bits
 // depending on whether its slice of the batch had fewer than 4 rows. On the packed path results
 // do not depend on the split.
 #include "backends/cpu/linear.hpp"

@@ -41,8 +41,8 @@ __global__ void __launch_bounds__(kThreads) conv2d_kernel(Conv2dArgs args) {
     const int first_in = (oc / group_out) * group_in;
     const int row0 = oh * args.stride_height - args.padding_height;
     const int col0 = ow * args.stride_width - args.padding_width;
-    const float* w = args.weight + static_cast<int64_t>(oc) * group_in * args.kernel_height *
-                                       args.kernel_width;
+    const float* w =
+        args.weight + static_cast<int64_t>(oc) * group_in * args.kernel_height * args.kernel_width;
     const float* x = args.x + (n * args.in_channels + first_in) * in_plane;
     float acc = 0.0f;
     for (int c = 0; c < group_in; ++c) {
@@ -73,7 +73,8 @@ struct StagedConv {
   int32_t channels_per_block;           // output channels one block computes
 };
 
-__global__ void __launch_bounds__(kThreads) conv2d_staged_kernel(const __grid_constant__ StagedConv staged) {
+__global__ void __launch_bounds__(kThreads)
+    conv2d_staged_kernel(const __grid_constant__ StagedConv staged) {
   extern __shared__ float shared[];
   const Conv2dArgs& args = staged.args;
   const int n = blockIdx.x;
@@ -83,18 +84,19 @@ __global__ void __launch_bounds__(kThreads) conv2d_staged_kernel(const __grid_co
   const int group_out = args.out_channels / args.groups;
   const int taps = args.kernel_height * args.kernel_width;
   const int plane = staged.padded_height * staged.padded_width;
-  float* input = shared;                                   // [in_channels][padded h][padded w]
-  float* filters = shared + args.in_channels * plane;      // [oc_count][group_in][kh][kw]
+  float* input = shared;                               // [in_channels][padded h][padded w]
+  float* filters = shared + args.in_channels * plane;  // [oc_count][group_in][kh][kw]
 
-  const float* x = args.x + static_cast<int64_t>(n) * args.in_channels * args.in_height * args.in_width;
+  const float* x =
+      args.x + static_cast<int64_t>(n) * args.in_channels * args.in_height * args.in_width;
   for (int index = threadIdx.x; index < args.in_channels * plane; index += blockDim.x) {
     const int c = index / plane;
     const int within = index - c * plane;
     const int row = within / staged.padded_width - args.padding_height;
     const int col = within % staged.padded_width - args.padding_width;
     const bool inside = row >= 0 && row < args.in_height && col >= 0 && col < args.in_width;
-    input[index] = inside ? x[(static_cast<int64_t>(c) * args.in_height + row) * args.in_width + col]
-                          : 0.0f;
+    input[index] =
+        inside ? x[(static_cast<int64_t>(c) * args.in_height + row) * args.in_width + col] : 0.0f;
   }
   const float* w = args.weight + static_cast<int64_t>(oc0) * group_in * taps;
   for (int index = threadIdx.x; index < oc_count * group_in * taps; index += blockDim.x) {
@@ -157,7 +159,8 @@ void launch_conv2d(const Conv2dArgs& args, const DeviceInfo& device, cudaStream_
   const int64_t input_floats = staged_input_floats(args);
   const int64_t filter_floats = staged_filter_floats(args);
   // Enough blocks to cover the SMs when the batch is small: split the output channels.
-  const int64_t wanted_groups = std::max<int64_t>(1, (device.sm_count + args.batch - 1) / args.batch);
+  const int64_t wanted_groups =
+      std::max<int64_t>(1, (device.sm_count + args.batch - 1) / args.batch);
   int64_t per_block = std::max<int64_t>(1, (args.out_channels + wanted_groups - 1) / wanted_groups);
   while (per_block > 1 &&
          (input_floats + per_block * filter_floats) * int64_t{sizeof(float)} > kStagedSharedBytes) {

@@ -50,11 +50,10 @@ constexpr int kWeightWords = kTileChannels * kWeightStride;
 
 template <TensorCoreMath kMath, bool kDenseRows>
 struct Layout {
-  static constexpr int kK = is_half(kMath) ? 2 * kWords : kWords;  // k values a stage
+  static constexpr int kK = is_half(kMath) ? 2 * kWords : kWords;              // k values a stage
   static constexpr int kPatchStride = kTilePixels + (is_half(kMath) ? 4 : 8);  // [k][pixel]
   static constexpr int kRowStride = kK + (is_half(kMath) ? 8 : 4);             // [pixel][k]
-  static constexpr int kPatchFloats =
-      kDenseRows ? kTilePixels * kRowStride : kK * kPatchStride;
+  static constexpr int kPatchFloats = kDenseRows ? kTilePixels * kRowStride : kK * kPatchStride;
   static constexpr int kStageWords = kPatchFloats + kWeightWords;
   static constexpr int kSharedBytes = kRing * kStageWords * 4;
 };
@@ -166,11 +165,11 @@ __global__ void __launch_bounds__(kThreads)
   const int load_channel = threadIdx.x / 4;
   const int load_word = (threadIdx.x % 4) * 4;
   const bool channel_inside = first_channel + load_channel < p.group_out;
-  const uint32_t* weight_row =
-      p.weight + (static_cast<int64_t>(group) * p.group_out + first_channel +
-                  (channel_inside ? load_channel : 0)) *
-                     p.row_words +
-      load_word;
+  const uint32_t* weight_row = p.weight +
+                               (static_cast<int64_t>(group) * p.group_out + first_channel +
+                                (channel_inside ? load_channel : 0)) *
+                                   p.row_words +
+                               load_word;
 
   auto issue_stage = [&](int stage, int buffer) {
     float* patches = shared + buffer * L::kStageWords;

@@ -41,9 +41,8 @@ bool plan_conv_gemm(const Conv2dArgs& g, TensorCoreMath math, const DeviceInfo& 
   const int64_t column_tiles = (g.out_channels / g.groups + 63) / 64;
   if (k <= 0 || window_rows >= 32768 || window_columns >= 32768 ||
       group_input + int64_t{g.in_width} * window_rows > kInt32Max || out_plane > kInt32Max ||
-      row_words * g.out_channels > kInt32Max || 2 * padded_k > kInt32Max ||
-      column_tiles > 65535 || g.groups > 65535 || g.in_height >= 16384 ||
-      g.padding_height >= 16384) {
+      row_words * g.out_channels > kInt32Max || 2 * padded_k > kInt32Max || column_tiles > 65535 ||
+      g.groups > 65535 || g.in_height >= 16384 || g.padding_height >= 16384) {
     return false;
   }
   plan->usable = true;
@@ -51,9 +50,9 @@ bool plan_conv_gemm(const Conv2dArgs& g, TensorCoreMath math, const DeviceInfo& 
   plan->k = static_cast<int32_t>(k);
   plan->padded_k = static_cast<int32_t>(padded_k);
   plan->row_words = static_cast<int32_t>(row_words);
-  plan->dense_rows = g.groups == 1 && g.in_height == 1 && g.in_width == 1 &&
-                     g.kernel_height == 1 && g.kernel_width == 1 && g.padding_height == 0 &&
-                     g.padding_width == 0 && g.out_height == 1 && g.out_width == 1 && k % 4 == 0;
+  plan->dense_rows = g.groups == 1 && g.in_height == 1 && g.in_width == 1 && g.kernel_height == 1 &&
+                     g.kernel_width == 1 && g.padding_height == 0 && g.padding_width == 0 &&
+                     g.out_height == 1 && g.out_width == 1 && k % 4 == 0;
   plan->image = nullptr;
   return true;
 }
@@ -62,9 +61,9 @@ std::vector<uint32_t> build_conv_gemm_image(const ConvGemmPlan& plan, const Conv
                                             const float* weight) {
   const int taps = g.kernel_height * g.kernel_width;
   const int64_t in_plane = int64_t{g.in_height} * g.in_width;
-  std::vector<uint32_t> image(2 * static_cast<size_t>(plan.padded_k) +
-                                  static_cast<size_t>(plan.row_words) * g.out_channels,
-                              0u);
+  std::vector<uint32_t> image(
+      2 * static_cast<size_t>(plan.padded_k) + static_cast<size_t>(plan.row_words) * g.out_channels,
+      0u);
   for (int k = plan.k; k < plan.padded_k; ++k) {
     image[2 * k + 1] = static_cast<uint32_t>(kConvGemmNowhere) << 16;
   }
@@ -73,8 +72,8 @@ std::vector<uint32_t> build_conv_gemm_image(const ConvGemmPlan& plan, const Conv
     const int tap = k % taps;
     const int row_step = (tap / g.kernel_width) * g.dilation_height;
     const int column_step = (tap % g.kernel_width) * g.dilation_width;
-    image[2 * k] = static_cast<uint32_t>(channel * in_plane + int64_t{row_step} * g.in_width +
-                                         column_step);
+    image[2 * k] =
+        static_cast<uint32_t>(channel * in_plane + int64_t{row_step} * g.in_width + column_step);
     image[2 * k + 1] = static_cast<uint32_t>(row_step) << 16 | static_cast<uint32_t>(column_step);
   }
   uint32_t* rows = image.data() + 2 * static_cast<size_t>(plan.padded_k);

@@ -115,10 +115,10 @@ struct Stage {
   // The plan's divisors (the split of a unit, a reduction row's input channel): at batch 1 each
   // division by a runtime value is a ~20-instruction chain on a layer's path.
   FastDivisor by_items_per_block, by_kernel_height;
-  uint32_t records;       // float offset of this block's PatchRecords in shared memory
-  uint32_t filters;       // float offset of this stage's SmallTile image in shared memory
-  uint32_t bias;          // float offset of its bias in shared memory (conv.bias not null)
-  uint32_t input;         // float offset of its staged input planes in shared memory
+  uint32_t records;  // float offset of this block's PatchRecords in shared memory
+  uint32_t filters;  // float offset of this stage's SmallTile image in shared memory
+  uint32_t bias;     // float offset of its bias in shared memory (conv.bias not null)
+  uint32_t input;    // float offset of its staged input planes in shared memory
   Destination to;
 };
 
@@ -202,9 +202,8 @@ struct Stamps {
   unsigned int launch;  // timeline_launch(), read once
 };
 // Phases past the timeline's row (nets of more than 5 layers) are not stamped.
-#define FDNN_CONV_NET_STAMP(stamps, phase)                                            \
-  FDNN_TIMELINE_OF((stamps).launch, (stamps).on && (phase) <= (stamps).last, phase, \
-                   (stamps).last)
+#define FDNN_CONV_NET_STAMP(stamps, phase) \
+  FDNN_TIMELINE_OF((stamps).launch, (stamps).on && (phase) <= (stamps).last, phase, (stamps).last)
 
 // Sends one output value to every block's copy of the next layer's input (this block's by a
 // plain store, the others' by st.async counted on their mbarrier), or to y. Before this thread's
@@ -331,12 +330,9 @@ __device__ __forceinline__ void accumulate_channel(const ConvPoolParams& p,
 // next kernel row of the same channel starts from this one's second row (6 more). The same
 // products in the same order as accumulate_channel's.
 template <int kWidth>
-__device__ __forceinline__ void accumulate_channel_unit_stride(const ConvPoolParams& p,
-                                                               const FastDivisor& by_kernel_height,
-                                                               const float* patch,
-                                                               const float* lane_filters,
-                                                               int r_begin, int r_end,
-                                                               float (&acc)[4]) {
+__device__ __forceinline__ void accumulate_channel_unit_stride(
+    const ConvPoolParams& p, const FastDivisor& by_kernel_height, const float* patch,
+    const float* lane_filters, int r_begin, int r_end, float (&acc)[4]) {
   const int kernel_height = p.kernel_height;
   const int pitch = p.row_pitch;
   const int taps = kernel_height * kWidth;
@@ -433,8 +429,8 @@ __device__ __forceinline__ void finish_patch(const ConvPoolParams& p, const Patc
 
 // This block's patches of the stage, from its staged input: thread (split, patch) sums its share
 // of the reduction rows; the shares are added in order.
-__device__ __forceinline__ void run_stage(const Stage& stage, int rank, int tid,
-                                          const float* smem, float* scratch, Publisher& publisher,
+__device__ __forceinline__ void run_stage(const Stage& stage, int rank, int tid, const float* smem,
+                                          float* scratch, Publisher& publisher,
                                           [[maybe_unused]] const Stamps& stamps,
                                           [[maybe_unused]] int partial_phase) {
   const ConvPoolParams& p = stage.conv;
@@ -578,8 +574,8 @@ __device__ __forceinline__ void run_head_layer(const HeadLayer& layer, int rank,
     FDNN_CONV_NET_STAMP(stamps, partial_phase);
     if (c >= count) continue;
     if (has_bias) sum += b;
-    const float value = op_count == 1 ? apply_op(op_kind, op_parameter, sum)
-                                      : apply_epilogue(layer.epilogue, sum);
+    const float value =
+        op_count == 1 ? apply_op(op_kind, op_parameter, sum) : apply_epilogue(layer.epilogue, sum);
     FDNN_CONV_NET_STAMP(stamps, partial_phase + 1);
     const int column = first + c;
     if (!whole) {
@@ -884,8 +880,8 @@ DeviceArray<float> build_rank_image(const std::vector<FusedMlpLayerDesc>& head,
     FDNN_CUDA_CHECK(cudaMemcpy(weight_t.data(), layer.weight_t, weight_t.size() * sizeof(float),
                                cudaMemcpyDeviceToHost));
     if (layer.bias != nullptr) {
-      FDNN_CUDA_CHECK(cudaMemcpy(bias.data(), layer.bias, bias.size() * sizeof(float),
-                                 cudaMemcpyDeviceToHost));
+      FDNN_CUDA_CHECK(
+          cudaMemcpy(bias.data(), layer.bias, bias.size() * sizeof(float), cudaMemcpyDeviceToHost));
     }
     for (int rank = 0; rank < kBlocks; ++rank) {
       float* run = image.data() + rank * rank_floats + layer_offset;
@@ -928,8 +924,8 @@ bool whole_tail_enabled() {
 }
 
 bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
-                   const std::vector<FusedMlpLayerDesc>& head, int64_t min_batch,
-                   int64_t max_batch, const DeviceInfo& device, ConvNetPlan* plan) {
+                   const std::vector<FusedMlpLayerDesc>& head, int64_t min_batch, int64_t max_batch,
+                   const DeviceInfo& device, ConvNetPlan* plan) {
   max_batch = std::min<int64_t>(max_batch, std::max(1, device.sm_count));
   if (device.major < 9 || stages.empty() ||
       stages.size() > static_cast<size_t>(kConvNetMaxStages) ||
@@ -950,7 +946,7 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     offset += round_up(floats, 4);
     return static_cast<uint32_t>(at);
   };
-  int64_t scratch_floats = 0;  // the split stages' partial sums
+  int64_t scratch_floats = 0;    // the split stages' partial sums
   int64_t previous_output = -1;  // floats per sample of the previous layer's output
   for (size_t s = 0; s < stages.size(); ++s) {
     const ConvNetStageDesc& desc = stages[s];

@@ -67,8 +67,8 @@ ConvNetMode conv_net_mode();
 // head must read the last stage's output. Fills *plan and readies the kernel; false when
 // anything does not fit. Never throws.
 bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
-                   const std::vector<FusedMlpLayerDesc>& head, int64_t min_batch,
-                   int64_t max_batch, const DeviceInfo& device, ConvNetPlan* plan);
+                   const std::vector<FusedMlpLayerDesc>& head, int64_t min_batch, int64_t max_batch,
+                   const DeviceInfo& device, ConvNetPlan* plan);
 
 // y[batch][output] = network(x[batch][input]) for a batch plan.takes().
 void launch_conv_net(const ConvNetPlan& plan, const float* x, float* y, int64_t batch,

@@ -67,7 +67,7 @@ struct Variant {
   const char* name;
   int kernel_size;  // 3 or 5: square kernels at stride 1; 0: any up to kConvPoolMaxKernel
   int channels, rows, cols;
-  bool small;  // the small-batch tile of its kernel size
+  bool small;         // the small-batch tile of its kernel size
   int blocks_per_sm;  // its Tile's kBlocksPerSm
 };
 
@@ -80,12 +80,12 @@ using Tile8x2x2 = Tile<8, 2, 2>;
 // in its own file.
 template <int kKernel, class T>
 constexpr Variant variant(const char* name) {
-  return {conv_pool_kernel<kKernel, T>, name, kKernel, T::kCo, T::kR, T::kC, false,
-          T::kBlocksPerSm};
+  return {
+      conv_pool_kernel<kKernel, T>, name, kKernel, T::kCo, T::kR, T::kC, false, T::kBlocksPerSm};
 }
 Variant small_variant(void (*kernel)(ConvPoolParams), const char* name, int kernel_size) {
-  return {kernel, name, kernel_size, SmallTile::kCo, SmallTile::kR, SmallTile::kC, true,
-          SmallTile::kBlocksPerSm};
+  return {kernel,        name,          kernel_size, SmallTile::kCo,
+          SmallTile::kR, SmallTile::kC, true,        SmallTile::kBlocksPerSm};
 }
 
 const Variant kVariants[] = {
@@ -358,8 +358,8 @@ bool plan_conv_pool(const ConvPoolDesc& d, const DeviceInfo& device, ConvPoolPla
     const ConvPoolShape shape = fit_variant(d, index, device);
     if (shape.variant < 0) continue;
     if (v.small) result.small = shape;
-    const std::string tile = std::to_string(v.channels) + "x" + std::to_string(v.rows) + "x" +
-                             std::to_string(v.cols);
+    const std::string tile =
+        std::to_string(v.channels) + "x" + std::to_string(v.rows) + "x" + std::to_string(v.cols);
     if (forced) continue;
     if (tile == forced_tile) {
       result.large = shape;

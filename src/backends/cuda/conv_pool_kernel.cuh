@@ -111,10 +111,10 @@ __global__ void __launch_bounds__(kConvPoolThreads, T::kBlocksPerSm)
         weight += weight_step;
       }
     }
-    finish_patch<T>(p, acc,
-                    p.y + (n0 + t) * p.out_channels *
-                              static_cast<int64_t>(p.pooled_height * p.pooled_width),
-                    g, ty0 + tyl, tx);
+    finish_patch<T>(
+        p, acc,
+        p.y + (n0 + t) * p.out_channels * static_cast<int64_t>(p.pooled_height * p.pooled_width), g,
+        ty0 + tyl, tx);
   }
 }
 

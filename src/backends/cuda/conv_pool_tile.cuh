@@ -303,15 +303,14 @@ __device__ __forceinline__ void finish_patch_to(const ConvPoolParams& p, const f
 // with the parameters' bias.
 template <class T>
 __device__ __forceinline__ void finish_patch(const ConvPoolParams& p,
-                                             const float (&acc)[T::kValues], float* y_sample,
-                                             int g, int ty, int tx) {
+                                             const float (&acc)[T::kValues], float* y_sample, int g,
+                                             int ty, int tx) {
   const int plane = p.pooled_height * p.pooled_width;
   const int width = p.pooled_width;
   finish_patch_to<T>(p, p.bias, acc, g, ty, tx, [&](int channel, int row, int col, float value) {
     y_sample[channel * static_cast<int64_t>(plane) + row * width + col] = value;
   });
 }
-
 
 }  // namespace fusednn::cuda::conv_tile
 

@@ -24,11 +24,11 @@ void throw_cublas_error(cublasStatus_t status, const char* call, const char* fil
   const char* slash = std::strrchr(file, '/');
   const char* name = slash ? slash + 1 : file;
   if (status == CUBLAS_STATUS_ALLOC_FAILED) {
-    fail(FDNN_STATUS_OUT_OF_MEMORY, "cuBLAS call ", call, " failed (", name, ":", line, "): ",
-         cublas_status_text(status), "; lower max_batch or free GPU memory");
+    fail(FDNN_STATUS_OUT_OF_MEMORY, "cuBLAS call ", call, " failed (", name, ":", line,
+         "): ", cublas_status_text(status), "; lower max_batch or free GPU memory");
   }
-  fail(FDNN_STATUS_DEVICE_ERROR, "cuBLAS call ", call, " failed (", name, ":", line, "): ",
-       cublas_status_text(status));
+  fail(FDNN_STATUS_DEVICE_ERROR, "cuBLAS call ", call, " failed (", name, ":", line,
+       "): ", cublas_status_text(status));
 }
 
 }  // namespace fusednn::cuda

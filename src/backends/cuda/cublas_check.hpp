@@ -20,10 +20,10 @@ std::string cublas_status_text(cublasStatus_t status);
 }  // namespace fusednn::cuda
 
 // Evaluates a cuBLAS / cuBLASLt call once and throws on failure.
-#define FDNN_CUBLAS_CHECK(call)                                                     \
-  do {                                                                              \
-    const cublasStatus_t fdnn_cublas_status_ = (call);                              \
-    if (fdnn_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                             \
+#define FDNN_CUBLAS_CHECK(call)                                                            \
+  do {                                                                                     \
+    const cublasStatus_t fdnn_cublas_status_ = (call);                                     \
+    if (fdnn_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                    \
       ::fusednn::cuda::throw_cublas_error(fdnn_cublas_status_, #call, __FILE__, __LINE__); \
-    }                                                                               \
+    }                                                                                      \
   } while (0)

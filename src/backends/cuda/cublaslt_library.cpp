@@ -21,7 +21,8 @@ bool resolve(void* handle, const char* name, Function* target, std::string* reas
   void* symbol = dlsym(handle, name);
   if (symbol == nullptr) {
     const char* error = dlerror();
-    *reason = std::string(kLibraryName) + " has no " + name + (error ? std::string(": ") + error : "");
+    *reason =
+        std::string(kLibraryName) + " has no " + name + (error ? std::string(": ") + error : "");
     return false;
   }
   *target = reinterpret_cast<Function>(symbol);
@@ -41,18 +42,19 @@ Loaded load() {
   }
   CublasLtLibrary& l = loaded.library;
   std::string& why = loaded.reason;
-  loaded.ok = resolve(handle, "cublasLtCreate", &l.create, &why) &&
-              resolve(handle, "cublasLtDestroy", &l.destroy, &why) &&
-              resolve(handle, "cublasLtGetStatusName", &l.status_name, &why) &&
-              resolve(handle, "cublasLtGetStatusString", &l.status_string, &why) &&
-              resolve(handle, "cublasLtMatmul", &l.matmul, &why) &&
-              resolve(handle, "cublasLtMatmulAlgoGetHeuristic", &l.algo_get_heuristic, &why) &&
-              resolve(handle, "cublasLtMatmulDescInit_internal", &l.matmul_desc_init_internal, &why) &&
-              resolve(handle, "cublasLtMatmulDescSetAttribute", &l.matmul_desc_set_attribute, &why) &&
-              resolve(handle, "cublasLtMatmulPreferenceCreate", &l.preference_create, &why) &&
-              resolve(handle, "cublasLtMatmulPreferenceDestroy", &l.preference_destroy, &why) &&
-              resolve(handle, "cublasLtMatmulPreferenceSetAttribute", &l.preference_set_attribute, &why) &&
-              resolve(handle, "cublasLtMatrixLayoutInit_internal", &l.matrix_layout_init_internal, &why);
+  loaded.ok =
+      resolve(handle, "cublasLtCreate", &l.create, &why) &&
+      resolve(handle, "cublasLtDestroy", &l.destroy, &why) &&
+      resolve(handle, "cublasLtGetStatusName", &l.status_name, &why) &&
+      resolve(handle, "cublasLtGetStatusString", &l.status_string, &why) &&
+      resolve(handle, "cublasLtMatmul", &l.matmul, &why) &&
+      resolve(handle, "cublasLtMatmulAlgoGetHeuristic", &l.algo_get_heuristic, &why) &&
+      resolve(handle, "cublasLtMatmulDescInit_internal", &l.matmul_desc_init_internal, &why) &&
+      resolve(handle, "cublasLtMatmulDescSetAttribute", &l.matmul_desc_set_attribute, &why) &&
+      resolve(handle, "cublasLtMatmulPreferenceCreate", &l.preference_create, &why) &&
+      resolve(handle, "cublasLtMatmulPreferenceDestroy", &l.preference_destroy, &why) &&
+      resolve(handle, "cublasLtMatmulPreferenceSetAttribute", &l.preference_set_attribute, &why) &&
+      resolve(handle, "cublasLtMatrixLayoutInit_internal", &l.matrix_layout_init_internal, &why);
   if (!loaded.ok) dlclose(handle);
   return loaded;
 }

@@ -30,8 +30,8 @@ struct CublasLtLibrary {
                                   cudaDataType_t scale) const {
     return matmul_desc_init_internal(desc, sizeof(*desc), compute, scale);
   }
-  cublasStatus_t matrix_layout_init(cublasLtMatrixLayout_t layout, cudaDataType type,
-                                    uint64_t rows, uint64_t cols, int64_t ld) const {
+  cublasStatus_t matrix_layout_init(cublasLtMatrixLayout_t layout, cudaDataType type, uint64_t rows,
+                                    uint64_t cols, int64_t ld) const {
     return matrix_layout_init_internal(layout, sizeof(*layout), type, rows, cols, ld);
   }
 };

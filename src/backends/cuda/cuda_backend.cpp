@@ -40,8 +40,8 @@
 #include "common/checked_math.hpp"
 #include "common/elementwise_op.hpp"
 #include "common/error.hpp"
-#include "common/load_timeline.hpp"
 #include "common/half_float.hpp"
+#include "common/load_timeline.hpp"
 
 namespace fusednn {
 namespace cuda {
@@ -102,7 +102,7 @@ struct OpRefs {
   std::vector<size_t> layer_weight;
   std::vector<size_t> layer_bias;
   CublasLtActivation lt_activation = CublasLtActivation::None;  // CublasLtLinear only
-  size_t half_weight = kNone;  // into the 16-bit blob
+  size_t half_weight = kNone;                                   // into the 16-bit blob
   size_t block_image = kNone;    // FusedMlp: the single-block form's image
   size_t cluster_image = kNone;  // FusedMlp: the cluster form's image
 };
@@ -327,28 +327,20 @@ int64_t reduced_tensor_core_min_rows(Precision precision) {
 cublasComputeType_t cublaslt_compute_type(Precision precision, const DeviceInfo& device) {
   if (device.major < 8 || reduced_tensor_cores_off()) return CUBLAS_COMPUTE_32F;
   switch (precision) {
-    case Precision::TF32:
-      return CUBLAS_COMPUTE_32F_FAST_TF32;
-    case Precision::FP16:
-      return CUBLAS_COMPUTE_32F_FAST_16F;
-    case Precision::BF16:
-      return CUBLAS_COMPUTE_32F_FAST_16BF;
-    case Precision::FP32:
-      break;
+    case Precision::TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case Precision::FP16: return CUBLAS_COMPUTE_32F_FAST_16F;
+    case Precision::BF16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case Precision::FP32: break;
   }
   return CUBLAS_COMPUTE_32F;
 }
 
 TensorCoreMath tensor_core_math(Precision precision) {
   switch (precision) {
-    case Precision::TF32:
-      return TensorCoreMath::Tf32;
-    case Precision::FP16:
-      return TensorCoreMath::Fp16;
-    case Precision::BF16:
-      return TensorCoreMath::Bf16;
-    case Precision::FP32:
-      break;
+    case Precision::TF32: return TensorCoreMath::Tf32;
+    case Precision::FP16: return TensorCoreMath::Fp16;
+    case Precision::BF16: return TensorCoreMath::Bf16;
+    case Precision::FP32: break;
   }
   return TensorCoreMath::Tf32x3;
 }
@@ -400,16 +392,15 @@ int launches_for(const Op& op, const Step& step) {
   switch (op.kind) {
     case OpKind::Add: {
       const int n = static_cast<int>(step.inputs.size());
-      const int extra = n > kMaxAddInputs ? (n - kMaxAddInputs + kMaxAddInputs - 2) / (kMaxAddInputs - 1) : 0;
+      const int extra =
+          n > kMaxAddInputs ? (n - kMaxAddInputs + kMaxAddInputs - 2) / (kMaxAddInputs - 1) : 0;
       return 1 + extra + passes;
     }
-    case OpKind::Concat:
-      return static_cast<int>(step.inputs.size());
+    case OpKind::Concat: return static_cast<int>(step.inputs.size());
     case OpKind::FusedMlp:  // the fused kernel and the row kernel below the tensor-core rows
                             // (a split chain's second kernel: CudaBackend::launches_per_run)
       return (op.row_tail_input >= 0 ? 2 : 1) + std::max(passes, 0);
-    default:
-      return 1 + std::max(passes, 0);
+    default: return 1 + std::max(passes, 0);
   }
 }
 
@@ -417,16 +408,20 @@ int launches_for(const Op& op, const Step& step) {
 
 CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, int device_ordinal,
                          bool cuda_graphs, Precision precision)
-    : plan_(std::move(plan)), max_batch_(max_batch), cuda_graphs_(cuda_graphs),
+    : plan_(std::move(plan)),
+      max_batch_(max_batch),
+      cuda_graphs_(cuda_graphs),
       precision_(precision) {
   const std::string reason = cuda_unavailable_reason(device_ordinal);
   if (!reason.empty()) fail(FDNN_STATUS_UNSUPPORTED, "cannot create the CUDA backend: ", reason);
   DeviceScope scope(device_ordinal);
   device_.ordinal = device_ordinal;
   int value = 0;
-  FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, device_ordinal));
+  FDNN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, device_ordinal));
   device_.major = value;
-  FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMinor, device_ordinal));
+  FDNN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMinor, device_ordinal));
   device_.minor = value;
   FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device_ordinal));
   device_.sm_count = std::max(1, value);
@@ -452,9 +447,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   const char* split_knob = std::getenv("FUSEDNN_CUDA_SPLIT_MLP");
   const std::string split_value = split_knob == nullptr ? "" : split_knob;
   const bool split_mlps_always = split_value == "1";
-  const bool split_mlps = split_value != "0" && (precision_ == Precision::FP32
-                                                     ? fp32_tensor_cores_knob() != "0"
-                                                     : !reduced_tensor_cores_off());
+  const bool split_mlps =
+      split_value != "0" && (precision_ == Precision::FP32 ? fp32_tensor_cores_knob() != "0"
+                                                           : !reduced_tensor_cores_off());
   const char* fold_knob = std::getenv("FUSEDNN_CUDA_FOLD_ROW_OPS");
   const bool fold_row_ops = fold_knob == nullptr || std::string(fold_knob) != "0";
   // Lone wide Linear layers at up to 32 rows on the small-batch kernel rather than cuBLASLt (fp32
@@ -469,7 +464,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                        : SmallBatchLinearMode::Auto;
 
   WeightBlob blob;
-  std::vector<uint16_t> half_blob;         // cuBLASLt's 16-bit weights
+  std::vector<uint16_t> half_blob;  // cuBLASLt's 16-bit weights
   const bool lt_half_operands = use_cublaslt && half_operands(precision_, device_, &half_format_);
   std::vector<uint32_t> tensor_core_blob;  // tensor-core images (MLP chains, convolutions)
   // Per op, where its images start in tensor_core_blob (kNone where it has none): its
@@ -516,8 +511,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
               candidate.rows_per_sample != last.rows_per_sample ||
               last.out_features > kFusedMlpMaxWidth || candidate.out_features > kFusedMlpMaxWidth ||
               last.epilogue.size() > static_cast<size_t>(kMaxEpilogueOps) ||
-              candidate.epilogue.size() > static_cast<size_t>(kMaxEpilogueOps) ||
-              last.weight < 0 || candidate.weight < 0) {
+              candidate.epilogue.size() > static_cast<size_t>(kMaxEpilogueOps) || last.weight < 0 ||
+              candidate.weight < 0) {
             break;
           }
           chain.push_back(next);
@@ -553,8 +548,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                              std::to_string(kFusedMlpMaxWidth) +
                              " wide: one fused MLP launch, activations kept on chip";
           } else if (step.out_features > kFusedMlpMaxWidth) {
-            op.load_reason = "a lone Linear layer wider than " +
-                             std::to_string(kFusedMlpMaxWidth) +
+            op.load_reason = "a lone Linear layer wider than " + std::to_string(kFusedMlpMaxWidth) +
                              " with cuBLASLt off for fp32 (FUSEDNN_CUDA_CUBLASLT=0): the fused "
                              "MLP kernel, columns split over blocks";
           } else {
@@ -606,12 +600,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             effective_precision_ = precision_;
           }
           if (op.tensor_core.tile_rows > 0) {
-            op.load_reason += std::string("; tensor cores (") +
-                              (op.tensor_core.form == TensorCoreForm::WarpRegisters
-                                   ? "WarpRegisters"
-                                   : "SharedTiles") +
-                              ", " + tensor_core_math_name(op.tensor_core.math) + ") from " +
-                              std::to_string(op.tensor_core_min_rows) + " rows";
+            op.load_reason +=
+                std::string("; tensor cores (") +
+                (op.tensor_core.form == TensorCoreForm::WarpRegisters ? "WarpRegisters"
+                                                                      : "SharedTiles") +
+                ", " + tensor_core_math_name(op.tensor_core.math) + ") from " +
+                std::to_string(op.tensor_core_min_rows) + " rows";
             if (precision_ == Precision::FP32 && fp32_tensor_cores_knob() != "1") {
               op.load_reason += " (3xTF32 pays off from one 16-row tile per SM: " +
                                 std::to_string(device_.sm_count) + " SMs)";
@@ -625,15 +619,17 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                 " rows where x is on 16 bytes";
             }
           } else if (precision_ == Precision::FP32 && !tensor_cores_reachable) {
-            op.load_reason += "; no tensor-core form: fp32 chains take 3xTF32 from one 16-row "
-                              "tile per SM (" +
-                              std::to_string(int64_t{device_.sm_count} * kWarpRegisterTileRows) +
-                              " rows), beyond max_batch's " +
-                              std::to_string(max_batch_ * step.rows_per_sample) + " rows";
+            op.load_reason +=
+                "; no tensor-core form: fp32 chains take 3xTF32 from one 16-row "
+                "tile per SM (" +
+                std::to_string(int64_t{device_.sm_count} * kWarpRegisterTileRows) +
+                " rows), beyond max_batch's " + std::to_string(max_batch_ * step.rows_per_sample) +
+                " rows";
           } else if (precision_ != Precision::FP32 && reduced_tensor_cores_off()) {
             op.load_reason += "; no tensor-core form: FUSEDNN_CUDA_TENSOR_CORES=0";
           } else {
-            op.load_reason += "; no tensor-core form: " + tensor_core_refusal(op.mlp.layers, device_);
+            op.load_reason +=
+                "; no tensor-core form: " + tensor_core_refusal(op.mlp.layers, device_);
           }
           // A Softmax or LayerNorm after the chain, folded into the tensor-core kernel that
           // ends it where one does (below its rows the chain's kernel and the row kernel run).
@@ -642,8 +638,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                  : nullptr;
           TensorCoreRowTail row_tail;
           if (tail != nullptr) {
-            row_tail.kind = tail->kind == StepKind::Softmax ? RowTailKind::Softmax
-                                                            : RowTailKind::LayerNorm;
+            row_tail.kind =
+                tail->kind == StepKind::Softmax ? RowTailKind::Softmax : RowTailKind::LayerNorm;
             row_tail.eps = tail->eps;
             row_tail.gamma = tail->weight >= 0;
             row_tail.beta = tail->bias >= 0;
@@ -667,8 +663,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           if (tail != nullptr && op.tensor_core.form == TensorCoreForm::WarpRegisters &&
               op.tensor_core.tile_rows > 0) {
             TensorCoreMlpPlan folded;
-            if (plan_tensor_core_mlp(op.mlp.layers, tensor_core_math(precision_), device_,
-                                     &folded, row_tail)) {
+            if (plan_tensor_core_mlp(op.mlp.layers, tensor_core_math(precision_), device_, &folded,
+                                     row_tail)) {
               op.tensor_core = folded;
               fold_tail();
             }
@@ -680,15 +676,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
               split_mlps_always || max_batch_ * step.rows_per_sample >= split_rows;
           if (op.tensor_core.tile_rows == 0 && split_mlps && split_reachable) {
             const TensorCoreMath math = tensor_core_math(precision_);
-            const bool split_folds =
-                tail != nullptr &&
-                plan_split_mlp(op.mlp.layers, math, device_, &op.split, row_tail);
+            const bool split_folds = tail != nullptr && plan_split_mlp(op.mlp.layers, math, device_,
+                                                                       &op.split, row_tail);
             if (split_folds || plan_split_mlp(op.mlp.layers, math, device_, &op.split)) {
               if (split_folds) fold_tail();
               if (split_mlps_always) {
-                op.split.min_rows = precision_ == Precision::FP32
-                                        ? 0
-                                        : reduced_tensor_core_min_rows(precision_);
+                op.split.min_rows =
+                    precision_ == Precision::FP32 ? 0 : reduced_tensor_core_min_rows(precision_);
               }
               if (precision_ != Precision::FP32) effective_precision_ = precision_;
               op.load_reason += "; the split form from " + std::to_string(op.split.min_rows) +
@@ -697,12 +691,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                 "implicit GEMM, the rest as WarpRegisters)";
               add_image(build_split_mlp_first_image(op.split, weights.front()),
                         &ImageOffsets::split_first);
-              add_image(build_split_mlp_rest_image(
-                            op.split, weights, biases,
-                            split_folds && tail->weight >= 0 ? constant(tail->weight).data()
-                                                             : nullptr,
-                            split_folds && tail->bias >= 0 ? constant(tail->bias).data() : nullptr),
-                        &ImageOffsets::split_rest);
+              add_image(
+                  build_split_mlp_rest_image(
+                      op.split, weights, biases,
+                      split_folds && tail->weight >= 0 ? constant(tail->weight).data() : nullptr,
+                      split_folds && tail->bias >= 0 ? constant(tail->bias).data() : nullptr),
+                  &ImageOffsets::split_rest);
             }
           }
           if (op.tensor_core.tile_rows > 0) {
@@ -725,7 +719,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                         std::to_string(step.out_features) + " in shared memory: cuBLASLt";
           as_int32(step.in_features, step, "in_features");
           as_int32(step.out_features, step, "out_features");
-          if (step.weight < 0) fail(FDNN_STATUS_INTERNAL_ERROR, "Linear step '", step.label, "' has no weight");
+          if (step.weight < 0)
+            fail(FDNN_STATUS_INTERNAL_ERROR, "Linear step '", step.label, "' has no weight");
           // W as PyTorch stores it, [out][in], and the bias, each on 256 bytes (cuBLASLt's
           // preferred alignment; the fallback GEMM reads the same layout).
           const auto alignment = static_cast<size_t>(kSlotAlignment);
@@ -746,18 +741,18 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             plan_small_batch_linear(as_int32(step.in_features, step, "in_features"),
                                     as_int32(step.out_features, step, "out_features"), device_,
                                     small_batch_mode, &op.small_batch);
-            op.load_reason +=
-                op.small_batch.planned()
-                    ? "; the small-batch kernel for 1 to " +
-                          std::to_string(kSmallBatchLinearMaxRows) +
-                          " rows, where its estimate beats cuBLASLt for this shape"
-                    : std::string("; no small-batch kernel (it needs compute capability 9.0, "
-                                  "and its estimate must beat cuBLASLt for this shape)");
+            op.load_reason += op.small_batch.planned()
+                                  ? "; the small-batch kernel for 1 to " +
+                                        std::to_string(kSmallBatchLinearMaxRows) +
+                                        " rows, where its estimate beats cuBLASLt for this shape"
+                                  : std::string(
+                                        "; no small-batch kernel (it needs compute capability 9.0, "
+                                        "and its estimate must beat cuBLASLt for this shape)");
           }
           // With 16-bit operands cuBLASLt reads the narrowed copy, and the narrowing kernel
           // reads the model input.
-          const bool lt_reads_input = !lt_half_operands &&
-                                      p.values[step.inputs.front()].storage == Storage::ModelInput;
+          const bool lt_reads_input =
+              !lt_half_operands && p.values[step.inputs.front()].storage == Storage::ModelInput;
           if (lt_reads_input || p.values[step.output].storage == Storage::ModelOutput) {
             device_graphs_repointable_ = false;
             host_mapped_io_ = false;
@@ -783,8 +778,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                : "the fused conv kernel takes the layer (no pooling after it that "
                                  "it can take)";
           if (precision_ != Precision::FP32) {
-            op.load_reason += "; in fp32: fewer than 32 output channels a group or dot products "
-                              "shorter than 64 would not fill tensor-core tiles";
+            op.load_reason +=
+                "; in fp32: fewer than 32 output channels a group or dot products "
+                "shorter than 64 would not fill tensor-core tiles";
           }
           ref.weight = blob.add(build_conv_pool_weights(op.conv_pool, constant(step.weight)));
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
@@ -813,15 +809,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                       "(FUSEDNN_CUDA_FUSED_CONV=0)";
         break;
       }
-      case StepKind::MaxPool2d:
-        op.kind = OpKind::MaxPool2d;
-        break;
-      case StepKind::AvgPool2d:
-        op.kind = OpKind::AvgPool2d;
-        break;
-      case StepKind::Elementwise:
-        op.kind = OpKind::Elementwise;
-        break;
+      case StepKind::MaxPool2d: op.kind = OpKind::MaxPool2d; break;
+      case StepKind::AvgPool2d: op.kind = OpKind::AvgPool2d; break;
+      case StepKind::Elementwise: op.kind = OpKind::Elementwise; break;
       case StepKind::ChannelAffine:
         op.kind = OpKind::ChannelAffine;
         ref.weight = blob.add(constant(step.weight));
@@ -832,18 +822,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         if (step.weight >= 0) ref.weight = blob.add(constant(step.weight));
         if (step.bias >= 0) ref.bias = blob.add(constant(step.bias));
         break;
-      case StepKind::Softmax:
-        op.kind = OpKind::Softmax;
-        break;
-      case StepKind::Add:
-        op.kind = OpKind::Add;
-        break;
-      case StepKind::Concat:
-        op.kind = OpKind::Concat;
-        break;
-      case StepKind::Copy:
-        op.kind = OpKind::Copy;
-        break;
+      case StepKind::Softmax: op.kind = OpKind::Softmax; break;
+      case StepKind::Add: op.kind = OpKind::Add; break;
+      case StepKind::Concat: op.kind = OpKind::Concat; break;
+      case StepKind::Copy: op.kind = OpKind::Copy; break;
     }
     launches_per_run_ += launches_for(op, step);
     ops_.push_back(std::move(op));
@@ -918,10 +900,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       const cublasComputeType_t compute = op.half_weight != nullptr
                                               ? CUBLAS_COMPUTE_32F
                                               : cublaslt_compute_type(precision_, device_);
-      const cudaDataType_t operands =
-          op.half_weight == nullptr                ? CUDA_R_32F
-          : half_format_ == HalfFormat::Binary16 ? CUDA_R_16F
-                                                   : CUDA_R_16BF;
+      const cudaDataType_t operands = op.half_weight == nullptr              ? CUDA_R_32F
+                                      : half_format_ == HalfFormat::Binary16 ? CUDA_R_16F
+                                                                             : CUDA_R_16BF;
       op.lt = std::make_unique<CublasLtLinear>(
           cublaslt_->get(), static_cast<int32_t>(step.in_features),
           static_cast<int32_t>(step.out_features), refs[i].lt_activation,
@@ -1110,11 +1091,10 @@ void CudaBackend::assign_workspace() {
   for (const Op& op : ops_) {
     if (!op.split.usable()) continue;
     const Step& step = p.steps[op.first_step];
-    middle_floats = std::max(
-        middle_floats,
-        times_batch(checked_multiply(step.rows_per_sample,
-                                     int64_t{op.split.first_shape.out_channels},
-                                     FDNN_STATUS_OUT_OF_MEMORY, "a step's elements")));
+    middle_floats = std::max(middle_floats,
+                             times_batch(checked_multiply(
+                                 step.rows_per_sample, int64_t{op.split.first_shape.out_channels},
+                                 FDNN_STATUS_OUT_OF_MEMORY, "a step's elements")));
   }
   split_middle_offset_ = aligned(end);
   if (middle_floats > 0) end = after(split_middle_offset_, middle_floats);
@@ -1125,12 +1105,11 @@ size_t CudaBackend::context_bytes() const {
   // Device workspace and the host path's device buffers, plus as much pinned host staging, and
   // cuBLASLt's workspace.
   const char* what = "the GPU context's bytes for options.max_batch";
-  const int64_t io_floats = checked_add(input_floats(), output_floats(), FDNN_STATUS_OUT_OF_MEMORY,
-                                        what);
-  const int64_t floats = checked_add(workspace_floats_,
-                                     checked_multiply(int64_t{2}, io_floats,
-                                                      FDNN_STATUS_OUT_OF_MEMORY, what),
-                                     FDNN_STATUS_OUT_OF_MEMORY, what);
+  const int64_t io_floats =
+      checked_add(input_floats(), output_floats(), FDNN_STATUS_OUT_OF_MEMORY, what);
+  const int64_t floats = checked_add(
+      workspace_floats_, checked_multiply(int64_t{2}, io_floats, FDNN_STATUS_OUT_OF_MEMORY, what),
+      FDNN_STATUS_OUT_OF_MEMORY, what);
   return checked_add(checked_bytes(floats, sizeof(float), FDNN_STATUS_OUT_OF_MEMORY, what),
                      cublaslt_workspace_bytes_, FDNN_STATUS_OUT_OF_MEMORY, what);
 }
@@ -1191,13 +1170,13 @@ const char* step_kernel_name(OpKind kind) {
 BackendExplanation CudaBackend::explain(int64_t batch) const {
   const Plan& p = *plan_;
   BackendExplanation result;
-  result.summary = "cuda: device " + std::to_string(device_.ordinal) + " (compute capability " +
-                   std::to_string(device_.major) + "." + std::to_string(device_.minor) + ", " +
-                   std::to_string(device_.sm_count) + " SMs); " +
-                   std::to_string(launches_per_run(batch)) + " launch(es) a run, " +
-                   (cuda_graphs_ ? "captured in a CUDA graph per context and batch size"
-                                 : "launched directly") +
-                   "; forms for buffers on 256 bytes (the context's own, and cudaMalloc's)";
+  result.summary =
+      "cuda: device " + std::to_string(device_.ordinal) + " (compute capability " +
+      std::to_string(device_.major) + "." + std::to_string(device_.minor) + ", " +
+      std::to_string(device_.sm_count) + " SMs); " + std::to_string(launches_per_run(batch)) +
+      " launch(es) a run, " +
+      (cuda_graphs_ ? "captured in a CUDA graph per context and batch size" : "launched directly") +
+      "; forms for buffers on 256 bytes (the context's own, and cudaMalloc's)";
   if (!cublaslt_unavailable_reason_.empty()) {
     result.summary += "; cuBLASLt unavailable: " + cublaslt_unavailable_reason_;
   }
@@ -1233,14 +1212,14 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
           case MlpRoute::TensorCore: {
             const TensorCoreLaunchForm form =
                 tensor_core_mlp_launch_form(op.tensor_core, aligned, rows);
-            const char* name = form == TensorCoreLaunchForm::Warpgroup ? "Warpgroup (wgmma)"
+            const char* name = form == TensorCoreLaunchForm::Warpgroup       ? "Warpgroup (wgmma)"
                                : form == TensorCoreLaunchForm::WarpRegisters ? "WarpRegisters"
                                                                              : "SharedTiles";
             choice.form = std::string("fused MLP on tensor cores, ") + name + ", " +
                           tensor_core_math_name(op.tensor_core.math) +
                           (tail ? " + folded " + tail_name : "");
-            now = std::to_string(rows) + " rows, from " +
-                  std::to_string(op.tensor_core_min_rows) + " on tensor cores";
+            now = std::to_string(rows) + " rows, from " + std::to_string(op.tensor_core_min_rows) +
+                  " on tensor cores";
             if (op.tensor_core.warpgroup.layer_count > 0) {
               now += form == TensorCoreLaunchForm::Warpgroup
                          ? ", from " + std::to_string(op.tensor_core.warpgroup.min_rows) +
@@ -1280,21 +1259,23 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
         if (op.lt) {
           epilogue = op.lt->activation() == CublasLtActivation::ReLU       ? "bias + ReLU"
                      : op.lt->activation() == CublasLtActivation::GeluTanh ? "bias + GELU(tanh)"
-                                                                            : "bias";
+                                                                           : "bias";
         }
         if (small_batch_linear_takes(op.small_batch, rows, aligned)) {
-          choice.form = std::string("small-batch Linear (3xTF32 tensor cores") +
-                        (op.small_batch.cluster ? ", pairs of blocks sharing x where the rows allow" : "") + ")";
-          now = std::to_string(rows) + " rows, at most " +
-                std::to_string(kSmallBatchLinearMaxRows);
+          choice.form =
+              std::string("small-batch Linear (3xTF32 tensor cores") +
+              (op.small_batch.cluster ? ", pairs of blocks sharing x where the rows allow" : "") +
+              ")";
+          now = std::to_string(rows) + " rows, at most " + std::to_string(kSmallBatchLinearMaxRows);
         } else if (op.lt) {
           const CublasLtLinear::Choice& lt_choice = op.lt->choose(rows, aligned, aligned);
           if (lt_choice.usable) {
-            choice.form = std::string("cuBLASLt, ") +
-                          (op.half_weight == nullptr ? precision_name(precision_) + std::string(" compute")
-                           : half_format_ == HalfFormat::Binary16 ? std::string("fp16 operands")
-                                                                  : std::string("bf16 operands")) +
-                          ", " + epilogue + " in its epilogue";
+            choice.form =
+                std::string("cuBLASLt, ") +
+                (op.half_weight == nullptr ? precision_name(precision_) + std::string(" compute")
+                 : half_format_ == HalfFormat::Binary16 ? std::string("fp16 operands")
+                                                        : std::string("bf16 operands")) +
+                ", " + epilogue + " in its epilogue";
             now = "cuBLASLt has an algorithm for " + std::to_string(rows) + " rows";
             if (op.small_batch.planned()) {
               now += ", more than the small-batch kernel's " +
@@ -1312,11 +1293,10 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
         break;
       }
       case OpKind::Conv2d:
-        choice.form = op.conv_gemm.usable
-                          ? std::string("implicit GEMM on tensor cores, ") +
-                                tensor_core_math_name(op.conv_gemm.math) +
-                                (op.conv_gemm.dense_rows ? ", dense rows" : "")
-                          : std::string("direct convolution (conv2d.cu)");
+        choice.form = op.conv_gemm.usable ? std::string("implicit GEMM on tensor cores, ") +
+                                                tensor_core_math_name(op.conv_gemm.math) +
+                                                (op.conv_gemm.dense_rows ? ", dense rows" : "")
+                                          : std::string("direct convolution (conv2d.cu)");
         break;
       case OpKind::ConvPool: {
         const bool large = conv_pool_takes_large_tile(batch, device_);
@@ -1327,9 +1307,7 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
               std::to_string(device_.sm_count) + " SMs";
         break;
       }
-      default:
-        choice.form = step_kernel_name(op.kind);
-        break;
+      default: choice.form = step_kernel_name(op.kind); break;
     }
     choice.reason = op.load_reason.empty() ? "the one kernel for this step" : op.load_reason;
     if (!now.empty()) choice.reason += "; at this batch: " + now;
@@ -1346,12 +1324,9 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
   const Plan& p = *plan_;
   auto data = [&](int value_id) -> float* {
     switch (p.values[value_id].storage) {
-      case Storage::ModelInput:
-        return const_cast<float*>(input);  // only ever read
-      case Storage::ModelOutput:
-        return output;
-      case Storage::Workspace:
-        break;
+      case Storage::ModelInput: return const_cast<float*>(input);  // only ever read
+      case Storage::ModelOutput: return output;
+      case Storage::Workspace: break;
     }
     return workspace + value_offset_[value_id];
   };
@@ -1368,8 +1343,7 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
 
   // The LayerNorm or Softmax of `row_step` over `rows` rows (LayerNorm's gamma and beta in
   // op.weight and op.bias): its own op, or one folded after a fused chain.
-  auto row_op = [&](const Op& op, const Step& row_step, const float* in, float* out,
-                    int64_t rows) {
+  auto row_op = [&](const Op& op, const Step& row_step, const float* in, float* out, int64_t rows) {
     if (row_step.kind == StepKind::Softmax) {
       SoftmaxArgs args;
       args.x = in;
@@ -1518,9 +1492,7 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         break;
       }
       case OpKind::LayerNorm:
-      case OpKind::Softmax:
-        row_op(op, step, x, y, batch * step.rows_per_sample);
-        break;
+      case OpKind::Softmax: row_op(op, step, x, y, batch * step.rows_per_sample); break;
       case OpKind::Add: {
         // Up to kMaxAddInputs at a time, continuing the running sum in y; the epilogue on the
         // last launch.
@@ -1594,8 +1566,8 @@ std::string cuda_unavailable_reason(int device_id) noexcept {
     }
     if (count == 0) return "no CUDA device is visible";
     if (device_id < 0 || device_id >= count) {
-      return "options.device_id is " + std::to_string(device_id) + " but " +
-             std::to_string(count) + " CUDA device(s) are visible";
+      return "options.device_id is " + std::to_string(device_id) + " but " + std::to_string(count) +
+             " CUDA device(s) are visible";
     }
     return "";
   } catch (...) {

@@ -15,10 +15,10 @@ bool is_out_of_memory(cudaError_t error) noexcept;
 }  // namespace fusednn::cuda
 
 // Evaluates a CUDA runtime call once and throws on failure.
-#define FDNN_CUDA_CHECK(call)                                                   \
-  do {                                                                          \
-    const cudaError_t fdnn_cuda_status_ = (call);                               \
-    if (fdnn_cuda_status_ != cudaSuccess) {                                     \
+#define FDNN_CUDA_CHECK(call)                                                          \
+  do {                                                                                 \
+    const cudaError_t fdnn_cuda_status_ = (call);                                      \
+    if (fdnn_cuda_status_ != cudaSuccess) {                                            \
       ::fusednn::cuda::throw_cuda_error(fdnn_cuda_status_, #call, __FILE__, __LINE__); \
-    }                                                                           \
+    }                                                                                  \
   } while (0)

@@ -119,9 +119,9 @@ void CudaContext::order_after_previous(cudaStream_t stream) {
 }
 
 CudaContext::CachedGraph* CudaContext::find(std::vector<CachedGraph>& graphs, int64_t batch,
-                                             int alignment, fdnn_dtype input_dtype,
-                                             fdnn_dtype output_dtype, const void* input,
-                                             const void* output) {
+                                            int alignment, fdnn_dtype input_dtype,
+                                            fdnn_dtype output_dtype, const void* input,
+                                            const void* output) {
   for (CachedGraph& graph : graphs) {
     if (graph.batch != batch || graph.alignment != alignment) continue;
     if (graph.input_dtype != input_dtype || graph.output_dtype != output_dtype) continue;
@@ -256,8 +256,8 @@ void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtyp
                        stream);
       return;
     }
-    FDNN_CUDA_CHECK(cudaMemcpyAsync(r.device_input, r.host_input, input_bytes,
-                                    cudaMemcpyHostToDevice, stream));
+    FDNN_CUDA_CHECK(
+        cudaMemcpyAsync(r.device_input, r.host_input, input_bytes, cudaMemcpyHostToDevice, stream));
     backend_.enqueue(batch, r.device_input, r.device_output, r.workspace, r.cublaslt_workspace,
                      stream);
     FDNN_CUDA_CHECK(cudaMemcpyAsync(r.host_output, r.device_output, output_bytes,
@@ -306,10 +306,9 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   // one launch (no graph of the context's), shares nothing with the context's other runs: it
   // neither waits for the previous one nor records the order event, whose cost is a noticeable
   // part of so short a run.
-  const bool shares_nothing = input_dtype == FDNN_DTYPE_FLOAT32 &&
-                              output_dtype == FDNN_DTYPE_FLOAT32 &&
-                              !backend_.runs_touch_context_memory(batch) &&
-                              backend_.launches_per_run(batch) < 2;
+  const bool shares_nothing =
+      input_dtype == FDNN_DTYPE_FLOAT32 && output_dtype == FDNN_DTYPE_FLOAT32 &&
+      !backend_.runs_touch_context_memory(batch) && backend_.launches_per_run(batch) < 2;
   const bool ordered = !caller_capturing && !shares_nothing;
   if (ordered) order_after_previous(stream);
   // Such a run still reads the weights: the backend waits for the device before freeing them.
@@ -338,8 +337,7 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
       launch_widen(caller_input, half_format(input_dtype), r.device_input, input_count,
                    backend_.device_info(), run_stream);
     }
-    backend_.enqueue(batch, plan_input, plan_output, r.workspace, r.cublaslt_workspace,
-                     run_stream);
+    backend_.enqueue(batch, plan_input, plan_output, r.workspace, r.cublaslt_workspace, run_stream);
     if (narrow) {
       launch_narrow(r.device_output, caller_output, half_format(output_dtype), output_count,
                     backend_.device_info(), run_stream);
@@ -357,9 +355,8 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
                 ? find(device_graphs_, batch, alignment, input_dtype, output_dtype)
                 : find(device_graphs_, batch, alignment, input_dtype, output_dtype, input, output);
     if (graph == nullptr && device_graphs_.size() < kMaxGraphs) {
-      CachedGraph captured = capture(batch, [&](cudaStream_t capture_stream) {
-        body(input, output, capture_stream);
-      });
+      CachedGraph captured =
+          capture(batch, [&](cudaStream_t capture_stream) { body(input, output, capture_stream); });
       captured.input = input;
       captured.output = output;
       captured.input_dtype = input_dtype;

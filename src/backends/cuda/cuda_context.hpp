@@ -72,7 +72,7 @@ class CudaContext final : public ExecutionContext {
     Event order_event;
     DeviceArray<float> device_memory;
     PinnedArray<float> pinned_memory;
-    float* workspace = nullptr;  // in device_memory, each on 256 bytes
+    float* workspace = nullptr;                   // in device_memory, each on 256 bytes
     unsigned char* cublaslt_workspace = nullptr;  // null when no step runs on cuBLASLt
     float* device_input = nullptr;
     float* device_output = nullptr;
@@ -117,10 +117,10 @@ class CudaContext final : public ExecutionContext {
   static void repoint(CachedGraph& graph, const void* input, void* output);
   // The host path, converting from and to the caller's dtypes while staging.
   void run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
-                       fdnn_dtype output_dtype);
+                          fdnn_dtype output_dtype);
   // The device path; FLOAT32 both ways runs the plan on the caller's buffers.
   void run_device_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
-                         fdnn_dtype output_dtype, void* handle);
+                            fdnn_dtype output_dtype, void* handle);
   void order_after_previous(cudaStream_t stream);
   // Whether a host-path run of these sizes skips the copies (see the file comment).
   bool host_zero_copy(size_t input_bytes, size_t output_bytes) const;

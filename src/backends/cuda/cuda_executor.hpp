@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "common/checked_math.hpp"
 #include "backends/cuda/conv2d_implicit_gemm.hpp"
 #include "backends/cuda/conv_net.hpp"
 #include "backends/cuda/conv_pool.hpp"
@@ -25,6 +24,7 @@
 #include "backends/cuda/fused_mlp_tensor_core.hpp"
 #include "backends/cuda/linear_cublaslt.hpp"
 #include "backends/cuda/small_batch_linear.hpp"
+#include "common/checked_math.hpp"
 #include "planner/plan.hpp"
 
 namespace fusednn::cuda {
@@ -33,8 +33,8 @@ enum class OpKind {
   FusedMlp,        // one or more Linear steps in one launch (fused_mlp.cu)
   CublasLtLinear,  // a lone Linear the fused kernel does not take (linear_cublaslt.cpp; the
                    // tiled GEMM of linear.cu where cuBLASLt has no algorithm)
-  Conv2d,    // conv2d.cu's direct kernel, or an implicit GEMM (conv_gemm.usable)
-  ConvPool,  // a Conv2d and the pooling step after it, or a Conv2d alone (conv_pool.cu)
+  Conv2d,          // conv2d.cu's direct kernel, or an implicit GEMM (conv_gemm.usable)
+  ConvPool,        // a Conv2d and the pooling step after it, or a Conv2d alone (conv_pool.cu)
   MaxPool2d,
   AvgPool2d,
   Elementwise,
@@ -52,7 +52,7 @@ struct Op {
   int last_step = 0;
   const float* weight = nullptr;  // device copies, laid out as the kernel wants them
   const float* bias = nullptr;
-  FusedMlpPlan mlp;                      // FusedMlp only
+  FusedMlpPlan mlp;  // FusedMlp only
   // FusedMlp on tensor cores, when the chain fits (tensor_core.tile_rows > 0); used from
   // tensor_core_min_rows rows on (0 for reduced precisions: always).
   TensorCoreMlpPlan tensor_core;
@@ -65,7 +65,7 @@ struct Op {
   // split.min_rows rows the first layer on the implicit GEMM, the rest on tensor cores, through
   // the context's workspace (CudaBackend::split_middle_offset()).
   SplitMlpPlan split;
-  std::unique_ptr<CublasLtLinear> lt;    // CublasLtLinear only
+  std::unique_ptr<CublasLtLinear> lt;  // CublasLtLinear only
   // CublasLtLinear in fp16 and bf16 models: W in that type ([out][in]), which cuBLASLt reads
   // with x narrowed into the context's staging (CudaBackend::half_staging_offset()); null
   // otherwise. `weight` keeps the fp32 W for the tiled GEMM where cuBLASLt has no algorithm.
@@ -73,7 +73,7 @@ struct Op {
   // CublasLtLinear in fp32 models: the kernel that takes runs of a few rows instead, where the
   // shape allows (small_batch_linear.hpp).
   SmallBatchLinearPlan small_batch;
-  ConvPoolPlan conv_pool;                // ConvPool only
+  ConvPoolPlan conv_pool;  // ConvPool only
   ConvGemmPlan conv_gemm;  // Conv2d as an implicit GEMM when usable (W in its image, not weight)
   // [0] applied by the kernel (for CublasLtLinear: what cuBLASLt's epilogue fuses after the
   // bias, which the fallback GEMM applies the same), the rest in place after it.
@@ -132,7 +132,8 @@ class CudaBackend final : public Backend {
   }
   int64_t output_floats() const {
     return checked_multiply(max_batch_, plan_->values[plan_->output_value].elements,
-                            FDNN_STATUS_OUT_OF_MEMORY, "the GPU output buffer for options.max_batch");
+                            FDNN_STATUS_OUT_OF_MEMORY,
+                            "the GPU output buffer for options.max_batch");
   }
   // The workspace each context gives cuBLASLt; 0 when no step runs on it.
   size_t cublaslt_workspace_bytes() const { return cublaslt_workspace_bytes_; }
@@ -158,9 +159,9 @@ class CudaBackend final : public Backend {
   void note_unordered_run() const { unordered_runs_.store(true, std::memory_order_release); }
   // Kernel launches one run of `batch` samples makes (graphs pay off from two).
   int launches_per_run(int64_t batch) const {
-    return single_launch_.takes(batch) ? 1
-                                       : launches_per_run_ + count_from(split_launch_min_batches_,
-                                                                        batch);
+    return single_launch_.takes(batch)
+               ? 1
+               : launches_per_run_ + count_from(split_launch_min_batches_, batch);
   }
   const std::vector<Op>& ops() const { return ops_; }
 

@@ -22,9 +22,7 @@ constexpr int kThreads = 256;
 // loops stride.
 constexpr long long kMaxBlocks = (1LL << 31) - 1;
 
-bool aligned16(const void* pointer) {
-  return (reinterpret_cast<uintptr_t>(pointer) & 15u) == 0;
-}
+bool aligned16(const void* pointer) { return (reinterpret_cast<uintptr_t>(pointer) & 15u) == 0; }
 
 template <bool kVector>
 __global__ void __launch_bounds__(kThreads)

@@ -54,12 +54,9 @@ __device__ __forceinline__ float gelu_tanh_fast(float x) {
 template <bool kLibmTanh = false>
 __device__ __forceinline__ float apply_op(int kind, float parameter, float x) {
   switch (kind) {
-    case kOpReLU:
-      return relu_keeping_nan(x);
-    case kOpLeakyReLU:
-      return x >= 0.0f ? x : x * parameter;
-    case kOpGeluErf:
-      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case kOpReLU: return relu_keeping_nan(x);
+    case kOpLeakyReLU: return x >= 0.0f ? x : x * parameter;
+    case kOpGeluErf: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case kOpGeluTanh:
       if constexpr (kLibmTanh) {
         const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
@@ -67,18 +64,15 @@ __device__ __forceinline__ float apply_op(int kind, float parameter, float x) {
       } else {
         return gelu_tanh_fast(x);
       }
-    case kOpSiLU:
-      return x / (1.0f + expf(-x));
-    case kOpSigmoid:
-      return 1.0f / (1.0f + expf(-x));
+    case kOpSiLU: return x / (1.0f + expf(-x));
+    case kOpSigmoid: return 1.0f / (1.0f + expf(-x));
     case kOpTanh:
       if constexpr (kLibmTanh) {
         return tanhf(x);
       } else {
         return tanh_fast(x);
       }
-    case kOpScale:
-      return x * parameter;
+    case kOpScale: return x * parameter;
   }
   return x;
 }

@@ -80,7 +80,8 @@ __device__ __forceinline__ void load_vector(const float* source, float (&values)
 template <int kCount>
 __device__ __forceinline__ void store_vector(float* destination, const float (&values)[kCount]) {
   if constexpr (kCount == 4) {
-    *reinterpret_cast<float4*>(destination) = make_float4(values[0], values[1], values[2], values[3]);
+    *reinterpret_cast<float4*>(destination) =
+        make_float4(values[0], values[1], values[2], values[3]);
   } else if constexpr (kCount == 2) {
     *reinterpret_cast<float2*>(destination) = make_float2(values[0], values[1]);
   } else {
@@ -90,7 +91,8 @@ __device__ __forceinline__ void store_vector(float* destination, const float (&v
 }
 
 template <class Tile>
-__global__ void __launch_bounds__(kThreads) fused_mlp_kernel(const __grid_constant__ FusedMlpParams p) {
+__global__ void __launch_bounds__(kThreads)
+    fused_mlp_kernel(const __grid_constant__ FusedMlpParams p) {
   constexpr int kRows = Tile::kTileRows;
   constexpr int kR = Tile::kRowsPerThread;
   constexpr int kC = Tile::kColsPerThread;
@@ -276,8 +278,8 @@ FusedMlpVariant fit_variant(int even_width, int odd_width, int widest_tile, int 
   variant.wide_stage_floats = variant.stage_floats;
   variant.wide_shared_bytes = variant.shared_bytes;
   if (variant.usable && device.shared_per_block_optin > activation_bytes) {
-    const size_t room = (device.shared_per_block_optin - activation_bytes) / sizeof(float) /
-                        Tile::kStages / 4 * 4;
+    const size_t room =
+        (device.shared_per_block_optin - activation_bytes) / sizeof(float) / Tile::kStages / 4 * 4;
     const size_t wide = std::min<size_t>(room, static_cast<size_t>(largest_layer + 3) / 4 * 4);
     if (wide > static_cast<size_t>(variant.stage_floats)) {
       variant.wide_stage_floats = static_cast<int>(wide);
@@ -290,9 +292,8 @@ FusedMlpVariant fit_variant(int even_width, int odd_width, int widest_tile, int 
 int round_up4(int value) { return (value + 3) / 4 * 4; }
 
 template <class Tile>
-void launch_tile(const FusedMlpPlan& plan, const FusedMlpVariant& variant, const float* x,
-                 float* y, int64_t rows, const DeviceInfo& device, cudaStream_t stream,
-                 const char* name) {
+void launch_tile(const FusedMlpPlan& plan, const FusedMlpVariant& variant, const float* x, float* y,
+                 int64_t rows, const DeviceInfo& device, cudaStream_t stream, const char* name) {
   FusedMlpParams p{};
   p.x = x;
   p.y = y;
@@ -347,7 +348,8 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_ro
     int& width = (l % 2 == 0) ? even : odd;
     width = std::max(width, layer.in);
     widest_tile = std::max(widest_tile, std::min(layer.padded_out, kFusedMlpMaxWidth));
-    largest_layer = std::max(largest_layer, layer.in * std::min(layer.padded_out, kFusedMlpMaxWidth));
+    largest_layer =
+        std::max(largest_layer, layer.in * std::min(layer.padded_out, kFusedMlpMaxWidth));
   }
   FusedMlpPlan result;
   result.layers = layers;
@@ -420,8 +422,7 @@ FusedMlpForm fused_mlp_form(const FusedMlpPlan& plan, int64_t rows, const Device
       rows <= plan.cluster_max_rows) {
     return FusedMlpForm::Cluster;
   }
-  if (plan.block_shared_bytes > 0 && plan.block_image != nullptr &&
-      rows <= kFusedMlpBlockMaxRows) {
+  if (plan.block_shared_bytes > 0 && plan.block_image != nullptr && rows <= kFusedMlpBlockMaxRows) {
     return FusedMlpForm::Block;
   }
   // The largest tile that still gives every SM a block; small batches take the small tile.
@@ -446,12 +447,8 @@ void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_
   if (rows <= 0) return;
   const auto& v = plan.variants;
   switch (fused_mlp_form(plan, rows, device)) {
-    case FusedMlpForm::Cluster:
-      launch_fused_mlp_cluster(plan, x, y, rows, stream);
-      break;
-    case FusedMlpForm::Block:
-      launch_fused_mlp_block(plan, x, y, rows, stream);
-      break;
+    case FusedMlpForm::Cluster: launch_fused_mlp_cluster(plan, x, y, rows, stream); break;
+    case FusedMlpForm::Block: launch_fused_mlp_block(plan, x, y, rows, stream); break;
     case FusedMlpForm::Tile8:
       launch_tile<SmallTile>(plan, v[0], x, y, rows, device, stream, "fused_mlp_kernel<8 rows>");
       break;

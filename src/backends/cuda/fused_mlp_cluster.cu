@@ -66,9 +66,7 @@ struct ClusterParams {
 
 // Block `rank`'s groups of a layer with `groups` of them: [first, end), contiguous, sizes
 // differing by at most one between blocks.
-__host__ __device__ inline int first_group(int groups, int rank) {
-  return groups * rank / kBlocks;
-}
+__host__ __device__ inline int first_group(int groups, int rank) { return groups * rank / kBlocks; }
 
 // Floats of a block's slice of a layer: its rows of W, then their biases.
 __host__ __device__ inline int slice_floats(int group_count, int in4) {
@@ -109,7 +107,7 @@ __device__ __forceinline__ float cluster_epilogue(const DeviceEpilogue& epilogue
 
 template <int kRows>
 __global__ void FDNN_CLUSTER_DIMS __launch_bounds__(kThreads, 1)
-fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
+    fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kWarps = kThreads / 32;
   constexpr int kValues = kRows * kGroup;  // partial sums a lane holds per group
@@ -195,7 +193,7 @@ fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
   }
 
   const float* slice = slices;
-  int in_buffer = 0;  // layer l reads activation buffer l % 3
+  int in_buffer = 0;                      // layer l reads activation buffer l % 3
   bool cluster_ready = layer_count == 1;  // warp-uniform: this warp waited for the cluster barrier
   // Unrolled over the most layers a chain has, so that every layer's fields are constants at
   // fixed offsets (uniform loads the compiler can issue early) rather than indexed loads.
@@ -262,9 +260,7 @@ fused_mlp_cluster_kernel(const __grid_constant__ ClusterParams p) {
 
 // Rows per cluster for a batch: 1 and 2 rows take kernels of their own, more take tiles of
 // kFusedMlpClusterRows.
-int rows_per_cluster(int64_t rows) {
-  return rows <= 1 ? 1 : rows == 2 ? 2 : kFusedMlpClusterRows;
-}
+int rows_per_cluster(int64_t rows) { return rows <= 1 ? 1 : rows == 2 ? 2 : kFusedMlpClusterRows; }
 
 // The kernel a batch of `rows` launches, with its name for launch errors.
 struct ClusterKernel {

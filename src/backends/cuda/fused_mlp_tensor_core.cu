@@ -25,8 +25,8 @@
 #include <string>
 
 #include "backends/cuda/epilogue.cuh"
-#include "backends/cuda/tensor_core_mma.cuh"
 #include "backends/cuda/launch.hpp"
+#include "backends/cuda/tensor_core_mma.cuh"
 #include "common/error.hpp"
 
 namespace fusednn::cuda {
@@ -44,7 +44,7 @@ struct KernelParams {
   int32_t tile_rows;
   int32_t layer_count;
   int32_t input_width;
-  int32_t vector_input;  // 1: rows start on 16 bytes (16-byte copies), 0: 4-byte copies
+  int32_t vector_input;   // 1: rows start on 16 bytes (16-byte copies), 0: 4-byte copies
   uint32_t image_chunks;  // 16-byte chunks
   uint32_t staging_offset[2];
   int32_t staging_stride;
@@ -160,8 +160,8 @@ __device__ __forceinline__ void run_layer(const KernelParams& p, int l, char* sm
       uint32_t a_big[2][4], a_small[2][4];
 #pragma unroll
       for (int m = 0; m < 2; ++m) {
-        load_a<kMath, kFromStaging>(a_base + m * 16 * input_stride, input_stride, k_step,
-                                    layer.in, g, t, a_big[m], a_small[m]);
+        load_a<kMath, kFromStaging>(a_base + m * 16 * input_stride, input_stride, k_step, layer.in,
+                                    g, t, a_big[m], a_small[m]);
       }
 #pragma unroll
       for (int j = 0; j < kMaxFragsPerPass; ++j) {
@@ -251,8 +251,7 @@ __global__ void __launch_bounds__(kThreads)
         const int c = i - r * chunks;
         const bool valid = first + r < p.rows;
         const float* source = valid ? p.x + (first + r) * width + 4 * c : p.x;
-        __pipeline_memcpy_async(staging + r * p.staging_stride + 4 * c, source, 16,
-                                valid ? 0 : 16);
+        __pipeline_memcpy_async(staging + r * p.staging_stride + 4 * c, source, 16, valid ? 0 : 16);
       }
     } else {
       for (int i = tid; i < p.tile_rows * width; i += kThreads) {
@@ -299,14 +298,10 @@ using KernelFunction = void (*)(KernelParams);
 
 KernelFunction kernel_for(TensorCoreMath math) {
   switch (math) {
-    case TensorCoreMath::Tf32:
-      return tensor_core_mlp_kernel<TensorCoreMath::Tf32>;
-    case TensorCoreMath::Tf32x3:
-      return tensor_core_mlp_kernel<TensorCoreMath::Tf32x3>;
-    case TensorCoreMath::Fp16:
-      return tensor_core_mlp_kernel<TensorCoreMath::Fp16>;
-    case TensorCoreMath::Bf16:
-      break;
+    case TensorCoreMath::Tf32: return tensor_core_mlp_kernel<TensorCoreMath::Tf32>;
+    case TensorCoreMath::Tf32x3: return tensor_core_mlp_kernel<TensorCoreMath::Tf32x3>;
+    case TensorCoreMath::Fp16: return tensor_core_mlp_kernel<TensorCoreMath::Fp16>;
+    case TensorCoreMath::Bf16: break;
   }
   return tensor_core_mlp_kernel<TensorCoreMath::Bf16>;
 }
@@ -324,14 +319,10 @@ int skewed_stride(int words, int modulus, int remainder) {
 
 const char* tensor_core_math_name(TensorCoreMath math) {
   switch (math) {
-    case TensorCoreMath::Tf32:
-      return "tf32";
-    case TensorCoreMath::Tf32x3:
-      return "3xtf32";
-    case TensorCoreMath::Fp16:
-      return "fp16";
-    case TensorCoreMath::Bf16:
-      return "bf16";
+    case TensorCoreMath::Tf32: return "tf32";
+    case TensorCoreMath::Tf32x3: return "3xtf32";
+    case TensorCoreMath::Fp16: return "fp16";
+    case TensorCoreMath::Bf16: return "bf16";
   }
   return "?";
 }
@@ -403,8 +394,8 @@ bool plan_shared_tile_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCo
   FDNN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(device.shared_per_block_optin)));
   int blocks = 0;
-  FDNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &blocks, kernel, kThreads, result.shared_bytes));
+  FDNN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads,
+                                                                result.shared_bytes));
   if (blocks < 1) return false;
   result.blocks_per_sm = blocks;
   *plan = result;
@@ -438,8 +429,8 @@ std::vector<uint32_t> build_shared_tile_mlp_image(const TensorCoreMlpPlan& plan,
   return image;
 }
 
-void launch_shared_tile_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
-                            int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
+void launch_shared_tile_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y, int64_t rows,
+                            const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
   KernelParams p{};
   p.x = x;
@@ -518,13 +509,13 @@ TensorCoreLaunchForm tensor_core_mlp_launch_form(const TensorCoreMlpPlan& plan, 
                                                       : TensorCoreLaunchForm::WarpRegisters;
 }
 
-void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
-                            int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
+void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y, int64_t rows,
+                            const DeviceInfo& device, cudaStream_t stream) {
   switch (tensor_core_mlp_launch_form(plan, x, rows)) {
     case TensorCoreLaunchForm::Warpgroup:
       launch_warpgroup_mlp(plan.warpgroup,
-                           static_cast<const char*>(plan.image) + plan.warpgroup_image_offset, x,
-                           y, rows, device, stream);
+                           static_cast<const char*>(plan.image) + plan.warpgroup_image_offset, x, y,
+                           rows, device, stream);
       break;
     case TensorCoreLaunchForm::WarpRegisters:
       launch_warp_register_mlp(plan, x, y, rows, device, stream);

@@ -47,36 +47,36 @@ const char* tensor_core_math_name(TensorCoreMath math);
 
 struct TensorCoreMlpLayer {
   int32_t in = 0, out = 0;
-  int32_t k_steps = 0;        // mma k-steps over the (padded) input
-  int32_t n_frags = 0;        // 8-column mma tiles over the (padded) output
-  int32_t out_frags = 0;      // WarpRegisters: the tiles of those the epilogue finishes
-  int32_t weight_stride = 0;  // 32-bit words between weight rows in shared memory
-  int32_t input_stride = 0;   // 32-bit words between rows of this layer's input activations
+  int32_t k_steps = 0;         // mma k-steps over the (padded) input
+  int32_t n_frags = 0;         // 8-column mma tiles over the (padded) output
+  int32_t out_frags = 0;       // WarpRegisters: the tiles of those the epilogue finishes
+  int32_t weight_stride = 0;   // 32-bit words between weight rows in shared memory
+  int32_t input_stride = 0;    // 32-bit words between rows of this layer's input activations
   uint32_t weight_offset = 0;  // bytes from the start of shared memory
   uint32_t bias_offset = 0;
-  int32_t input_buffer = 0;    // 0: the staging buffer, 1: odd buffer, 2: even buffer
+  int32_t input_buffer = 0;  // 0: the staging buffer, 1: odd buffer, 2: even buffer
   DeviceEpilogue epilogue;
 };
 
 struct TensorCoreMlpPlan {
   TensorCoreMath math = TensorCoreMath::Tf32;
   TensorCoreForm form = TensorCoreForm::WarpRegisters;
-  int32_t width_class = 0;       // WarpRegisters: 64, 128 or 256, the kernel's register arrays
-  int32_t tile_rows = 0;         // rows per tile (0: no plan); WarpRegisters: 16 per warp
+  int32_t width_class = 0;  // WarpRegisters: 64, 128 or 256, the kernel's register arrays
+  int32_t tile_rows = 0;    // rows per tile (0: no plan); WarpRegisters: 16 per warp
   int32_t layer_count = 0;
   TensorCoreMlpLayer layers[kFusedMlpMaxLayers];
-  uint32_t image_bytes = 0;      // weights + biases, copied to shared memory offset 0
+  uint32_t image_bytes = 0;  // weights + biases, copied to shared memory offset 0
   uint32_t staging_offset[2] = {0, 0};
-  int32_t staging_stride = 0;    // words per staged input row (fp32)
-  uint32_t odd_offset = 0;       // inputs of layers 1, 3, ...
-  uint32_t even_offset = 0;      // inputs of layers 2, 4, ... (0: in the tile's staging buffer)
+  int32_t staging_stride = 0;  // words per staged input row (fp32)
+  uint32_t odd_offset = 0;     // inputs of layers 1, 3, ...
+  uint32_t even_offset = 0;    // inputs of layers 2, 4, ... (0: in the tile's staging buffer)
   size_t shared_bytes = 0;
   int blocks_per_sm = 0;
-  bool split_weights = false;    // WarpRegisters Tf32x3: weights split into tf32 parts at load
-  TensorCoreRowTail tail;        // WarpRegisters (and its Warpgroup companion) only
-  uint32_t gamma_offset = 0;     // bytes into the image, when tail.gamma
-  uint32_t beta_offset = 0;      // bytes into the image, when tail.beta
-  const void* image = nullptr;   // device copy of the image, set once uploaded
+  bool split_weights = false;   // WarpRegisters Tf32x3: weights split into tf32 parts at load
+  TensorCoreRowTail tail;       // WarpRegisters (and its Warpgroup companion) only
+  uint32_t gamma_offset = 0;    // bytes into the image, when tail.gamma
+  uint32_t beta_offset = 0;     // bytes into the image, when tail.beta
+  const void* image = nullptr;  // device copy of the image, set once uploaded
   // WarpRegisters chains in fp16 or bf16 on compute capability 9.0 also get the Warpgroup form
   // (fused_mlp_warpgroup.hpp) for large batches; its image follows the first form's in `image`.
   WarpgroupMlpPlan warpgroup;
@@ -109,7 +109,7 @@ TensorCoreLaunchForm tensor_core_mlp_launch_form(const TensorCoreMlpPlan& plan, 
                                                  int64_t rows);
 
 // y[rows][last out] = chain(x[rows][first in]); the image must be uploaded.
-void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
-                            int64_t rows, const DeviceInfo& device, cudaStream_t stream);
+void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y, int64_t rows,
+                            const DeviceInfo& device, cudaStream_t stream);
 
 }  // namespace fusednn::cuda

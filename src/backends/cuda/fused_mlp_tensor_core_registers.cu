@@ -17,9 +17,9 @@
 // inside it unrolled, so that only one group's accumulators are live; the half forms up to
 // width 128 run a fixed k trip count over weight rows padded to the width class (no branch per
 // k-step), two layers per trip into alternating operand arrays (no register copies between
-// layers), one copy of the layer code with the activation chosen per group (the general epilogue in a loop
-// laid out away from the common path); each warp's next input rows arrive in shared memory by
-// cp.async while it computes (kernels whose weights leave room); blocks are as wide as the
+// layers), one copy of the layer code with the activation chosen per group (the general epilogue in
+// a loop laid out away from the common path); each warp's next input rows arrive in shared memory
+// by cp.async while it computes (kernels whose weights leave room); blocks are as wide as the
 // registers allow; accumulators start from the bias.
 //
 // Fragment bookkeeping (PTX ISA, mma.m16n8k8 tf32 and mma.m16n8k16 f16/bf16; g = lane / 4,
@@ -57,12 +57,10 @@ KernelFunction kernel_for(TensorCoreMath math, int width_class, bool split_weigh
     case TensorCoreMath::Tf32:
       return warp_registers::kernel_for_width<TensorCoreMath::Tf32>(width_class, false);
     case TensorCoreMath::Tf32x3:
-      return warp_registers::kernel_for_width<TensorCoreMath::Tf32x3>(width_class,
-                                                                      split_weights);
+      return warp_registers::kernel_for_width<TensorCoreMath::Tf32x3>(width_class, split_weights);
     case TensorCoreMath::Fp16:
       return warp_registers::kernel_for_width<TensorCoreMath::Fp16>(width_class, false);
-    case TensorCoreMath::Bf16:
-      break;
+    case TensorCoreMath::Bf16: break;
   }
   return warp_registers::kernel_for_width<TensorCoreMath::Bf16>(width_class, false);
 }
@@ -120,8 +118,8 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
   if (widest > max_width) return false;
   result.width_class = widest <= 64 ? 64 : widest <= 128 ? 128 : 256;
   const DeviceEpilogue& last_epilogue = layers.back().epilogue;
-  const bool relu_or_none = last_epilogue.count == 0 ||
-                            (last_epilogue.count == 1 && last_epilogue.kind[0] == kOpReLU);
+  const bool relu_or_none =
+      last_epilogue.count == 0 || (last_epilogue.count == 1 && last_epilogue.kind[0] == kOpReLU);
   if (tail.kind != RowTailKind::None &&
       (!relu_or_none || layers.back().out > warp_registers::kMaxTailColumns)) {
     return false;
@@ -142,9 +140,9 @@ bool plan_warp_register_mlp(const std::vector<FusedMlpLayerDesc>& layers, Tensor
     uint32_t offset = 0;
     for (int l = 0; l < result.layer_count; ++l) {
       TensorCoreMlpLayer& layer = result.layers[l];
-      const int row_words = (full_width ? result.width_class / step
-                                        : round_up(layer.k_steps, kStepsPerLoad)) *
-                            (split ? 16 : 8);
+      const int row_words =
+          (full_width ? result.width_class / step : round_up(layer.k_steps, kStepsPerLoad)) *
+          (split ? 16 : 8);
       const int weight_stride = row_words % 32 == 16 ? row_words : row_words + 16;
       layer.weight_stride = weight_stride;
       layer.weight_offset = offset;
@@ -253,8 +251,8 @@ std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& pla
   return image;
 }
 
-void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y,
-                              int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
+void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y, int64_t rows,
+                              const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
   RegisterParams p{};
   p.x = x;
@@ -266,15 +264,15 @@ void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, flo
   p.input_width = plan.layers[0].in;
   // Vector accesses only on 16-byte buffers: the context keys its graphs by 16-byte alignment,
   // and a graph captured on a buffer 8 bytes off 16 is replayed for one 4 bytes off.
-  p.vector_output = plan.layers[plan.layer_count - 1].out % 2 == 0 &&
-                    reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  p.vector_output =
+      plan.layers[plan.layer_count - 1].out % 2 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
   p.image_chunks = plan.image_bytes / 16;
   p.stage_offset = stage_offset(plan);
   p.stage_stride = stage_stride(plan);
   p.vector_copy = plan.layers[0].in % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int in_alignment = is_half(plan.math) ? 4 : 2;
-  p.vector_input = plan.layers[0].in % in_alignment == 0 &&
-                   reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  p.vector_input =
+      plan.layers[0].in % in_alignment == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
   p.tail_kind = static_cast<int32_t>(plan.tail.kind);
   p.tail_eps = plan.tail.eps;
   p.gamma_offset = plan.gamma_offset;
@@ -285,8 +283,8 @@ void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, flo
   const int64_t resident = int64_t{device.sm_count} * plan.blocks_per_sm;
   const unsigned grid = static_cast<unsigned>(std::min(blocks, resident));
   launch_kernel(kernel_for(plan.math, plan.width_class, plan.split_weights),
-                "warp_register_mlp_kernel", dim3(grid),
-                dim3(32 * warps), plan.shared_bytes, stream, p);
+                "warp_register_mlp_kernel", dim3(grid), dim3(32 * warps), plan.shared_bytes, stream,
+                p);
 }
 
 }  // namespace fusednn::cuda

@@ -37,7 +37,9 @@ struct RegisterParams {
   TensorCoreMlpLayer layers[kFusedMlpMaxLayers];
 };
 
-__host__ __device__ constexpr int step_elements(TensorCoreMath math) { return is_half(math) ? 16 : 8; }
+__host__ __device__ constexpr int step_elements(TensorCoreMath math) {
+  return is_half(math) ? 16 : 8;
+}
 
 // Block shape per kernel: as many warps as the registers ptxas needs allow (~125 for the half
 // forms at width 64, ~170 for the half forms at 128 and the tf32 forms at 64, 255 for the rest).
@@ -49,9 +51,7 @@ __host__ __device__ constexpr int blocks_per_sm(TensorCoreMath math, int width_c
   return width_class > (is_half(math) ? 128 : 64) ? 1 : 2;
 }
 __host__ __device__ constexpr int warps_per_block(TensorCoreMath math, int width_class) {
-  return blocks_per_sm(math, width_class) == 1 ? 8
-         : is_half(math) && width_class <= 64  ? 8
-                                               : 6;
+  return blocks_per_sm(math, width_class) == 1 ? 8 : is_half(math) && width_class <= 64 ? 8 : 6;
 }
 
 // Whether the kernel stages each warp's next input rows in shared memory (cp.async, arriving
@@ -99,8 +99,7 @@ __device__ __forceinline__ uint32_t operand_bits(float value) {
 __device__ __forceinline__ void stage_input(const RegisterParams& p, int64_t tile, float* stage,
                                             int lane) {
   const int64_t first = tile * kRowsPerWarp;
-  const int count =
-      static_cast<int>(p.rows - first < kRowsPerWarp ? p.rows - first : kRowsPerWarp);
+  const int count = static_cast<int>(p.rows - first < kRowsPerWarp ? p.rows - first : kRowsPerWarp);
   const int width = p.input_width;
   const float* source = p.x + first * width;
   if (p.vector_copy) {
@@ -273,9 +272,8 @@ __device__ __forceinline__ void activate(const DeviceEpilogue& epilogue,
 // groups past the layer's tiles leave zero operands for the next layer.
 template <TensorCoreMath kMath, bool kSplit, int kSteps>
 __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorCoreMlpLayer& layer,
-                                          bool last, const char* smem, int64_t row_lo, int g,
-                                          int t, const Fragments<kSteps>& act,
-                                          Fragments<kSteps>& next) {
+                                          bool last, const char* smem, int64_t row_lo, int g, int t,
+                                          const Fragments<kSteps>& act, Fragments<kSteps>& next) {
   constexpr int kTiles = kSteps * step_elements(kMath) / 8;
   const uint4* rows = reinterpret_cast<const uint4*>(smem + layer.weight_offset) +
                       g * (layer.weight_stride / 4) + t;
@@ -292,8 +290,7 @@ __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorC
         const float4 b = bias[4 * (n0 + j)];
         v[j][0] = b.x, v[j][1] = b.y, v[j][2] = b.z, v[j][3] = b.w;
       }
-      multiply_group<kMath, kSplit, kSteps>(rows + n0 * tile_stride, tile_stride, pairs, act, 0,
-                                            v);
+      multiply_group<kMath, kSplit, kSteps>(rows + n0 * tile_stride, tile_stride, pairs, act, 0, v);
       activate(layer.epilogue, v);
     }
     if (last && inside) {
@@ -319,15 +316,14 @@ __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorC
 }
 
 // The last layer (bias, then ReLU or nothing) followed by the folded Softmax or LayerNorm over
-// each output row (row_tail.cuh), for rows of at most kMaxTailColumns. An activation after the LayerNorm runs as an in-place pass
-// (cuda_backend.cpp): inlining the general epilogue here for every value quadrupled this file's
-// compile time.
+// each output row (row_tail.cuh), for rows of at most kMaxTailColumns. An activation after the
+// LayerNorm runs as an in-place pass (cuda_backend.cpp): inlining the general epilogue here for
+// every value quadrupled this file's compile time.
 template <TensorCoreMath kMath, bool kSplit, int kSteps>
 __device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams& p,
                                                            const TensorCoreMlpLayer& layer,
-                                                           const char* smem, int64_t row_lo,
-                                                           int g, int t,
-                                                           const Fragments<kSteps>& act) {
+                                                           const char* smem, int64_t row_lo, int g,
+                                                           int t, const Fragments<kSteps>& act) {
   constexpr int kWidth = kSteps * step_elements(kMath);
   constexpr int kTiles = (kWidth < kMaxTailColumns ? kWidth : kMaxTailColumns) / 8;
   const uint4* rows = reinterpret_cast<const uint4*>(smem + layer.weight_offset) +
@@ -373,8 +369,7 @@ __device__ __forceinline__ bool run_layer_at(const RegisterParams& p, int l, con
 }
 
 template <TensorCoreMath kMath, int kWidth, bool kSplit>
-__global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32,
-                                  blocks_per_sm(kMath, kWidth))
+__global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32, blocks_per_sm(kMath, kWidth))
     warp_register_mlp_kernel(const __grid_constant__ RegisterParams p) {
   constexpr int kWarpsPerBlock = warps_per_block(kMath, kWidth);
   constexpr int kSteps = kWidth / step_elements(kMath);
@@ -388,9 +383,9 @@ __global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32,
     __pipeline_memcpy_async(shared_memory + i, p.image + i, 16);
   }
   constexpr bool kStaged = stages_input(kMath, kWidth);
-  float* const stage = reinterpret_cast<float*>(reinterpret_cast<char*>(shared_memory) +
-                                                p.stage_offset) +
-                       warp * kRowsPerWarp * p.stage_stride;
+  float* const stage =
+      reinterpret_cast<float*>(reinterpret_cast<char*>(shared_memory) + p.stage_offset) +
+      warp * kRowsPerWarp * p.stage_stride;
   if (kStaged && tile < p.tiles) stage_input(p, tile, stage, lane);
   __pipeline_commit();
   __pipeline_wait_prior(0);

@@ -56,7 +56,7 @@ struct WarpgroupParams {
   uint32_t image_chunks;  // 16-byte chunks
   uint32_t stage_offset;
   uint32_t barrier_offset;
-  int32_t tail_kind;      // RowTailKind
+  int32_t tail_kind;  // RowTailKind
   float tail_eps;
   uint32_t gamma_offset;  // bytes into shared memory; 0: none
   uint32_t beta_offset;
@@ -102,8 +102,7 @@ __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
 // The input of `tile`, whose rows start at `source`, into the stage buffer at `buffer` as one bulk
 // copy (rows are contiguous and a multiple of 16 bytes), counted on `barrier`. One thread.
 __device__ __forceinline__ void stage_tile(const WarpgroupParams& p, int64_t tile,
-                                           const float* source, uint32_t buffer,
-                                           uint32_t barrier) {
+                                           const float* source, uint32_t buffer, uint32_t barrier) {
   const uint32_t bytes = tile + 1 == p.tiles ? p.last_tile_bytes : p.stage_bytes;
   expect_bytes(barrier, bytes);
   bulk_copy(buffer, source, bytes, barrier);
@@ -142,8 +141,7 @@ __device__ __forceinline__ void pack_step(const float4& low, const float4& high,
 // it keeps a branch per step.
 template <TensorCoreMath kMath, int kSteps>
 __device__ __forceinline__ void load_input(uint32_t rows, int stride, int input_steps,
-                                           bool interleaved, int g, int t,
-                                           Operands<kSteps>& a) {
+                                           bool interleaved, int g, int t, Operands<kSteps>& a) {
   float4 low[kSteps], high[kSteps];
   // Step s starts at 16 s + 4 t (quads) or 32 (s / 2) + 8 t + 4 (s % 2): 16 s + 8 t, less 12 on
   // odd steps.
@@ -308,23 +306,17 @@ __device__ __forceinline__ void run_layer(const WarpgroupParams& p, const Warpgr
 // Layer l from `a` into `next`, its N chosen at run time; the caller says whether it is the last.
 template <TensorCoreMath kMath, int kSteps, bool kTail, int kActive = kSteps>
 __device__ __forceinline__ void run_layer_at(const WarpgroupParams& p, int l, bool last,
-                                             const char* smem, uint32_t shared_base,
-                                             int64_t row_lo, int64_t valid, int g, int t,
-                                             Operands<kSteps>& a, Operands<kSteps>& next) {
+                                             const char* smem, uint32_t shared_base, int64_t row_lo,
+                                             int64_t valid, int g, int t, Operands<kSteps>& a,
+                                             Operands<kSteps>& next) {
   const WarpgroupMlpLayer& layer = p.layers[l];
-#define FDNN_RUN_LAYER(n)                                                                    \
-  run_layer<kMath, kSteps, n, kTail, kActive>(p, layer, last, smem, shared_base, row_lo, valid, \
-                                              g, t, a, next)
+#define FDNN_RUN_LAYER(n)                                                                          \
+  run_layer<kMath, kSteps, n, kTail, kActive>(p, layer, last, smem, shared_base, row_lo, valid, g, \
+                                              t, a, next)
   switch (layer.n) {
-    case 16:
-      FDNN_RUN_LAYER(16);
-      break;
-    case 32:
-      FDNN_RUN_LAYER(32);
-      break;
-    case 64:
-      FDNN_RUN_LAYER(64);
-      break;
+    case 16: FDNN_RUN_LAYER(16); break;
+    case 32: FDNN_RUN_LAYER(32); break;
+    case 64: FDNN_RUN_LAYER(64); break;
     default:
       if constexpr (kSteps * 16 >= 128) FDNN_RUN_LAYER(128);
       break;
@@ -362,8 +354,8 @@ __device__ __forceinline__ void run_layers(const WarpgroupParams& p, const char*
       run_layer_at<kMath, kSteps, kTail, kSteps / 2>(p, kLayer, last, smem, shared_base, row_lo,
                                                      valid, g, t, a, b);
     } else {
-      run_layer_at<kMath, kSteps, kTail>(p, kLayer, last, smem, shared_base, row_lo, valid, g, t,
-                                         a, b);
+      run_layer_at<kMath, kSteps, kTail>(p, kLayer, last, smem, shared_base, row_lo, valid, g, t, a,
+                                         b);
     }
     if (threadIdx.x % 128 == 0) FDNN_TILE_STAMP(warpgroup, local_tile, 4 + kLayer);
     if (last) return;
@@ -378,8 +370,8 @@ __device__ __forceinline__ void run_layers(const WarpgroupParams& p, const char*
 template <TensorCoreMath kMath, int kSteps, int kCount, int kLayer>
 __device__ __forceinline__ void run_uniform_layers(const WarpgroupParams& p, const char* smem,
                                                    uint32_t shared_base, int64_t row_lo,
-                                                   int64_t valid, int g, int t,
-                                                   Operands<kSteps>& a, Operands<kSteps>& b,
+                                                   int64_t valid, int g, int t, Operands<kSteps>& a,
+                                                   Operands<kSteps>& b,
                                                    [[maybe_unused]] int warpgroup,
                                                    [[maybe_unused]] int local_tile) {
   if constexpr (kLayer + 1 < kCount) {
@@ -389,8 +381,8 @@ __device__ __forceinline__ void run_uniform_layers(const WarpgroupParams& p, con
       run_hidden_layer<kMath, kSteps, kSteps>(p.layers[kLayer], smem, shared_base, t, a, b);
     }
     if (threadIdx.x % 128 == 0) FDNN_TILE_STAMP(warpgroup, local_tile, 4 + kLayer);
-    run_uniform_layers<kMath, kSteps, kCount, kLayer + 1>(p, smem, shared_base, row_lo, valid, g,
-                                                          t, b, a, warpgroup, local_tile);
+    run_uniform_layers<kMath, kSteps, kCount, kLayer + 1>(p, smem, shared_base, row_lo, valid, g, t,
+                                                          b, a, warpgroup, local_tile);
   } else {
     run_layer_at<kMath, kSteps, false>(p, kLayer, true, smem, shared_base, row_lo, valid, g, t, a,
                                        b);
@@ -456,8 +448,7 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
   const int ring_first = warpgroup * p.stages;
   const uint32_t ring =
       shared_base + p.stage_offset + static_cast<uint32_t>(ring_first) * stage_bytes;
-  const uint32_t barriers =
-      shared_base + p.barrier_offset + 8u * static_cast<uint32_t>(ring_first);
+  const uint32_t barriers = shared_base + p.barrier_offset + 8u * static_cast<uint32_t>(ring_first);
   const bool issuer = threadIdx.x % 128 == 0;
   // The issuer's next copy: its tile and where its rows start. At width 64 both advance by a
   // constant per tile (computed afresh each time, the copy's ~45 dependent instructions held the
@@ -616,12 +607,11 @@ bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCore
 }
 
 bool warpgroup_mlp_takes(const WarpgroupMlpPlan& plan, const float* x, int64_t rows) {
-  return plan.layer_count > 0 && rows >= plan.min_rows &&
-         reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  return plan.layer_count > 0 && rows >= plan.min_rows && reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
-void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const float* x,
-                          float* y, int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
+void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const float* x, float* y,
+                          int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
   WarpgroupParams p{};
   p.x = x;
@@ -632,13 +622,13 @@ void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const
   p.layer_count = plan.layer_count;
   p.input_width = plan.layers[0].in;
   p.stage_bytes = plan.stage_bytes;
-  p.last_tile_bytes = static_cast<uint32_t>((rows - (p.tiles - 1) * kWarpgroupTileRows) *
-                                            plan.layers[0].in * 4);
+  p.last_tile_bytes =
+      static_cast<uint32_t>((rows - (p.tiles - 1) * kWarpgroupTileRows) * plan.layers[0].in * 4);
   p.input_steps = plan.input_steps;
   p.interleaved_columns = plan.interleaved_columns ? 1 : 0;
   p.stages = plan.stages;
-  p.vector_output = plan.layers[plan.layer_count - 1].out % 2 == 0 &&
-                    reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  p.vector_output =
+      plan.layers[plan.layer_count - 1].out % 2 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
   p.image_chunks = plan.image_bytes / 16;
   p.stage_offset = plan.stage_offset;
   p.barrier_offset = plan.barrier_offset;

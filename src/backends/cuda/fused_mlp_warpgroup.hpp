@@ -22,7 +22,7 @@ namespace fusednn::cuda {
 
 constexpr int kWarpgroupTileRows = 64;  // wgmma's M: the rows a warpgroup multiplies at once
 constexpr int kWarpgroupMaxWidth = 128;
-constexpr int64_t kWarpgroupMinRows = 512;  // the batch rows from which the form runs
+constexpr int64_t kWarpgroupMinRows = 512;    // the batch rows from which the form runs
 constexpr int kWarpgroupMaxTailColumns = 64;  // the widest last layer a folded row op follows
 
 struct WarpgroupMlpLayer {
@@ -36,12 +36,12 @@ struct WarpgroupMlpLayer {
 
 struct WarpgroupMlpPlan {
   TensorCoreMath math = TensorCoreMath::Bf16;
-  int32_t layer_count = 0;      // 0: no plan
-  int32_t width_class = 0;      // 64 or 128: the kernel's register arrays
-  int32_t warpgroups = 0;       // per block; one block per SM
-  int32_t stages = 0;           // input tiles each warpgroup has in flight
-  uint32_t stage_bytes = 0;     // per input buffer: a tile's rows as they lie in memory
-  int32_t input_steps = 0;      // k-steps over the first layer's input, in its k order
+  int32_t layer_count = 0;   // 0: no plan
+  int32_t width_class = 0;   // 64 or 128: the kernel's register arrays
+  int32_t warpgroups = 0;    // per block; one block per SM
+  int32_t stages = 0;        // input tiles each warpgroup has in flight
+  uint32_t stage_bytes = 0;  // per input buffer: a tile's rows as they lie in memory
+  int32_t input_steps = 0;   // k-steps over the first layer's input, in its k order
   // The first layer's k order (the .cpp says which columns each thread reads): interleaved where
   // the input's row stride makes that order's 16-byte shared loads conflict-free.
   bool interleaved_columns = false;
@@ -52,10 +52,10 @@ struct WarpgroupMlpPlan {
   uint32_t stage_offset = 0;    // bytes into shared memory of the input buffers
   uint32_t barrier_offset = 0;  // bytes into shared memory of their mbarriers
   size_t shared_bytes = 0;
-  int64_t min_rows = 0;         // the batch rows from which it runs
-  TensorCoreRowTail tail;       // a folded Softmax or LayerNorm after the last layer
-  uint32_t gamma_offset = 0;    // bytes into the image, when tail.gamma (0: none)
-  uint32_t beta_offset = 0;     // bytes into the image, when tail.beta (0: none)
+  int64_t min_rows = 0;       // the batch rows from which it runs
+  TensorCoreRowTail tail;     // a folded Softmax or LayerNorm after the last layer
+  uint32_t gamma_offset = 0;  // bytes into the image, when tail.gamma (0: none)
+  uint32_t beta_offset = 0;   // bytes into the image, when tail.beta (0: none)
   WarpgroupMlpLayer layers[kFusedMlpMaxLayers];
 };
 
@@ -89,7 +89,7 @@ std::vector<uint32_t> build_warpgroup_mlp_image(const WarpgroupMlpPlan& plan,
 bool warpgroup_mlp_takes(const WarpgroupMlpPlan& plan, const float* x, int64_t rows);
 
 // y[rows][last out] = chain(x[rows][first in]); `image` is the uploaded image.
-void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const float* x,
-                          float* y, int64_t rows, const DeviceInfo& device, cudaStream_t stream);
+void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const float* x, float* y,
+                          int64_t rows, const DeviceInfo& device, cudaStream_t stream);
 
 }  // namespace fusednn::cuda

@@ -72,8 +72,8 @@ bool lay_out_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorC
       }
     }
   }
-  result.uniform_hidden = result.width_class == 64 && tail.kind == RowTailKind::None &&
-                          result.layer_count >= 2;
+  result.uniform_hidden =
+      result.width_class == 64 && tail.kind == RowTailKind::None && result.layer_count >= 2;
   for (int l = 0; l + 1 < result.layer_count; ++l) {
     const WarpgroupMlpLayer& layer = result.layers[l];
     const bool relu = layer.epilogue.count == 1 && layer.epilogue.kind[0] == kOpReLU;

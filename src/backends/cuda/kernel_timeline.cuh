@@ -21,16 +21,16 @@ __device__ unsigned int kernel_timeline_launches;
 // (every cluster-scope acquire) each read waits on L2, which would distort short phases such as
 // conv_net's.
 __device__ __forceinline__ unsigned int timeline_launch() { return kernel_timeline_launches; }
-#define FDNN_TIMELINE_OF(launch, stamping, phase, last_phase)                          \
-  do {                                                                                 \
-    if (threadIdx.x == 0 && (stamping)) {                                              \
-      unsigned long long now;                                                          \
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));                          \
-      const unsigned int slot = (launch) % kTimelineSlots;                             \
-      kernel_timeline[slot][phase] = now;                                              \
-      kernel_timeline_clocks[slot][phase] = clock64();                                 \
-      if ((phase) == (last_phase)) kernel_timeline_launches = (launch) + 1;            \
-    }                                                                                  \
+#define FDNN_TIMELINE_OF(launch, stamping, phase, last_phase)               \
+  do {                                                                      \
+    if (threadIdx.x == 0 && (stamping)) {                                   \
+      unsigned long long now;                                               \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));               \
+      const unsigned int slot = (launch) % kTimelineSlots;                  \
+      kernel_timeline[slot][phase] = now;                                   \
+      kernel_timeline_clocks[slot][phase] = clock64();                      \
+      if ((phase) == (last_phase)) kernel_timeline_launches = (launch) + 1; \
+    }                                                                       \
   } while (0)
 #define FDNN_TIMELINE(stamping, phase, last_phase) \
   FDNN_TIMELINE_OF(kernel_timeline_launches, stamping, phase, last_phase)
@@ -47,18 +47,18 @@ __device__ __forceinline__ unsigned long long timeline_now() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   return now;
 }
-#define FDNN_TILE_STAMP(worker, tile, phase)                                     \
-  do {                                                                           \
-    if (blockIdx.x < kTileTimelineBlocks && (tile) < kTileTimelineTiles &&       \
-        (phase) < kTileTimelinePhases) {                                         \
-      tile_timeline[blockIdx.x][worker][tile][phase] = timeline_now();           \
-    }                                                                            \
+#define FDNN_TILE_STAMP(worker, tile, phase)                               \
+  do {                                                                     \
+    if (blockIdx.x < kTileTimelineBlocks && (tile) < kTileTimelineTiles && \
+        (phase) < kTileTimelinePhases) {                                   \
+      tile_timeline[blockIdx.x][worker][tile][phase] = timeline_now();     \
+    }                                                                      \
   } while (0)
-#define FDNN_BLOCK_STAMP(phase)                                                  \
-  do {                                                                           \
-    if (threadIdx.x == 0 && blockIdx.x < kTileTimelineBlocks) {                  \
-      block_timeline[blockIdx.x][phase] = timeline_now();                        \
-    }                                                                            \
+#define FDNN_BLOCK_STAMP(phase)                                 \
+  do {                                                          \
+    if (threadIdx.x == 0 && blockIdx.x < kTileTimelineBlocks) { \
+      block_timeline[blockIdx.x][phase] = timeline_now();       \
+    }                                                           \
   } while (0)
 #else
 #define FDNN_TIMELINE(stamping, phase, last_phase) \

@@ -47,8 +47,10 @@ void record_captured_launch(cudaStream_t stream, const void* function, dim3 grid
   // A capture on one stream is a chain: the launch just made is the one node the next would
   // depend on.
   if (status != cudaStreamCaptureStatusActive || dependency_count != 1) {
-    fail(FDNN_STATUS_INTERNAL_ERROR, "graph capture: expected one dependency after a kernel "
-         "launch, found ", dependency_count, "; run with cuda_graphs = 0 and report this");
+    fail(FDNN_STATUS_INTERNAL_ERROR,
+         "graph capture: expected one dependency after a kernel "
+         "launch, found ",
+         dependency_count, "; run with cuda_graphs = 0 and report this");
   }
   CapturedLaunch launch;
   launch.node = dependencies[0];

@@ -1,6 +1,6 @@
 // Every kernel of the CUDA backend is launched through launch_kernel(): one by-value parameter
-// struct per kernel, a launch error turned into fusednn::StatusError naming the kernel, and, while a
-// context captures a CUDA graph on this thread, a record of the launch (its graph node and the
+// struct per kernel, a launch error turned into fusednn::StatusError naming the kernel, and, while
+// a context captures a CUDA graph on this thread, a record of the launch (its graph node and the
 // bytes of its parameters) so that the context can later point the graph's kernels at other
 // caller buffers with cudaGraphExecKernelNodeSetParams instead of capturing again.
 #pragma once
@@ -97,9 +97,8 @@ void launch_kernel(void (*kernel)(Params), const char* kernel_name, dim3 grid, d
 // that kernel may write or writes anything it may read, and only weights and its own shared
 // memory before that.
 template <typename Params>
-void launch_dependent_kernel(void (*kernel)(Params), const char* kernel_name, dim3 grid,
-                             dim3 block, size_t shared_bytes, cudaStream_t stream,
-                             const Params& params) {
+void launch_dependent_kernel(void (*kernel)(Params), const char* kernel_name, dim3 grid, dim3 block,
+                             size_t shared_bytes, cudaStream_t stream, const Params& params) {
   detail::launch(kernel, kernel_name, grid, block, shared_bytes, stream, params,
                  dependent_launch_allowed());
 }

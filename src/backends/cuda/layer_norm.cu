@@ -20,7 +20,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     layer_norm_kernel(const __grid_constant__ LayerNormArgs args) {
   __shared__ float scratch[kBlockThreads / 32];
   constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreadsPerRow;
+  const int64_t row =
+      static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreadsPerRow;
   if (kThreadsPerRow == 32 && row >= args.rows) return;  // whole warps leave; no block barrier
   const int lane = threadIdx.x % kThreadsPerRow;
   const int64_t n = args.row_size;
@@ -55,8 +56,8 @@ void launch_layer_norm(const LayerNormArgs& args, const DeviceInfo&, cudaStream_
   if (args.row_size <= kWarpRowLimit) {
     constexpr int kRowsPerBlock = kBlockThreads / 32;
     const auto blocks = static_cast<unsigned>((args.rows + kRowsPerBlock - 1) / kRowsPerBlock);
-    launch_kernel(layer_norm_kernel<32>, "layer_norm_kernel<warp per row>", blocks,
-                  kBlockThreads, 0, stream, args);
+    launch_kernel(layer_norm_kernel<32>, "layer_norm_kernel<warp per row>", blocks, kBlockThreads,
+                  0, stream, args);
   } else {
     launch_kernel(layer_norm_kernel<kBlockThreads>, "layer_norm_kernel<block per row>",
                   static_cast<unsigned>(args.rows), kBlockThreads, 0, stream, args);

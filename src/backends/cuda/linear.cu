@@ -49,8 +49,7 @@ __global__ void __launch_bounds__(kThreads) linear_kernel(LinearArgs args) {
       const int k = index - m * BK;
       const int64_t row = m0 + m;
       const int column = k0 + k;
-      a_tile[m * kAStride + k] =
-          (row < args.rows && column < K) ? args.x[row * K + column] : 0.0f;
+      a_tile[m * kAStride + k] = (row < args.rows && column < K) ? args.x[row * K + column] : 0.0f;
     }
     for (int index = threadIdx.x; index < BK * BN; index += kThreads) {
       const int n = index / BK;

@@ -16,7 +16,7 @@ namespace fusednn::cuda {
 struct LinearArgs {
   const float* x = nullptr;
   const float* weight = nullptr;  // [out][in]
-  const float* bias = nullptr;      // [out] or null
+  const float* bias = nullptr;    // [out] or null
   float* y = nullptr;
   int64_t rows = 0;
   int32_t in = 0;

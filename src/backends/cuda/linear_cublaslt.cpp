@@ -33,8 +33,7 @@ cublasLtEpilogue_t epilogue_for(CublasLtActivation activation, bool has_bias) {
       return has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
     case CublasLtActivation::GeluTanh:
       return has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
-    case CublasLtActivation::None:
-      break;
+    case CublasLtActivation::None: break;
   }
   return has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -76,8 +75,7 @@ CublasLtActivation cublaslt_activation(const Epilogue& epilogue) {
       return CublasLtActivation::None;
     case ElementwiseKind::GeluTanh:
       return kCublasLtFusesGeluTanh ? CublasLtActivation::GeluTanh : CublasLtActivation::None;
-    default:
-      return CublasLtActivation::None;
+    default: return CublasLtActivation::None;
   }
 }
 
@@ -98,9 +96,9 @@ CublasLtHandle::~CublasLtHandle() {
 }
 
 CublasLtLinear::CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out,
-                               CublasLtActivation activation, const void* weight,
-                               const float* bias, size_t workspace_bytes,
-                               cublasComputeType_t compute, cudaDataType_t operands)
+                               CublasLtActivation activation, const void* weight, const float* bias,
+                               size_t workspace_bytes, cublasComputeType_t compute,
+                               cudaDataType_t operands)
     : handle_(handle),
       in_(in),
       out_(out),
@@ -130,9 +128,8 @@ CublasLtLinear::CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out,
                                                      &pointer, sizeof pointer));
     // The bias's type defaults to D's, fp32.
   }
-  FDNN_CUBLAS_CHECK(lt().matrix_layout_init(&weight_layout_, operands_,
-                                             static_cast<uint64_t>(in),
-                                             static_cast<uint64_t>(out), in));
+  FDNN_CUBLAS_CHECK(lt().matrix_layout_init(&weight_layout_, operands_, static_cast<uint64_t>(in),
+                                            static_cast<uint64_t>(out), in));
 }
 
 const char* CublasLtLinear::epilogue_name() const {
@@ -161,22 +158,20 @@ const CublasLtLinear::Choice& CublasLtLinear::choose(int64_t rows, const void* x
 void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_alignment,
                             Choice& choice) const {
   std::ostringstream what;
-  what << "Linear " << in_ << " -> " << out_
-       << (operands_ == CUDA_R_32F ? "" : " (16-bit W and x)") << " with the " << epilogue_name()
-       << " epilogue for " << rows << " rows (x aligned to " << x_alignment << " bytes, y to "
-       << y_alignment << ")";
+  what << "Linear " << in_ << " -> " << out_ << (operands_ == CUDA_R_32F ? "" : " (16-bit W and x)")
+       << " with the " << epilogue_name() << " epilogue for " << rows << " rows (x aligned to "
+       << x_alignment << " bytes, y to " << y_alignment << ")";
   auto refuse = [&](const std::string& why) {
     choice.usable = false;
     choice.reason = what.str() + ": " + why + "; running the tiled GEMM (linear.cu) instead";
   };
   if (refused_for_testing_.load()) return refuse("cuBLASLt refused for testing");
 
-  cublasStatus_t status = lt().matrix_layout_init(&choice.x_layout, operands_,
-                                                   static_cast<uint64_t>(in_),
-                                                   static_cast<uint64_t>(rows), in_);
+  cublasStatus_t status = lt().matrix_layout_init(
+      &choice.x_layout, operands_, static_cast<uint64_t>(in_), static_cast<uint64_t>(rows), in_);
   if (status == CUBLAS_STATUS_SUCCESS) {
     status = lt().matrix_layout_init(&choice.y_layout, CUDA_R_32F, static_cast<uint64_t>(out_),
-                                      static_cast<uint64_t>(rows), out_);
+                                     static_cast<uint64_t>(rows), out_);
   }
   if (status != CUBLAS_STATUS_SUCCESS) {
     return refuse("cublasLtMatrixLayoutInit: " + cublas_status_text(status));
@@ -199,8 +194,8 @@ void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_align
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &y_alignment, sizeof y_alignment},
   };
   for (const auto& setting : settings) {
-    status = lt().preference_set_attribute(preference.get(), setting.attribute,
-                                                  setting.value, setting.size);
+    status = lt().preference_set_attribute(preference.get(), setting.attribute, setting.value,
+                                           setting.size);
     if (status != CUBLAS_STATUS_SUCCESS) {
       return refuse("cublasLtMatmulPreferenceSetAttribute: " + cublas_status_text(status));
     }
@@ -210,9 +205,9 @@ void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_align
   auto* weight_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&weight_layout_);
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  status = lt().algo_get_heuristic(handle_, matmul, weight_layout, &choice.x_layout,
-                                          &choice.y_layout, &choice.y_layout, preference.get(), 1,
-                                          &result, &returned);
+  status =
+      lt().algo_get_heuristic(handle_, matmul, weight_layout, &choice.x_layout, &choice.y_layout,
+                              &choice.y_layout, preference.get(), 1, &result, &returned);
   if (status != CUBLAS_STATUS_SUCCESS) {
     return refuse("cublasLtMatmulAlgoGetHeuristic: " + cublas_status_text(status));
   }
@@ -245,9 +240,9 @@ void CublasLtLinear::run(const Choice& choice, const void* x, float* y, void* wo
   auto* weight_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&weight_layout_);
   auto* x_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&choice.x_layout);
   auto* y_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&choice.y_layout);
-  FDNN_CUBLAS_CHECK(lt().matmul(handle_, matmul, &alpha, weight_, weight_layout, x, x_layout,
-                                   &beta, y, y_layout, y, y_layout, &choice.algo, workspace,
-                                   workspace_bytes_, stream));
+  FDNN_CUBLAS_CHECK(lt().matmul(handle_, matmul, &alpha, weight_, weight_layout, x, x_layout, &beta,
+                                y, y_layout, y, y_layout, &choice.algo, workspace, workspace_bytes_,
+                                stream));
   matmuls_queued_.fetch_add(1, std::memory_order_relaxed);
 }
 

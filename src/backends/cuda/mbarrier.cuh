@@ -16,8 +16,9 @@ __device__ __forceinline__ uint32_t shared_address(const void* pointer) {
 // default acquire) or the whole cluster's (stores other blocks counted on this mbarrier).
 enum class AcquireScope { Block, Cluster };
 
-#define FDNN_TRY_WAIT_PARITY_ZERO(scope)                                               \
-  "{\n.reg .pred p;\nmbarrier.try_wait.parity" scope ".shared::cta.b64 p, [%1], 0;\n" \
+#define FDNN_TRY_WAIT_PARITY_ZERO(scope)             \
+  "{\n.reg .pred p;\nmbarrier.try_wait.parity" scope \
+  ".shared::cta.b64 p, [%1], 0;\n"                   \
   "selp.u32 %0, 1, 0, p;\n}\n"
 
 // Spins until the mbarrier at `barrier` (a shared address) completes its phase 0.
@@ -80,8 +81,8 @@ __device__ __forceinline__ void expect_bytes(uint32_t barrier, uint32_t bytes) {
 
 // `bytes` (a multiple of 16, both addresses on 16 bytes) from global memory into this block's
 // shared memory, counted on its mbarrier.
-__device__ __forceinline__ void bulk_copy(uint32_t destination, const float* source,
-                                          uint32_t bytes, uint32_t barrier) {
+__device__ __forceinline__ void bulk_copy(uint32_t destination, const float* source, uint32_t bytes,
+                                          uint32_t barrier) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
           "r"(destination),

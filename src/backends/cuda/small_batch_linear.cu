@@ -43,8 +43,8 @@ constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int64_t kClusterMinRows = 16;  // the cluster form from this many rows
 constexpr int kRows = static_cast<int>(kSmallBatchLinearMaxRows);
-constexpr int kChunk = 128;          // k per pipeline stage
-constexpr int kStride = kChunk + 4;  // floats per staged row: 16-byte aligned, banks 4 apart
+constexpr int kChunk = 128;              // k per pipeline stage
+constexpr int kStride = kChunk + 4;      // floats per staged row: 16-byte aligned, banks 4 apart
 constexpr int kPartK = kChunk / kWarps;  // each warp's k of a chunk
 constexpr int kVectors = kChunk / 4;     // 16-byte copies per staged row and chunk
 constexpr size_t kStageBudget = 200 * 1024;
@@ -175,7 +175,7 @@ __device__ __forceinline__ void finish_outputs(const LinearArgs& a, int n0, floa
 // One block an SM (its stages take most of the shared memory), so up to 128 registers a thread.
 template <int kTiles>
 __global__ void __launch_bounds__(kThreads, 1)
-small_batch_linear_kernel(const __grid_constant__ SmallBatchParams p) {
+    small_batch_linear_kernel(const __grid_constant__ SmallBatchParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kColumns = 8 * kTiles;
   constexpr int kStages = stages_for(kColumns);
@@ -206,8 +206,8 @@ small_batch_linear_kernel(const __grid_constant__ SmallBatchParams p) {
     const bool x_row = row < kRows;
     copy_row_valid[c] = x_row ? row < a.rows : row < kRows + kColumns && n < a.out;
     copy_source[c] = !copy_row_valid[c] ? a.weight
-                     : x_row           ? a.x + static_cast<int64_t>(row) * a.in + 4 * v
-                                       : a.weight + static_cast<int64_t>(n) * a.in + 4 * v;
+                     : x_row            ? a.x + static_cast<int64_t>(row) * a.in + 4 * v
+                                        : a.weight + static_cast<int64_t>(n) * a.in + 4 * v;
   }
   auto stage_chunk = [&](int chunk) {
     float* stage = shared + (chunk % kStages) * kStageFloats + first_row * kStride + 4 * v;
@@ -253,8 +253,7 @@ small_batch_linear_kernel(const __grid_constant__ SmallBatchParams p) {
 [[maybe_unused]] constexpr unsigned kTimelineBlock = FDNN_SMALL_BATCH_TIMELINE_BLOCK;
 [[maybe_unused]] constexpr int kStampedChunks = 6;
 [[maybe_unused]] constexpr int kLastStamp = 3 + kStampedChunks + 2;
-#define FDNN_SMALL_BATCH_STAMP(phase) \
-  FDNN_TIMELINE(blockIdx.x == kTimelineBlock, phase, kLastStamp)
+#define FDNN_SMALL_BATCH_STAMP(phase) FDNN_TIMELINE(blockIdx.x == kTimelineBlock, phase, kLastStamp)
 
 // Cluster dimensions are a property of the sm_90+ kernel; older targets compile an empty body
 // (the plan never picks it there).
@@ -288,7 +287,7 @@ __device__ __forceinline__ void bulk_copy_to_both(uint32_t destination, const fl
 // only row n of W).
 template <int kTiles>
 __global__ void FDNN_CLUSTER_OF_TWO __launch_bounds__(kThreads, 1)
-small_batch_linear_cluster_kernel(const __grid_constant__ SmallBatchParams p) {
+    small_batch_linear_cluster_kernel(const __grid_constant__ SmallBatchParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kColumns = 8 * kTiles;
   constexpr int kStages = stages_for(kColumns);
@@ -403,8 +402,7 @@ const Variant kVariants[] = {
 bool plan_small_batch_linear(int32_t in, int32_t out, const DeviceInfo& device,
                              SmallBatchLinearMode mode, SmallBatchLinearPlan* plan) {
   *plan = SmallBatchLinearPlan();
-  if (mode == SmallBatchLinearMode::Off || device.major < 9 || in <= 0 || out <= 0 ||
-      in % 4 != 0) {
+  if (mode == SmallBatchLinearMode::Off || device.major < 9 || in <= 0 || out <= 0 || in % 4 != 0) {
     return false;
   }
   // Estimated time of a variant: the floats each block stages ((32 + columns) rows x in), times

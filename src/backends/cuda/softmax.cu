@@ -19,7 +19,8 @@ template <int kThreadsPerRow>
 __global__ void __launch_bounds__(kBlockThreads) softmax_kernel(SoftmaxArgs args) {
   __shared__ float scratch[kBlockThreads / 32];
   constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreadsPerRow;
+  const int64_t row =
+      static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreadsPerRow;
   if (kThreadsPerRow == 32 && row >= args.rows) return;  // whole warps leave; no block barrier
   const int lane = threadIdx.x % kThreadsPerRow;
   const int64_t n = args.row_size;

@@ -35,7 +35,7 @@ __device__ __forceinline__ void pin(float& value) { asm volatile("" : "+f"(value
 __device__ __forceinline__ void pin(uint32_t& value) { asm volatile("" : "+r"(value)::"memory"); }
 
 #define FDNN_WGMMA_PREDICATE "{\n.reg .pred p;\nsetp.ne.b32 p, %"
-#define FDNN_D8(i)                                                                        \
+#define FDNN_D8(i)                                                                            \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
       "+f"(d[i + 6]), "+f"(d[i + 7])
 #define FDNN_A_DESC_ONE "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
@@ -46,46 +46,52 @@ __device__ __forceinline__ void multiply(float (&d)[kN / 2], const uint32_t (&a)
   static_assert(kMath == TensorCoreMath::Fp16 || kMath == TensorCoreMath::Bf16, "16-bit only");
   if constexpr (kN == 16) {
     if constexpr (kMath == TensorCoreMath::Fp16) {
-      asm volatile(FDNN_WGMMA_PREDICATE "13, 0;\n"
+      asm volatile(FDNN_WGMMA_PREDICATE
+                   "13, 0;\n"
                    "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
                    "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
                    : FDNN_D8(0)
                    : FDNN_A_DESC_ONE);
     } else {
-      asm volatile(FDNN_WGMMA_PREDICATE "13, 0;\n"
+      asm volatile(FDNN_WGMMA_PREDICATE
+                   "13, 0;\n"
                    "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
                    "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
                    : FDNN_D8(0)
                    : FDNN_A_DESC_ONE);
     }
   } else if constexpr (kN == 32) {
-#define FDNN_N32                                                                         \
+#define FDNN_N32                                                                             \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, " \
   "%19}, %20, p, 1, 1, 0;\n}\n"
     if constexpr (kMath == TensorCoreMath::Fp16) {
-      asm volatile(FDNN_WGMMA_PREDICATE "21, 0;\n"
+      asm volatile(FDNN_WGMMA_PREDICATE
+                   "21, 0;\n"
                    "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 " FDNN_N32
                    : FDNN_D8(0), FDNN_D8(8)
                    : FDNN_A_DESC_ONE);
     } else {
-      asm volatile(FDNN_WGMMA_PREDICATE "21, 0;\n"
+      asm volatile(FDNN_WGMMA_PREDICATE
+                   "21, 0;\n"
                    "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " FDNN_N32
                    : FDNN_D8(0), FDNN_D8(8)
                    : FDNN_A_DESC_ONE);
     }
 #undef FDNN_N32
   } else if constexpr (kN == 64) {
-#define FDNN_N64                                                                              \
+#define FDNN_N64                                                                                \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, " \
   "1, 1, 0;\n}\n"
     if constexpr (kMath == TensorCoreMath::Fp16) {
-      asm volatile(FDNN_WGMMA_PREDICATE "37, 0;\n"
+      asm volatile(FDNN_WGMMA_PREDICATE
+                   "37, 0;\n"
                    "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FDNN_N64
                    : FDNN_D8(0), FDNN_D8(8), FDNN_D8(16), FDNN_D8(24)
                    : FDNN_A_DESC_ONE);
     } else {
-      asm volatile(FDNN_WGMMA_PREDICATE "37, 0;\n"
+      asm volatile(FDNN_WGMMA_PREDICATE
+                   "37, 0;\n"
                    "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FDNN_N64
                    : FDNN_D8(0), FDNN_D8(8), FDNN_D8(16), FDNN_D8(24)
                    : FDNN_A_DESC_ONE);
@@ -93,22 +99,24 @@ __device__ __forceinline__ void multiply(float (&d)[kN / 2], const uint32_t (&a)
 #undef FDNN_N64
   } else {
     static_assert(kN == 128, "N is 16, 32, 64 or 128");
-#define FDNN_N128                                                                             \
+#define FDNN_N128                                                                               \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "   \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
   "%56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
     if constexpr (kMath == TensorCoreMath::Fp16) {
-      asm volatile(FDNN_WGMMA_PREDICATE "69, 0;\n"
+      asm volatile(FDNN_WGMMA_PREDICATE
+                   "69, 0;\n"
                    "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FDNN_N128
-                   : FDNN_D8(0), FDNN_D8(8), FDNN_D8(16), FDNN_D8(24), FDNN_D8(32),
-                     FDNN_D8(40), FDNN_D8(48), FDNN_D8(56)
+                   : FDNN_D8(0), FDNN_D8(8), FDNN_D8(16), FDNN_D8(24), FDNN_D8(32), FDNN_D8(40),
+                     FDNN_D8(48), FDNN_D8(56)
                    : FDNN_A_DESC_ONE);
     } else {
-      asm volatile(FDNN_WGMMA_PREDICATE "69, 0;\n"
+      asm volatile(FDNN_WGMMA_PREDICATE
+                   "69, 0;\n"
                    "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FDNN_N128
-                   : FDNN_D8(0), FDNN_D8(8), FDNN_D8(16), FDNN_D8(24), FDNN_D8(32),
-                     FDNN_D8(40), FDNN_D8(48), FDNN_D8(56)
+                   : FDNN_D8(0), FDNN_D8(8), FDNN_D8(16), FDNN_D8(24), FDNN_D8(32), FDNN_D8(40),
+                     FDNN_D8(48), FDNN_D8(56)
                    : FDNN_A_DESC_ONE);
     }
 #undef FDNN_N128

@@ -97,22 +97,15 @@ inline double reference_apply(const ElementwiseOp& op, double x) {
   const double parameter = op.parameter;
   const double pi = 3.14159265358979323846;
   switch (op.kind) {
-    case ElementwiseKind::ReLU:
-      return x > 0.0 ? x : 0.0;
-    case ElementwiseKind::LeakyReLU:
-      return x >= 0.0 ? x : parameter * x;
-    case ElementwiseKind::GeluErf:
-      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case ElementwiseKind::ReLU: return x > 0.0 ? x : 0.0;
+    case ElementwiseKind::LeakyReLU: return x >= 0.0 ? x : parameter * x;
+    case ElementwiseKind::GeluErf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
     case ElementwiseKind::GeluTanh:
       return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
-    case ElementwiseKind::SiLU:
-      return x / (1.0 + std::exp(-x));
-    case ElementwiseKind::Sigmoid:
-      return 1.0 / (1.0 + std::exp(-x));
-    case ElementwiseKind::Tanh:
-      return std::tanh(x);
-    case ElementwiseKind::Scale:
-      return x * parameter;
+    case ElementwiseKind::SiLU: return x / (1.0 + std::exp(-x));
+    case ElementwiseKind::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case ElementwiseKind::Tanh: return std::tanh(x);
+    case ElementwiseKind::Scale: return x * parameter;
   }
   ADD_FAILURE() << "unknown ElementwiseKind";
   return x;

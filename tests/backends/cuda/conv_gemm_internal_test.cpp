@@ -27,8 +27,8 @@ using fusednn::cuda::Conv2dArgs;
 using fusednn::cuda::ConvGemmPlan;
 using fusednn::cuda::TensorCoreMath;
 
-Conv2dArgs geometry(int in, int height, int width, int out, int kernel_h, int kernel_w,
-                    int stride, int padding, int dilation, int groups) {
+Conv2dArgs geometry(int in, int height, int width, int out, int kernel_h, int kernel_w, int stride,
+                    int padding, int dilation, int groups) {
   Conv2dArgs g;
   g.in_channels = in;
   g.in_height = height;
@@ -47,11 +47,9 @@ Conv2dArgs geometry(int in, int height, int width, int out, int kernel_h, int ke
 
 // W[oc][k] as the image stores it, widened back to fp32.
 float image_weight(const ConvGemmPlan& plan, const uint32_t* rows, int oc, int k) {
-  const uint32_t word = rows[static_cast<size_t>(oc) * plan.row_words +
-                             (plan.math == TensorCoreMath::Fp16 ||
-                                      plan.math == TensorCoreMath::Bf16
-                                  ? k / 2
-                                  : k)];
+  const uint32_t word =
+      rows[static_cast<size_t>(oc) * plan.row_words +
+           (plan.math == TensorCoreMath::Fp16 || plan.math == TensorCoreMath::Bf16 ? k / 2 : k)];
   if (plan.math != TensorCoreMath::Fp16 && plan.math != TensorCoreMath::Bf16) {
     return fusednn::float_from_bits(word);
   }
@@ -98,10 +96,9 @@ std::vector<float> convolve_from_image(const ConvGemmPlan& plan, const std::vect
 }
 
 fusednn::cpu::Conv2dGeometry cpu_geometry(const Conv2dArgs& g) {
-  return {g.in_channels,     g.in_height,       g.in_width,       g.out_channels,
-          g.out_height,      g.out_width,       g.kernel_height,  g.kernel_width,
-          g.stride_height,   g.stride_width,    g.padding_height, g.padding_width,
-          g.dilation_height, g.dilation_width,  g.groups};
+  return {g.in_channels,    g.in_height,     g.in_width,        g.out_channels,   g.out_height,
+          g.out_width,      g.kernel_height, g.kernel_width,    g.stride_height,  g.stride_width,
+          g.padding_height, g.padding_width, g.dilation_height, g.dilation_width, g.groups};
 }
 
 // Host code only: runs without a GPU.
@@ -118,8 +115,8 @@ TEST(ConvGemmInternal, ImageReproducesTheCpuConvolution) {
   std::mt19937 random(31);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int batch = 2;
-  for (const TensorCoreMath math : {TensorCoreMath::Tf32x3, TensorCoreMath::Tf32,
-                                    TensorCoreMath::Fp16, TensorCoreMath::Bf16}) {
+  for (const TensorCoreMath math :
+       {TensorCoreMath::Tf32x3, TensorCoreMath::Tf32, TensorCoreMath::Fp16, TensorCoreMath::Bf16}) {
     for (const Conv2dArgs& g : geometries) {
       const std::string what = std::string(fusednn::cuda::tensor_core_math_name(math)) + ", " +
                                std::to_string(g.in_channels) + " -> " +
@@ -138,8 +135,8 @@ TEST(ConvGemmInternal, ImageReproducesTheCpuConvolution) {
       for (float& v : weight) v = normal(random);
       std::vector<float> x(static_cast<size_t>(batch) * g.in_channels * g.in_height * g.in_width);
       for (float& v : x) v = normal(random);
-      const std::vector<uint32_t> image = fusednn::cuda::build_conv_gemm_image(plan, g,
-                                                                               weight.data());
+      const std::vector<uint32_t> image =
+          fusednn::cuda::build_conv_gemm_image(plan, g, weight.data());
       ASSERT_EQ(image.size(), 2 * static_cast<size_t>(plan.padded_k) +
                                   static_cast<size_t>(plan.row_words) * g.out_channels);
       // Past k the table's row step must leave every input the plan admits (heights and
@@ -244,8 +241,8 @@ std::vector<ConvRoute> conv_routes(const Net& net, fdnn_precision precision) {
   if (backend != nullptr) {
     for (const fusednn::cuda::Op& op : backend->ops()) {
       if (op.kind == fusednn::cuda::OpKind::Conv2d) {
-        routes.push_back({false, op.conv_gemm.usable, op.conv_gemm.math,
-                          op.conv_gemm.image != nullptr});
+        routes.push_back(
+            {false, op.conv_gemm.usable, op.conv_gemm.math, op.conv_gemm.image != nullptr});
       } else if (op.kind == fusednn::cuda::OpKind::ConvPool) {
         routes.push_back({true, false, op.conv_gemm.math, false});
       }
@@ -256,12 +253,11 @@ std::vector<ConvRoute> conv_routes(const Net& net, fdnn_precision precision) {
 }
 
 // Skips below compute capability 8.0, where no convolution runs as an implicit GEMM.
-#define REQUIRE_TENSOR_CORES()                                                      \
-  do {                                                                              \
-    int major_ = 0;                                                                 \
-    ASSERT_EQ(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, 0), \
-              cudaSuccess);                                                         \
-    if (major_ < 8) GTEST_SKIP() << "compute capability " << major_ << " below 8.0"; \
+#define REQUIRE_TENSOR_CORES()                                                                     \
+  do {                                                                                             \
+    int major_ = 0;                                                                                \
+    ASSERT_EQ(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess); \
+    if (major_ < 8) GTEST_SKIP() << "compute capability " << major_ << " below 8.0";               \
   } while (0)
 
 TEST(ConvGemmInternal, WhichConvolutionsRunAsImplicitGemms) {

@@ -101,29 +101,68 @@ TEST_F(CublasLtInternal, LoneWideLinearsRunOnCublasLt) {
   mixed.linear("wide", 96, 520).act(kGeluTanh);
   mixed.linear("fc3", 520, 64).act(kReLU).linear("fc4", 64, 10);
   const std::vector<Case> cases = {
-      {"768 -> 3072 + bias + GELU(tanh)", lone(768, 3072, true, {kGeluTanh}),
-       {OpKind::CublasLtLinear}, fuses_gelu ? "GELU_BIAS" : "BIAS", fuses_gelu ? 1u : 2u, false},
-      {"768 -> 3072 + bias + GELU(erf)", lone(768, 3072, true, {kGeluErf}),
-       {OpKind::CublasLtLinear}, "BIAS", 2, false},
+      {"768 -> 3072 + bias + GELU(tanh)",
+       lone(768, 3072, true, {kGeluTanh}),
+       {OpKind::CublasLtLinear},
+       fuses_gelu ? "GELU_BIAS" : "BIAS",
+       fuses_gelu ? 1u : 2u,
+       false},
+      {"768 -> 3072 + bias + GELU(erf)",
+       lone(768, 3072, true, {kGeluErf}),
+       {OpKind::CublasLtLinear},
+       "BIAS",
+       2,
+       false},
       // cuBLASLt's ReLU epilogues turn NaN into 0: ReLU runs after it, as the backend's own.
-      {"768 -> 3072 + ReLU", lone(768, 3072, false, {kReLU}), {OpKind::CublasLtLinear}, "DEFAULT",
-       2, false},
-      {"768 -> 3072 + bias + ReLU + Scale", lone(768, 3072, true, {kReLU, kScale}),
-       {OpKind::CublasLtLinear}, "BIAS", 2, false},
+      {"768 -> 3072 + ReLU",
+       lone(768, 3072, false, {kReLU}),
+       {OpKind::CublasLtLinear},
+       "DEFAULT",
+       2,
+       false},
+      {"768 -> 3072 + bias + ReLU + Scale",
+       lone(768, 3072, true, {kReLU, kScale}),
+       {OpKind::CublasLtLinear},
+       "BIAS",
+       2,
+       false},
       {"768 -> 3072", lone(768, 3072, false, {}), {OpKind::CublasLtLinear}, "DEFAULT", 1, false},
-      {"768 -> 3072 + bias + Scale", lone(768, 3072, true, {kScale}), {OpKind::CublasLtLinear},
-       "BIAS", 2, false},
-      {"300 -> 520 + GELU(tanh) + Scale", lone(300, 520, false, {kGeluTanh, kScale}),
-       {OpKind::CublasLtLinear}, fuses_gelu ? "GELU" : "DEFAULT", 2, false},
-      {"300 -> 520 + bias + SiLU", lone(300, 520, true, {kSiLU}), {OpKind::CublasLtLinear},
-       "BIAS", 2, false},
-      {"6000 -> 64 + bias + ReLU (input too wide for a tile)", lone(6000, 64, true, {kReLU}),
-       {OpKind::CublasLtLinear}, "BIAS", 2, false},
-      {"100 -> 256 (a lone layer that fits: fused)", lone(100, 256, true, {kReLU}),
-       {OpKind::FusedMlp}, nullptr, 0, true},
-      {"64-128-96 | 520 | 64-10", mixed,
+      {"768 -> 3072 + bias + Scale",
+       lone(768, 3072, true, {kScale}),
+       {OpKind::CublasLtLinear},
+       "BIAS",
+       2,
+       false},
+      {"300 -> 520 + GELU(tanh) + Scale",
+       lone(300, 520, false, {kGeluTanh, kScale}),
+       {OpKind::CublasLtLinear},
+       fuses_gelu ? "GELU" : "DEFAULT",
+       2,
+       false},
+      {"300 -> 520 + bias + SiLU",
+       lone(300, 520, true, {kSiLU}),
+       {OpKind::CublasLtLinear},
+       "BIAS",
+       2,
+       false},
+      {"6000 -> 64 + bias + ReLU (input too wide for a tile)",
+       lone(6000, 64, true, {kReLU}),
+       {OpKind::CublasLtLinear},
+       "BIAS",
+       2,
+       false},
+      {"100 -> 256 (a lone layer that fits: fused)",
+       lone(100, 256, true, {kReLU}),
+       {OpKind::FusedMlp},
+       nullptr,
+       0,
+       true},
+      {"64-128-96 | 520 | 64-10",
+       mixed,
        {OpKind::FusedMlp, OpKind::CublasLtLinear, OpKind::FusedMlp},
-       fuses_gelu ? "GELU_BIAS" : "BIAS", fuses_gelu ? 1u : 2u, true},
+       fuses_gelu ? "GELU_BIAS" : "BIAS",
+       fuses_gelu ? 1u : 2u,
+       true},
   };
   uint32_t seed = 2000;
   for (const Case& c : cases) {
@@ -307,7 +346,7 @@ TEST_F(CublasLtInternal, SmallBatchKernelTakesUpTo32Rows) {
       {lone(768, 3072, true, {kGeluTanh}), "1", {1, 32}, true, true},
       {lone(300, 520, false, {kReLU, kScale}), "1", {7}, true, true},
       {lone(3072, 768, false, {kReLU}), "auto", {7}, false, false},  // cuBLASLt is faster
-      {lone(3072, 768, false, {kReLU}), "1", {7}, true, true},  // "1": wherever it can
+      {lone(3072, 768, false, {kReLU}), "1", {7}, true, true},       // "1": wherever it can
       {lone(768, 3072, true, {kGeluTanh}), "1", {33}, true, false},
       {lone(768, 3072, true, {kGeluTanh}), "0", {1, 32}, false, false},
       {lone(30, 300, true, {kSiLU}), "1", {1, 32}, false, false},
@@ -364,8 +403,7 @@ TEST_F(CublasLtInternal, GeluEpilogueMatchesTheFormula) {
                      cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(device_bias.data(), bias.data(), bias.size() * sizeof(float),
                      cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(x.data(), input.data(), input.size() * sizeof(float),
-                     cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(x.data(), input.data(), input.size() * sizeof(float), cudaMemcpyHostToDevice));
   CublasLtHandle handle;
   const CublasLtLinear gelu(handle.get(), kIn, kOut, CublasLtActivation::GeluTanh,
                             device_weight.data(), device_bias.data(), workspace.bytes());
@@ -381,17 +419,16 @@ TEST_F(CublasLtInternal, GeluEpilogueMatchesTheFormula) {
     ASSERT_TRUE(plain_choice.usable) << plain_choice.reason;
     const size_t count = static_cast<size_t>(rows) * kOut;
     const std::vector<float> poison(count, NAN);
-    CUDA_OK(cudaMemcpy(y_gelu.data(), poison.data(), count * sizeof(float),
-                       cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(y_plain.data(), poison.data(), count * sizeof(float),
-                       cudaMemcpyHostToDevice));
+    CUDA_OK(
+        cudaMemcpy(y_gelu.data(), poison.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(
+        cudaMemcpy(y_plain.data(), poison.data(), count * sizeof(float), cudaMemcpyHostToDevice));
     gelu.run(gelu_choice, x.data(), y_gelu.data(), workspace.data(), nullptr);
     plain.run(plain_choice, x.data(), y_plain.data(), workspace.data(), nullptr);
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> got(count), pre(count), formula(count);
     CUDA_OK(cudaMemcpy(got.data(), y_gelu.data(), count * sizeof(float), cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(pre.data(), y_plain.data(), count * sizeof(float),
-                       cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(pre.data(), y_plain.data(), count * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < count; ++i) {
       const double v = pre[i];
       formula[i] = static_cast<float>(

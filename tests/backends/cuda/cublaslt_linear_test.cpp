@@ -55,8 +55,7 @@ Net lone_linear(int64_t in, int64_t out, const Activation& activation, bool bias
   return net;
 }
 
-std::string describe(int64_t in, int64_t out, const Activation& activation, bool bias,
-                     bool scale) {
+std::string describe(int64_t in, int64_t out, const Activation& activation, bool bias, bool scale) {
   return std::to_string(in) + " -> " + std::to_string(out) + ", " + activation.name +
          (bias ? ", bias" : ", no bias") + (scale ? ", then Scale" : "");
 }
@@ -166,7 +165,8 @@ TEST_F(CublasLtLinear, BetweenFusedChains) {
 // outputs), reductions shorter than one staged chunk (4, 64 and 100 inputs), an input width that
 // is not a multiple of 4 (30: cuBLASLt at every size), and 33 rows (cuBLASLt again). Inputs of
 // whole 128-float chunks (768, 256) take the cluster form; 256 -> 1000 has an odd number of
-// column tiles, so one block of its last pair has no columns. cublaslt_internal_test.cpp checks which path each run took.
+// column tiles, so one block of its last pair has no columns. cublaslt_internal_test.cpp checks
+// which path each run took.
 TEST_F(CublasLtLinear, SmallBatchLinearEveryShape) {
   REQUIRE_CUDA();
   const Activation& gelu = kActivations[0];
@@ -177,16 +177,17 @@ TEST_F(CublasLtLinear, SmallBatchLinearEveryShape) {
       quick() ? std::vector<int64_t>{1, 32} : std::vector<int64_t>{1, 2, 3, 8, 16, 17, 31, 32, 33};
   expect_matches_cpu(lone_linear(768, 3072, gelu, true, false), rows, 1900,
                      describe(768, 3072, gelu, true, false));
-  const std::vector<int64_t> few = quick() ? std::vector<int64_t>{3} : std::vector<int64_t>{1, 5, 32};
+  const std::vector<int64_t> few =
+      quick() ? std::vector<int64_t>{3} : std::vector<int64_t>{1, 5, 32};
   struct Shape {
     int64_t in, out;
     const Activation& activation;
     bool bias, scale;
   };
   const Shape shapes[] = {
-      {3072, 768, relu, true, false}, {6000, 64, none, false, false}, {300, 520, erf, true, true},
-      {100, 1000, gelu, false, false}, {64, 300, relu, true, false},  {4, 257, none, true, true},
-      {30, 300, gelu, true, false},   {256, 1000, gelu, true, false},
+      {3072, 768, relu, true, false},  {6000, 64, none, false, false}, {300, 520, erf, true, true},
+      {100, 1000, gelu, false, false}, {64, 300, relu, true, false},   {4, 257, none, true, true},
+      {30, 300, gelu, true, false},    {256, 1000, gelu, true, false},
   };
   uint32_t seed = 1901;
   for (const Shape& shape : shapes) {

@@ -146,7 +146,8 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
                        reports_precision, c.precision, c.bound);
     Net wide({32});  // the neural-field shape of issue #4's benchmark
     wide.linear("l0", 32, 64).act(R"({"type": "ReLU"})");
-    for (int l = 1; l <= 3; ++l) wide.linear("l" + std::to_string(l), 64, 64).act(R"({"type": "ReLU"})");
+    for (int l = 1; l <= 3; ++l)
+      wide.linear("l" + std::to_string(l), 64, 64).act(R"({"type": "ReLU"})");
     wide.linear("l4", 64, 16);
     expect_matches_cpu(wide, {1, 33, 4097, 20000}, seed++, std::string("32-64x4-16, ") + c.name,
                        reports_precision, c.precision, c.bound);
@@ -213,8 +214,8 @@ TEST(CudaBackend, HalfChainsAtLargeBatches) {
       square.linear("l" + std::to_string(l), 128, 128).act(R"({"type": "ReLU"})");
     }
     square.linear("l3", 128, 5);
-    expect_matches_cpu(square, {12345}, seed++, std::string("128x4-5, ") + c.name, {},
-                       c.precision, c.bound);
+    expect_matches_cpu(square, {12345}, seed++, std::string("128x4-5, ") + c.name, {}, c.precision,
+                       c.bound);
     // A Tanh output in bf16 is held to twice the bound, as in implicit_gemm_conv_test.cpp:
     // exact rounding lands there (docs/precision.md, "Saturating outputs"; the Warpgroup form
     // lands just past the plain bound here, on weights and inputs drawn like these).
@@ -245,8 +246,8 @@ TEST(CudaBackend, HalfChainsAtLargeBatches) {
       Net fused({36});
       fused.linear("fc1", 36, 60).act(layer).linear("fc2", 60, 9).act(layer);
       const bool squeezed = name == "Tanh" && c.precision == FDNN_PRECISION_BF16;
-      expect_matches_cpu(fused, {9000}, seed++, name + ", large batch, " + c.name, {},
-                         c.precision, squeezed ? 2 * c.bound : c.bound);
+      expect_matches_cpu(fused, {9000}, seed++, name + ", large batch, " + c.name, {}, c.precision,
+                         squeezed ? 2 * c.bound : c.bound);
     }
 #if FUSEDNN_TEST_WITH_CUDART
     expect_rotating_buffers_match(seed_mlp(), seed++, std::string("seed MLP, ") + c.name, true,
@@ -287,9 +288,9 @@ TEST(CudaBackend, HalfChainsAtLargeBatches) {
       ASSERT_EQ(fdnn_model_run(first, 1000, input.data(), input.size(), got.data(), got.size()),
                 FDNN_STATUS_OK)
           << fdnn_last_error_message();
-      ASSERT_EQ(fdnn_model_run(cpu, 1000, input.data(), input.size(), expected.data(),
-                               expected.size()),
-                FDNN_STATUS_OK);
+      ASSERT_EQ(
+          fdnn_model_run(cpu, 1000, input.data(), input.size(), expected.data(), expected.size()),
+          FDNN_STATUS_OK);
       EXPECT_LE(relative_error(got, expected), c.bound) << "the first model after the second";
       fdnn_model_destroy(second);
       fdnn_model_destroy(first);
@@ -381,8 +382,8 @@ TEST(CudaBackend, SmallBatchSingleBlockForm) {
 TEST(CudaBackend, SmallBatchClusterForm) {
   REQUIRE_CUDA();
   ScopedEnvironment form("FUSEDNN_CUDA_SMALL_BATCH_MLP", "cluster");
-  expect_matches_cpu(seed_mlp(), {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 128, 131, 132, 133, 200},
-                     54, "seed MLP, cluster");
+  expect_matches_cpu(seed_mlp(), {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 128, 131, 132, 133, 200}, 54,
+                     "seed MLP, cluster");
   const Net net = off_grid_chain();
   expect_matches_cpu(net, {1, 2, 3, 16, 129}, 55, "37-200-13-256-255-5, cluster");
   const Net head = lenet5_head(R"({"type": "ReLU"})");  // wider than one block holds
@@ -448,8 +449,8 @@ TEST(CudaBackend, TanhOnTheSpecialFunctionUnit) {
           gelu ? 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
                : std::tanh(v);
       // (A zero expected allows only zero.)
-      const double bound = gelu ? 1e-6 * std::max(1.0, std::fabs(v))
-                                : std::max(3e-6 * std::fabs(expected), 1e-300);
+      const double bound =
+          gelu ? 1e-6 * std::max(1.0, std::fabs(v)) : std::max(3e-6 * std::fabs(expected), 1e-300);
       worst = std::max(worst, std::fabs(y[i] - expected) / bound);
     }
     EXPECT_LE(worst, 1.0) << "the largest error over its bound";
@@ -544,10 +545,10 @@ TEST(CudaBackend, FusedChainOutputKeepsOffItsInputSlot) {
 
 // ------------------------------------------------------------------------------------------
 // Fused Conv2d + bias + activation + pooling (conv_pool.cu), the default; pinned on with
-// FUSEDNN_CUDA_FUSED_CONV=1 (0 turns it off) around model creation (the backend reads it when a model prepares: at its first context
-// or run). Each net is checked against the CPU at batch sizes that take both launch forms (one
-// sample split into row slabs below the SM count, several samples per block above it), and the
-// kernel launches of one run are counted to show which path ran.
+// FUSEDNN_CUDA_FUSED_CONV=1 (0 turns it off) around model creation (the backend reads it when a
+// model prepares: at its first context or run). Each net is checked against the CPU at batch sizes
+// that take both launch forms (one sample split into row slabs below the SM count, several samples
+// per block above it), and the kernel launches of one run are counted to show which path ran.
 
 // Batch sizes for the fused convolution: below the SM count (small tile, row slabs), just above
 // it (one sample per block), and large enough for several samples per block.
@@ -667,8 +668,7 @@ std::vector<float> run_on_gpu(const Net& net, const std::vector<std::vector<floa
   fdnn_model* model = create_model(net.spec(), FDNN_DEVICE_CUDA, batch, 1, precision);
   if (model == nullptr) return output;
   set_weights(model, net, weights);
-  EXPECT_EQ(fdnn_model_run(model, batch, input.data(), input.size(), output.data(),
-                           output.size()),
+  EXPECT_EQ(fdnn_model_run(model, batch, input.data(), input.size(), output.data(), output.size()),
             FDNN_STATUS_OK)
       << fdnn_last_error_message();
   fdnn_model_destroy(model);
@@ -748,8 +748,8 @@ TEST(CudaBackend, RowOpsFoldedIntoSplitChains) {
     Net wide({1100});
     wide.linear("a", 1100, 64).act(R"({"type": "ReLU"})").linear("b", 64, 10);
     wide.layer(R"({"type": "Softmax", "dim": -1})");
-    expect_matches_cpu(wide, {33, 5000}, seed++, std::string("1100-64-10 + Softmax, ") + c.name,
-                       {}, c.precision, c.bound);
+    expect_matches_cpu(wide, {33, 5000}, seed++, std::string("1100-64-10 + Softmax, ") + c.name, {},
+                       c.precision, c.bound);
   }
 #if FUSEDNN_TEST_WITH_CUDART
   int folded = -1, separate = -1;
@@ -954,7 +954,8 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
       count_kernels(c.net, 1, &kernels);
       EXPECT_EQ(kernels, single) << "batch 1, FUSEDNN_CUDA_SINGLE_LAUNCH=1";
       count_kernels(c.net, sms, &kernels);
-      EXPECT_EQ(kernels, single) << "batch " << sms << ", the SM count, FUSEDNN_CUDA_SINGLE_LAUNCH=1";
+      EXPECT_EQ(kernels, single) << "batch " << sms
+                                 << ", the SM count, FUSEDNN_CUDA_SINGLE_LAUNCH=1";
       count_kernels(c.net, sms + 1, &kernels);
       EXPECT_EQ(kernels, c.per_layer) << "batch " << sms + 1 << ", FUSEDNN_CUDA_SINGLE_LAUNCH=1";
     }
@@ -1109,8 +1110,8 @@ TEST(CudaBackend, FusedConvWithoutPooling) {
 TEST(CudaBackend, FusedConvEveryActivation) {
   REQUIRE_CUDA();
   uint32_t seed = 530;
-  const std::vector<int64_t> batches = quick() ? std::vector<int64_t>{1, 300}
-                                               : std::vector<int64_t>{1, 3, 129, 300, 1000};
+  const std::vector<int64_t> batches =
+      quick() ? std::vector<int64_t>{1, 300} : std::vector<int64_t>{1, 3, 129, 300, 1000};
   for (const auto& [name, layer] : activations()) {
     Net avg({3, 12, 12});
     avg.conv("conv", 3, 6, {5, 5}, {1, 1}, {2, 2}, {1, 1}, 1, true).act(layer);
@@ -1272,9 +1273,9 @@ TEST(CudaBackend, GoldenBundles) {
           normal(static_cast<size_t>(batch * elements(in_shape)), random, 0.0f, 1.0f);
       std::vector<float> expected(static_cast<size_t>(batch * elements(out_shape)), NAN);
       std::vector<float> got(expected.size(), NAN);
-      ASSERT_EQ(fdnn_model_run(cpu, batch, input.data(), input.size(), expected.data(),
-                               expected.size()),
-                FDNN_STATUS_OK);
+      ASSERT_EQ(
+          fdnn_model_run(cpu, batch, input.data(), input.size(), expected.data(), expected.size()),
+          FDNN_STATUS_OK);
       ASSERT_EQ(fdnn_model_run(gpu, batch, input.data(), input.size(), got.data(), got.size()),
                 FDNN_STATUS_OK)
           << fdnn_last_error_message();

@@ -80,14 +80,14 @@ inline std::vector<int64_t> few_batches() {
   return {1, 2, 31, 33, 129};
 }
 
-#define REQUIRE_CUDA()                                                                        \
-  do {                                                                                        \
-    int32_t gpus_ = 0;                                                                        \
-    ASSERT_EQ(fdnn_cuda_device_count(&gpus_), FDNN_STATUS_OK) << fdnn_last_error_message();  \
-    if (gpus_ == 0) {                                                                         \
-      GTEST_SKIP() << "no CUDA device: fdnn_cuda_device_count() is 0 (this libfusednn has "  \
-                      "no CUDA backend, or no GPU is visible); nothing to compare";          \
-    }                                                                                         \
+#define REQUIRE_CUDA()                                                                      \
+  do {                                                                                      \
+    int32_t gpus_ = 0;                                                                      \
+    ASSERT_EQ(fdnn_cuda_device_count(&gpus_), FDNN_STATUS_OK) << fdnn_last_error_message(); \
+    if (gpus_ == 0) {                                                                       \
+      GTEST_SKIP() << "no CUDA device: fdnn_cuda_device_count() is 0 (this libfusednn has " \
+                      "no CUDA backend, or no GPU is visible); nothing to compare";         \
+    }                                                                                       \
   } while (0)
 
 // ------------------------------------------------------------------------------------------
@@ -112,9 +112,9 @@ class Net {
   }
   Net& linear(const std::string& name, int64_t in, int64_t out, bool bias = true,
               const std::string& inputs = "") {
-    layer(R"({"type": "Linear", "name": ")" + name + R"(", "in_features": )" +
-          std::to_string(in) + R"(, "out_features": )" + std::to_string(out) +
-          R"(, "bias": )" + (bias ? "true" : "false") + inputs_field(inputs) + "}");
+    layer(R"({"type": "Linear", "name": ")" + name + R"(", "in_features": )" + std::to_string(in) +
+          R"(, "out_features": )" + std::to_string(out) + R"(, "bias": )" +
+          (bias ? "true" : "false") + inputs_field(inputs) + "}");
     tensors_.push_back({name + ".weight", {out, in}, Init::Weight, in});
     if (bias) tensors_.push_back({name + ".bias", {out}, Init::Bias, in});
     return *this;
@@ -126,15 +126,14 @@ class Net {
     auto pair = [](const std::vector<int64_t>& v) {
       return "[" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]";
     };
-    layer(R"({"type": "Conv2d", "name": ")" + name + R"(", "in_channels": )" +
-          std::to_string(in) + R"(, "out_channels": )" + std::to_string(out) +
-          R"(, "kernel_size": )" + pair(kernel) + R"(, "stride": )" + pair(stride) +
-          R"(, "padding": )" + pair(padding) + R"(, "dilation": )" + pair(dilation) +
-          R"(, "groups": )" + std::to_string(groups) + R"(, "bias": )" +
-          (bias ? "true" : "false") + "}");
+    layer(R"({"type": "Conv2d", "name": ")" + name + R"(", "in_channels": )" + std::to_string(in) +
+          R"(, "out_channels": )" + std::to_string(out) + R"(, "kernel_size": )" + pair(kernel) +
+          R"(, "stride": )" + pair(stride) + R"(, "padding": )" + pair(padding) +
+          R"(, "dilation": )" + pair(dilation) + R"(, "groups": )" + std::to_string(groups) +
+          R"(, "bias": )" + (bias ? "true" : "false") + "}");
     const int64_t fan_in = in / groups * kernel[0] * kernel[1];
-    tensors_.push_back({name + ".weight", {out, in / groups, kernel[0], kernel[1]}, Init::Weight,
-                        fan_in});
+    tensors_.push_back(
+        {name + ".weight", {out, in / groups, kernel[0], kernel[1]}, Init::Weight, fan_in});
     if (bias) tensors_.push_back({name + ".bias", {out}, Init::Bias, fan_in});
     return *this;
   }
@@ -223,8 +222,7 @@ inline const std::vector<std::pair<std::string, std::string>>& activations() {
   return all;
 }
 
-inline std::vector<float> normal(size_t count, std::mt19937& random, float mean,
-                                 float deviation) {
+inline std::vector<float> normal(size_t count, std::mt19937& random, float mean, float deviation) {
   std::normal_distribution<float> distribution(mean, deviation);
   std::vector<float> values(count);
   for (float& v : values) v = distribution(random);
@@ -265,8 +263,7 @@ inline fdnn_model* create_model(const std::string& spec, fdnn_device device, int
   options.cuda_graphs = cuda_graphs;
   options.precision = precision;
   fdnn_model* model = nullptr;
-  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
-            FDNN_STATUS_OK)
+  EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model), FDNN_STATUS_OK)
       << fdnn_last_error_message() << "\nspec: " << spec;
   return model;
 }
@@ -275,10 +272,10 @@ inline void set_weights(fdnn_model* model, const Net& net,
                         const std::vector<std::vector<float>>& values) {
   for (size_t i = 0; i < net.tensors().size(); ++i) {
     const Tensor& tensor = net.tensors()[i];
-    ASSERT_EQ(fdnn_model_set_weight(model, tensor.name.c_str(), FDNN_DTYPE_FLOAT32,
-                                    values[i].data(), tensor.shape.data(),
-                                    static_cast<int32_t>(tensor.shape.size())),
-              FDNN_STATUS_OK)
+    ASSERT_EQ(
+        fdnn_model_set_weight(model, tensor.name.c_str(), FDNN_DTYPE_FLOAT32, values[i].data(),
+                              tensor.shape.data(), static_cast<int32_t>(tensor.shape.size())),
+        FDNN_STATUS_OK)
         << fdnn_last_error_message();
   }
 }
@@ -319,9 +316,9 @@ inline double relative_error(const std::vector<float>& got, const std::vector<fl
 }
 
 #if FUSEDNN_TEST_WITH_CUDART
-#define CUDA_OK(call)                                                            \
-  do {                                                                           \
-    const cudaError_t cuda_error_ = (call);                                      \
+#define CUDA_OK(call)                                                                        \
+  do {                                                                                       \
+    const cudaError_t cuda_error_ = (call);                                                  \
     ASSERT_EQ(cuda_error_, cudaSuccess) << #call << ": " << cudaGetErrorString(cuda_error_); \
   } while (0)
 
@@ -378,9 +375,8 @@ struct GpuHooks {
 // and fdnn_model_run's pool.
 // `precision` is what the CUDA models are created with and `tolerance` the bound for it (the CPU
 // reference always runs fp32).
-inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batches,
-                               uint32_t seed, const std::string& what,
-                               const GpuHooks& hooks = {},
+inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batches, uint32_t seed,
+                               const std::string& what, const GpuHooks& hooks = {},
                                fdnn_precision precision = FDNN_PRECISION_FP32,
                                double tolerance = kTolerance) {
   SCOPED_TRACE(what);
@@ -422,19 +418,19 @@ inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batch
     bool first = true;
     for (int64_t batch : batches) {
       SCOPED_TRACE("batch " + std::to_string(batch));
-      const std::vector<float> input = normal(static_cast<size_t>(batch * in_elements), random,
-                                              0.0f, 1.0f);
+      const std::vector<float> input =
+          normal(static_cast<size_t>(batch * in_elements), random, 0.0f, 1.0f);
       const size_t output_count = static_cast<size_t>(batch * out_elements);
       std::vector<float> expected(output_count, NAN);
-      ASSERT_EQ(fdnn_model_run(cpu, batch, input.data(), input.size(), expected.data(),
-                               expected.size()),
-                FDNN_STATUS_OK)
+      ASSERT_EQ(
+          fdnn_model_run(cpu, batch, input.data(), input.size(), expected.data(), expected.size()),
+          FDNN_STATUS_OK)
           << fdnn_last_error_message();
 
       std::vector<float> got(output_count, NAN);
-      ASSERT_EQ(fdnn_context_run(context, batch, input.data(), input.size(), got.data(),
-                                 got.size()),
-                FDNN_STATUS_OK)
+      ASSERT_EQ(
+          fdnn_context_run(context, batch, input.data(), input.size(), got.data(), got.size()),
+          FDNN_STATUS_OK)
           << fdnn_last_error_message();
       EXPECT_LE(relative_error(got, expected), tolerance) << "host path";
 
@@ -446,8 +442,8 @@ inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batch
         EXPECT_LE(relative_error(got, expected), tolerance) << "fdnn_model_run";
       }
 #if FUSEDNN_TEST_WITH_CUDART
-      run_device(context, batch, input, output_count, buffers.input, buffers.output,
-                 buffers.stream, &got);
+      run_device(context, batch, input, output_count, buffers.input, buffers.output, buffers.stream,
+                 &got);
       EXPECT_LE(relative_error(got, expected), tolerance) << "device path, caller's stream";
       if (first) {
         run_device(context, batch, input, output_count, buffers.input, buffers.output, nullptr,
@@ -470,7 +466,8 @@ inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batch
 // per pair of buffers where they cannot be), a second stream, and runs queued back to back
 // before one synchronisation; three rounds, so that graphs made in the first are reused.
 // misaligned: two more sets of buffers, starting 8 and 4 bytes past a 256-byte boundary (for
-// plans whose kernels accept any float alignment). `precision` and `tolerance` as expect_matches_cpu's.
+// plans whose kernels accept any float alignment). `precision` and `tolerance` as
+// expect_matches_cpu's.
 inline void expect_rotating_buffers_match(const Net& net, uint32_t seed, const std::string& what,
                                           bool misaligned = false, int64_t batch = 33,
                                           fdnn_precision precision = FDNN_PRECISION_FP32,
@@ -506,8 +503,7 @@ inline void expect_rotating_buffers_match(const Net& net, uint32_t seed, const s
     const size_t offset = k == 3 ? 2 : k == 4 ? 1 : 0;  // floats before the set's data
     inputs.push_back(normal(in_count, random, 0.0f, 1.0f));
     expected.emplace_back(out_count, NAN);
-    ASSERT_EQ(fdnn_model_run(cpu, batch, inputs[k].data(), in_count, expected[k].data(),
-                             out_count),
+    ASSERT_EQ(fdnn_model_run(cpu, batch, inputs[k].data(), in_count, expected[k].data(), out_count),
               FDNN_STATUS_OK);
     float* in = nullptr;
     float* out = nullptr;
@@ -533,10 +529,9 @@ inline void expect_rotating_buffers_match(const Net& net, uint32_t seed, const s
     CUDA_OK(cudaDeviceSynchronize());
     for (int k = 0; k < sets; ++k) {
       std::vector<float> got(out_count);
-      CUDA_OK(cudaMemcpy(got.data(), device_out[k], out_count * sizeof(float),
-                         cudaMemcpyDeviceToHost));
-      EXPECT_LE(relative_error(got, expected[k]), tolerance)
-          << "round " << round << " set " << k;
+      CUDA_OK(
+          cudaMemcpy(got.data(), device_out[k], out_count * sizeof(float), cudaMemcpyDeviceToHost));
+      EXPECT_LE(relative_error(got, expected[k]), tolerance) << "round " << round << " set " << k;
     }
   }
   fdnn_context_destroy(context);

@@ -17,9 +17,9 @@ json explain(const fdnn_model* model, int64_t batch) {
             FDNN_STATUS_OK)
       << fdnn_last_error_message();
   std::string text(size, '\0');
-  EXPECT_EQ(fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_JSON, text.data(), text.size(),
-                               &size),
-            FDNN_STATUS_OK)
+  EXPECT_EQ(
+      fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_JSON, text.data(), text.size(), &size),
+      FDNN_STATUS_OK)
       << fdnn_last_error_message();
   text.resize(size > 0 ? size - 1 : 0);
   return json::parse(text);
@@ -45,8 +45,8 @@ void check_network(const Net& net, const std::string& name, int64_t max_batch,
                    const std::vector<int64_t>& batches,
                    const std::function<void(const json&, fdnn_precision, int64_t)>& extra) {
   std::mt19937 random(7);
-  for (fdnn_precision precision : {FDNN_PRECISION_FP32, FDNN_PRECISION_TF32, FDNN_PRECISION_FP16,
-                                   FDNN_PRECISION_BF16}) {
+  for (fdnn_precision precision :
+       {FDNN_PRECISION_FP32, FDNN_PRECISION_TF32, FDNN_PRECISION_FP16, FDNN_PRECISION_BF16}) {
     CpuAndGpu models = cpu_and_gpu_models(net, max_batch, random, precision);
     ASSERT_NE(models.cpu, nullptr);
     ASSERT_NE(models.gpu, nullptr);
@@ -55,8 +55,8 @@ void check_network(const Net& net, const std::string& name, int64_t max_batch,
     int64_t input_elements = 1;
     for (int32_t d = 0; d < input_shape.rank; ++d) input_elements *= input_shape.dims[d];
     for (int64_t batch : batches) {
-      const std::string what = name + " precision " + std::to_string(precision) + " batch " +
-                               std::to_string(batch);
+      const std::string what =
+          name + " precision " + std::to_string(precision) + " batch " + std::to_string(batch);
       const json gpu = explain(models.gpu, batch);
       EXPECT_EQ(gpu["device"], "cuda") << what;
       expect_forms_cover_the_plan(gpu, what);

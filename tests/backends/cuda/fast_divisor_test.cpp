@@ -29,9 +29,9 @@ TEST(FastDivisor, MatchesDivisionForSmallDivisors) {
 }
 
 TEST(FastDivisor, MatchesDivisionForLargeDivisorsAndMultiplesOfThem) {
-  const std::vector<int32_t> divisors = {4095,       4096,       4097,      65535,     65536,
-                                         65537,      1 << 20,    (1 << 20) + 1, 999999937,
-                                         1 << 30,    (1 << 30) + 1, INT32_MAX - 1, INT32_MAX};
+  const std::vector<int32_t> divisors = {
+      4095,          4096,      4097,    65535,         65536,         65537,    1 << 20,
+      (1 << 20) + 1, 999999937, 1 << 30, (1 << 30) + 1, INT32_MAX - 1, INT32_MAX};
   for (int32_t d : divisors) {
     const FastDivisor divisor = make_fast_divisor(d);
     for (int64_t q = 0; q * d <= INT32_MAX && q < 5000; ++q) {

@@ -71,8 +71,7 @@ struct RandomChain {
   std::vector<const float*> weight_pointers, bias_pointers;
 };
 
-RandomChain random_chain(const std::vector<int>& widths, std::mt19937& random,
-                         int no_bias = -1) {
+RandomChain random_chain(const std::vector<int>& widths, std::mt19937& random, int no_bias = -1) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const size_t count = widths.size() - 1;
   RandomChain chain;
@@ -128,9 +127,8 @@ TEST(FusedMlpInternal, ClusterImageGivesEachBlockItsRowsAndBiases) {
         }
       }
     }
-    const std::vector<float> image =
-        fusednn::cuda::build_fused_mlp_cluster_image(chain.layers, chain.weight_pointers,
-                                                     chain.bias_pointers);
+    const std::vector<float> image = fusednn::cuda::build_fused_mlp_cluster_image(
+        chain.layers, chain.weight_pointers, chain.bias_pointers);
     EXPECT_EQ(image, expected) << "chain of " << count << " layers from " << widths[0];
   }
 }
@@ -219,8 +217,7 @@ TEST(FusedMlpInternal, RunsOfOneFusedChainShareNothingWithTheContext) {
   ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
   fdnn_model_destroy(gpu);
   fdnn_context_destroy(context);  // holds the last reference to the weights
-  ASSERT_EQ(cudaMemcpy(got.data(), device_out, got.size() * sizeof(float),
-                       cudaMemcpyDeviceToHost),
+  ASSERT_EQ(cudaMemcpy(got.data(), device_out, got.size() * sizeof(float), cudaMemcpyDeviceToHost),
             cudaSuccess);
   EXPECT_LE(relative_error(got, expected), kTolerance);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
@@ -239,7 +236,7 @@ TEST(FusedMlpInternal, Fp32ChainsSplitTheirWeightsWhereTheyFit) {
   if (major < 8) GTEST_SKIP() << "compute capability " << major << ": no tf32 tensor cores";
   ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "1");
   const Net seed = seed_mlp();  // 208 KB split: one 8-warp block per SM either way
-  Net wide({32});  // 64-wide: 98 KB whole (two blocks per SM), 164 KB split (one)
+  Net wide({32});               // 64-wide: 98 KB whole (two blocks per SM), 164 KB split (one)
   wide.linear("l0", 32, 64).act(R"({"type": "ReLU"})");
   for (const char* name : {"l1", "l2", "l3"}) wide.linear(name, 64, 64).act(R"({"type": "ReLU"})");
   wide.linear("l4", 64, 16);
@@ -289,9 +286,9 @@ TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
                                             : fusednn::bfloat16_to_float(bits);
       };
       auto narrowed = [&](float v) {
-        return math == TensorCoreMath::Fp16 ? fusednn::half_to_float(fusednn::float_to_half(v))
-                                            : fusednn::bfloat16_to_float(
-                                                  fusednn::float_to_bfloat16(v));
+        return math == TensorCoreMath::Fp16
+                   ? fusednn::half_to_float(fusednn::float_to_half(v))
+                   : fusednn::bfloat16_to_float(fusednn::float_to_bfloat16(v));
       };
       for (size_t l = 0; l < count; ++l) {
         const WarpgroupMlpLayer& layer = plan.layers[l];
@@ -303,8 +300,8 @@ TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
         // A's value at k-step s, position kk (0..15), as the kernel's fragments hold it.
         auto operand = [&](int s, int kk) -> float {
           const int t = (kk % 8) / 2;
-          const int first = plan.interleaved_columns ? 32 * (s / 2) + 8 * t + 4 * (s % 2)
-                                                     : 16 * s + 4 * t;
+          const int first =
+              plan.interleaved_columns ? 32 * (s / 2) + 8 * t + 4 * (s % 2) : 16 * s + 4 * t;
           const int column = l > 0 ? 16 * s + kk : first + 2 * (kk / 8) + kk % 2;
           if (l == 0 && s >= plan.input_steps) return 0.0f;
           return column < layer.in ? x[column] : 0.0f;
@@ -324,8 +321,9 @@ TEST(FusedMlpInternal, WarpgroupImageHoldsEachLayerAsItsDescriptorsReadIt) {
           }
           EXPECT_NEAR(product, expected, 1e-9 * (1.0 + std::fabs(expected))) << "column " << n;
           float bias;
-          std::memcpy(&bias, reinterpret_cast<const char*>(image.data()) + layer.bias_offset +
-                                 4 * n, sizeof bias);
+          std::memcpy(&bias,
+                      reinterpret_cast<const char*>(image.data()) + layer.bias_offset + 4 * n,
+                      sizeof bias);
           EXPECT_EQ(bias, n < layer.out ? biases[l][n] : 0.0f) << "column " << n;
         }
       }
@@ -401,7 +399,7 @@ TEST(FusedMlpInternal, WarpgroupUniformHiddenLayersOnlyWhereEveryHiddenLayerIsFu
       {{32, 64, 64, 16}, -1, RowTailKind::None, false},
       {{32, 64, 64, 16}, fusednn::cuda::kOpReLU, RowTailKind::Softmax, false},
       {{100, 128, 64, 10}, fusednn::cuda::kOpReLU, RowTailKind::None, false},  // width 128
-      {{32, 16}, fusednn::cuda::kOpReLU, RowTailKind::None, false},  // no hidden layer
+      {{32, 16}, fusednn::cuda::kOpReLU, RowTailKind::None, false},            // no hidden layer
   };
   for (const Case& c : cases) {
     RandomChain chain = random_chain(c.widths, random);
@@ -412,8 +410,8 @@ TEST(FusedMlpInternal, WarpgroupUniformHiddenLayersOnlyWhereEveryHiddenLayerIsFu
     fusednn::cuda::TensorCoreRowTail tail;
     tail.kind = c.tail;
     WarpgroupMlpPlan plan;
-    ASSERT_TRUE(fusednn::cuda::lay_out_warpgroup_mlp(chain.layers, TensorCoreMath::Fp16, tail, 3,
-                                                     2, &plan));
+    ASSERT_TRUE(fusednn::cuda::lay_out_warpgroup_mlp(chain.layers, TensorCoreMath::Fp16, tail, 3, 2,
+                                                     &plan));
     EXPECT_EQ(plan.uniform_hidden, c.uniform)
         << c.widths.size() - 1 << " layers from " << c.widths[0] << ", op " << c.hidden_op;
   }
@@ -439,26 +437,23 @@ TEST(FusedMlpInternal, HalfChainsGetTheWarpgroupFormOnComputeCapability90) {
     const char* knob;
     bool warpgroup;
   };
-  for (const Case& c : {Case{&seed, FDNN_PRECISION_BF16, "", true},
-                        Case{&seed, FDNN_PRECISION_FP16, "", true},
-                        Case{&seed, FDNN_PRECISION_BF16, "0", false},
-                        Case{&seed, FDNN_PRECISION_TF32, "", false},
-                        Case{&softmax, FDNN_PRECISION_BF16, "", true}}) {
+  for (const Case& c :
+       {Case{&seed, FDNN_PRECISION_BF16, "", true}, Case{&seed, FDNN_PRECISION_FP16, "", true},
+        Case{&seed, FDNN_PRECISION_BF16, "0", false}, Case{&seed, FDNN_PRECISION_TF32, "", false},
+        Case{&softmax, FDNN_PRECISION_BF16, "", true}}) {
     SCOPED_TRACE(std::string(c.knob) + " precision " + std::to_string(c.precision));
     ScopedEnvironment knob("FUSEDNN_CUDA_WGMMA", c.knob);
     std::mt19937 random(13);
     const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
-        create_model(c.net->spec(), FDNN_DEVICE_CUDA, 100000, 1, c.precision),
-        fdnn_model_destroy);
+        create_model(c.net->spec(), FDNN_DEVICE_CUDA, 100000, 1, c.precision), fdnn_model_destroy);
     ASSERT_NE(model, nullptr);
     set_weights(model.get(), *c.net, draw_weights(*c.net, random));
     const TensorCoreMlpPlan* plan = chain_plan(model.get());
     ASSERT_NE(plan, nullptr);
     EXPECT_EQ(plan->warpgroup.layer_count > 0, c.warpgroup);
     if (c.warpgroup) {
-      EXPECT_EQ(plan->warpgroup.tail.kind, c.net == &softmax
-                                               ? fusednn::cuda::RowTailKind::Softmax
-                                               : fusednn::cuda::RowTailKind::None);
+      EXPECT_EQ(plan->warpgroup.tail.kind, c.net == &softmax ? fusednn::cuda::RowTailKind::Softmax
+                                                             : fusednn::cuda::RowTailKind::None);
       EXPECT_EQ(plan->warpgroup.min_rows, fusednn::cuda::kWarpgroupMinRows);
       EXPECT_EQ(plan->warpgroup.width_class, 128);
       EXPECT_GE(plan->warpgroup.warpgroups, 2);
@@ -499,8 +494,8 @@ TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
                         Case{&wide, FDNN_PRECISION_BF16, 16384, "", true, TensorCoreMath::Bf16},
                         Case{&seed, FDNN_PRECISION_FP32, 16384, "", false, {}},
                         Case{&seed, FDNN_PRECISION_FP32, 8, "1", false, {}}}) {
-    SCOPED_TRACE(std::string(c.knob) + " precision " + std::to_string(c.precision) +
-                 " max_batch " + std::to_string(c.max_batch) + " " + c.net->spec());
+    SCOPED_TRACE(std::string(c.knob) + " precision " + std::to_string(c.precision) + " max_batch " +
+                 std::to_string(c.max_batch) + " " + c.net->spec());
     ScopedEnvironment knob("FUSEDNN_CUDA_SPLIT_MLP", c.knob);
     std::mt19937 random(17);
     const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
@@ -552,8 +547,8 @@ TEST(FusedMlpInternal, RowTailsAfterSplitChainsFoldIntoTheSecondKernel) {
   norm.layer_norm("norm", 84);
   const int64_t split_rows = int64_t{sm_count} * 16;
   using Head = std::pair<const Net*, RowTailKind>;
-  for (const auto& [net, kind] : {Head{&softmax, RowTailKind::Softmax},
-                                  Head{&norm, RowTailKind::LayerNorm}}) {
+  for (const auto& [net, kind] :
+       {Head{&softmax, RowTailKind::Softmax}, Head{&norm, RowTailKind::LayerNorm}}) {
     for (const char* fold : {"", "0"}) {
       SCOPED_TRACE(net->spec() + " FUSEDNN_CUDA_FOLD_ROW_OPS=" + fold);
       ScopedEnvironment knob("FUSEDNN_CUDA_FOLD_ROW_OPS", fold);

@@ -98,8 +98,8 @@ void expect_specials_match_cpu(const Net& net, const std::string& what, uint32_t
           const float c = cpu[i], g = gpu[i];
           if (std::isnan(c)) {
             ++nan_outputs;
-            ASSERT_TRUE(std::isnan(g)) << "sample " << s << " output " << j << ": GPU " << g
-                                       << " where the CPU gives NaN";
+            ASSERT_TRUE(std::isnan(g))
+                << "sample " << s << " output " << j << ": GPU " << g << " where the CPU gives NaN";
           } else if (std::isinf(c)) {
             if (p.precision == FDNN_PRECISION_FP32 && std::isnan(g)) {
               ++infinity_as_nan;

@@ -57,8 +57,7 @@ void expect_within_contract(const Net& net, uint32_t seed) {
     hooks.before_runs = [&](fdnn_model* model) {
       ASSERT_EQ(fdnn_model_precision(model, &before_runs), FDNN_STATUS_OK)
           << fdnn_last_error_message();
-      EXPECT_TRUE(before_runs == c.precision || before_runs == FDNN_PRECISION_FP32)
-          << before_runs;
+      EXPECT_TRUE(before_runs == c.precision || before_runs == FDNN_PRECISION_FP32) << before_runs;
     };
     hooks.after_runs = [&](fdnn_model* model) {
       fdnn_precision after = FDNN_PRECISION_FP32;

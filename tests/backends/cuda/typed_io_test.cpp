@@ -14,7 +14,9 @@ using namespace fusednn_cuda_test;
 const fdnn_dtype kDtypes[] = {FDNN_DTYPE_FLOAT32, FDNN_DTYPE_FLOAT16, FDNN_DTYPE_BFLOAT16};
 
 const char* name_of(fdnn_dtype dtype) {
-  return dtype == FDNN_DTYPE_FLOAT32 ? "float32" : dtype == FDNN_DTYPE_FLOAT16 ? "float16" : "bfloat16";
+  return dtype == FDNN_DTYPE_FLOAT32   ? "float32"
+         : dtype == FDNN_DTYPE_FLOAT16 ? "float16"
+                                       : "bfloat16";
 }
 
 size_t bytes_of(fdnn_dtype dtype) { return dtype == FDNN_DTYPE_FLOAT32 ? 4 : 2; }
@@ -68,7 +70,8 @@ void make(const Net& net, int32_t graphs, int64_t max_batch, std::mt19937& rando
   s->model = create_model(net.spec(), FDNN_DEVICE_CUDA, max_batch, graphs);
   ASSERT_NE(s->model, nullptr);
   set_weights(s->model, net, draw_weights(net, random));
-  ASSERT_EQ(fdnn_context_create(s->model, &s->context), FDNN_STATUS_OK) << fdnn_last_error_message();
+  ASSERT_EQ(fdnn_context_create(s->model, &s->context), FDNN_STATUS_OK)
+      << fdnn_last_error_message();
   fdnn_shape in, out;
   ASSERT_EQ(fdnn_model_input_shape(s->model, &in), FDNN_STATUS_OK);
   ASSERT_EQ(fdnn_model_output_shape(s->model, &out), FDNN_STATUS_OK);
@@ -89,7 +92,8 @@ TEST(CudaTypedIo, HostPathEveryDtypePairMatchesTheFloat32RunNarrowed) {
         std::vector<float> reference(batch * s.out_per_sample, NAN);
         ASSERT_EQ(fdnn_context_run(s.context, batch, input.data(), input.size(), reference.data(),
                                    reference.size()),
-                  FDNN_STATUS_OK) << fdnn_last_error_message();
+                  FDNN_STATUS_OK)
+            << fdnn_last_error_message();
         for (fdnn_dtype in : kDtypes) {
           const std::vector<unsigned char> typed_input = encode(input, in);
           for (fdnn_dtype out : kDtypes) {
@@ -98,12 +102,14 @@ TEST(CudaTypedIo, HostPathEveryDtypePairMatchesTheFloat32RunNarrowed) {
             std::vector<unsigned char> got(expected.size(), 0xA5);
             ASSERT_EQ(fdnn_context_run_typed(s.context, batch, typed_input.data(), in, input.size(),
                                              got.data(), out, reference.size()),
-                      FDNN_STATUS_OK) << fdnn_last_error_message();
+                      FDNN_STATUS_OK)
+                << fdnn_last_error_message();
             EXPECT_EQ(got, expected);
             std::vector<unsigned char> pooled(expected.size(), 0xA5);
             ASSERT_EQ(fdnn_model_run_typed(s.model, batch, typed_input.data(), in, input.size(),
                                            pooled.data(), out, reference.size()),
-                      FDNN_STATUS_OK) << fdnn_last_error_message();
+                      FDNN_STATUS_OK)
+                << fdnn_last_error_message();
             EXPECT_EQ(pooled, expected);
           }
         }
@@ -135,8 +141,8 @@ struct TypedBuffers {
 TEST(CudaTypedIo, DevicePathRotatingBuffersAndDtypes) {
   REQUIRE_CUDA();
   const std::pair<fdnn_dtype, fdnn_dtype> pairs[] = {
-      {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_FLOAT16}, {FDNN_DTYPE_BFLOAT16, FDNN_DTYPE_BFLOAT16},
-      {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_FLOAT32}, {FDNN_DTYPE_FLOAT32, FDNN_DTYPE_BFLOAT16},
+      {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_FLOAT16},  {FDNN_DTYPE_BFLOAT16, FDNN_DTYPE_BFLOAT16},
+      {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_FLOAT32},  {FDNN_DTYPE_FLOAT32, FDNN_DTYPE_BFLOAT16},
       {FDNN_DTYPE_BFLOAT16, FDNN_DTYPE_FLOAT16}, {FDNN_DTYPE_FLOAT32, FDNN_DTYPE_FLOAT32}};
   constexpr int kPairs = 6;
   for (const auto& [what, net] : nets()) {
@@ -193,7 +199,8 @@ TEST(CudaTypedIo, DevicePathRotatingBuffersAndDtypes) {
             ASSERT_EQ(status, FDNN_STATUS_INVALID_ARGUMENT);
             const std::string message = fdnn_last_error_message();
             EXPECT_NE(message.find(in == FDNN_DTYPE_FLOAT32 ? "device_input" : "device_output"),
-                      std::string::npos) << message;
+                      std::string::npos)
+                << message;
             EXPECT_NE(message.find("aligned"), std::string::npos) << message;
           } else {
             ASSERT_EQ(status, FDNN_STATUS_OK) << fdnn_last_error_message();
@@ -239,9 +246,10 @@ TEST(CudaTypedIo, DevicePathOwnStreamAndOneLaunchPlan) {
     for (fdnn_dtype dtype : {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_BFLOAT16}) {
       const std::vector<unsigned char> bytes = encode(input, dtype);
       ASSERT_NO_FATAL_FAILURE(upload(in16, bytes.data(), bytes.size()));
-      ASSERT_EQ(fdnn_context_run_device_typed(s.context, 1, in16, dtype, 8, out16, dtype, 4,
-                                              nullptr),
-                FDNN_STATUS_OK) << fdnn_last_error_message();
+      ASSERT_EQ(
+          fdnn_context_run_device_typed(s.context, 1, in16, dtype, 8, out16, dtype, 4, nullptr),
+          FDNN_STATUS_OK)
+          << fdnn_last_error_message();
       std::vector<unsigned char> got(8);
       CUDA_OK(cudaMemcpy(got.data(), out16, got.size(), cudaMemcpyDeviceToHost));
       EXPECT_EQ(got, encode(reference, dtype)) << name_of(dtype);
@@ -261,8 +269,8 @@ TEST(CudaTypedIo, UnknownDtypeOnACudaModel) {
   fdnn_dtype unknown;
   std::memcpy(&unknown, &raw, sizeof unknown);
   float in[8] = {}, out[4] = {};
-  EXPECT_EQ(fdnn_context_run_device_typed(s.context, 1, in, unknown, 8, out, FDNN_DTYPE_FLOAT32,
-                                          4, nullptr),
+  EXPECT_EQ(fdnn_context_run_device_typed(s.context, 1, in, unknown, 8, out, FDNN_DTYPE_FLOAT32, 4,
+                                          nullptr),
             FDNN_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(fdnn_last_error_message()).find("input_dtype"), std::string::npos);
 }
