@@ -112,6 +112,7 @@ step_build() {
     { note "configure FAILED (see build.log)"; return 1; }
   local cap
   cap=$(($(left) - 30))
+  ((cap < 60)) && { note "build: too little of the budget left"; return 1; }
   if ! timeout --kill-after=10 "$cap" cmake --build "$BUILD" -j "$jobs" --target fusednn \
       "${BINARIES[@]}" fusednn_cuda_load_test >>"$log" 2>&1; then
     note "build FAILED or out of time (see build.log)"
