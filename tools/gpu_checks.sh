@@ -11,9 +11,10 @@
 #                 from .carry/ (run_on_gpu.sh says how to prepare it; pass carry: [".carry"])
 #   tests         the allocation-failure, out-of-memory and load-test smoke tests, unsanitized
 #   sanitize      memcheck (with the leak check), racecheck, synccheck and initcheck over every
-#                 CUDA test binary, in shards of a few tests each, until the budget is spent; the
-#                 shards done are kept in build-gpu/gpu_checks/ (a warm machine keeps it), so the
-#                 next call goes on where this one stopped. When a shard times out, the tests it
+#                 CUDA test binary, in shards of a few tests each, until the budget is spent (less
+#                 a moment for load-collect when it follows); the shards done are kept in
+#                 build-gpu/gpu_checks/ (a warm machine keeps it), so the next call goes on where
+#                 this one stopped. When a shard times out, the tests it
 #                 finished count as done, the test it was running gets a shard of its own and the
 #                 rest another; a single test that times out is recorded as such.
 #   load-start    starts the load test detached (setsid: it outlives the call while the machine
@@ -21,8 +22,7 @@
 #   load-collect  waits for the load test within the budget and reports its summary (or, if it
 #                 is still running, how far it got; call again to collect it)
 #   status        what is done and what is left
-# --budget S (default 570) bounds the whole call; the sanitizer shards stop early enough to leave
-# load-collect its wait when both are asked for. --shard-cap S (default 240) bounds one shard.
+# --budget S (default 570) bounds the whole call. --shard-cap S (default 240) bounds one shard.
 #
 # What comes back in $OUT (the device returns 8 files at most): summary.txt (this call's steps
 # and the table of every shard so far), shards.tsv (one line a shard), sanitizer_logs.tar.gz (the
@@ -51,7 +51,7 @@ while (($#)); do
     --load-seconds) LOAD_SECONDS=$2; shift 2 ;;
     --load-threads) LOAD_THREADS=$2; shift 2 ;;
     --shard-cap) SHARD_CAP=$2; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     build|tests|sanitize|load-start|load-collect|status) STEPS+=("$1"); shift ;;
     *) echo "gpu_checks.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -237,13 +237,10 @@ run_shard() {
 step_sanitize() {
   command -v compute-sanitizer >/dev/null || { note "no compute-sanitizer here"; return 1; }
   make_shards || return 1
+  # The shards run while the load test does; load-collect after them needs only a moment (it
+  # waits for whatever of the load test is left, within the budget).
   local reserve=20 name cap
-  # load-collect after this step waits for the load test: leave it the time it needs.
-  if wants load-collect && [[ -f $LOAD/started && ! -f $LOAD/rc ]]; then
-    local ends=$(($(cat "$LOAD/started") + $(cat "$LOAD/seconds") + 30))
-    reserve=$((reserve + ends - $(date +%s)))
-    ((reserve < 20)) && reserve=20
-  fi
+  wants load-collect && reserve=40
   note "sanitize: $(ls "$SHARDS" | wc -l) shards, $(wc -l <"$DONE") done; reserving ${reserve}s"
   while name=$(next_shard); do
     cap=$(($(left) - reserve))
