@@ -295,7 +295,10 @@ void Model::load_weights(const std::string& path) {
   require_mutable();
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
-    accept_weights(read_weight_directory(path, weights_));
+    accept_weights(read_weight_directory(path, weights_, options_.max_weight_bytes,
+                                         "options.max_weight_bytes (" +
+                                             std::to_string(options_.max_weight_bytes) +
+                                             "); raise the limit to load it"));
   } else {
     const WeightFileLimit limit = weight_file_limit(options_);
     accept_weights(read_safetensors(path, limit.bytes, limit.text).tensors);
