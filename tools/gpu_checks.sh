@@ -4,7 +4,7 @@
 # tests, in calls of ten minutes at most.
 #
 # Usage: tools/gpu_checks.sh [--budget S] [--load-seconds S] [--load-threads N] [--shard-cap S]
-#                            STEP...
+#                            [--gpus LIST] [--load-gpu K] STEP...
 # Steps, run in the order given:
 #   build         configure and build build-gpu/ (Release, sm_90, -DFUSEDNN_FAULT_INJECTION=ON:
 #                 a test build) as bench/run_on_gpu.sh does: ninja, nlohmann-json and googletest
@@ -23,6 +23,8 @@
 #                 is still running, how far it got; call again to collect it)
 #   status        what is done and what is left
 # --budget S (default 570) bounds the whole call. --shard-cap S (default 240) bounds one shard.
+# --gpus LIST (e.g. 0,1,2; default: the default device) runs one shard at a time on each GPU
+# listed; --load-gpu K runs the load test on GPU K alone (default: the default device).
 #
 # What comes back in $OUT (the device returns 8 files at most): summary.txt (this call's steps
 # and the table of every shard so far), shards.tsv (one line a shard), sanitizer_logs.tar.gz (the
@@ -44,6 +46,8 @@ BUDGET=570
 LOAD_SECONDS=600
 LOAD_THREADS=8
 SHARD_CAP=240
+GPUS=""
+LOAD_GPU=""
 STEPS=()
 while (($#)); do
   case $1 in
@@ -51,6 +55,8 @@ while (($#)); do
     --load-seconds) LOAD_SECONDS=$2; shift 2 ;;
     --load-threads) LOAD_THREADS=$2; shift 2 ;;
     --shard-cap) SHARD_CAP=$2; shift 2 ;;
+    --gpus) GPUS=$2; shift 2 ;;
+    --load-gpu) LOAD_GPU=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     build|tests|sanitize|load-start|load-collect|status) STEPS+=("$1"); shift ;;
     *) echo "gpu_checks.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -64,6 +70,7 @@ SHARDS=$STATE/shards
 LOGS=$STATE/logs
 LOAD=$STATE/load
 DONE=$STATE/shards.tsv
+CLAIMS=$STATE/claims
 mkdir -p "$SHARDS" "$LOGS" "$LOAD"
 touch "$DONE"
 SUMMARY=$OUT/summary.txt
@@ -163,11 +170,13 @@ make_shards() {
 
 shard_done() { grep -q "^$1	" "$DONE"; }
 
+# The next shard neither done nor taken by another worker of this call; it is claimed for the
+# caller (mkdir is atomic).
 next_shard() {
-  local file name
-  for file in $(ls "$SHARDS" | sort); do
-    name=$file
-    shard_done "$name" || { echo "$name"; return 0; }
+  local name
+  for name in $(ls "$SHARDS" | sort); do
+    shard_done "$name" && continue
+    mkdir "$CLAIMS/$name" 2>/dev/null && { echo "$name"; return 0; }
   done
   return 1
 }
@@ -234,25 +243,53 @@ run_shard() {
   note "  $name: $status, $tests tests, errors ${errors:--}, hazards ${hazards:--}, ${seconds}s"
 }
 
-step_sanitize() {
-  command -v compute-sanitizer >/dev/null || { note "no compute-sanitizer here"; return 1; }
-  make_shards || return 1
-  # The shards run while the load test does; load-collect after them needs only a moment (it
-  # waits for whatever of the load test is left, within the budget).
-  local reserve=20 name cap
-  wants load-collect && reserve=40
-  note "sanitize: $(ls "$SHARDS" | wc -l) shards, $(wc -l <"$DONE") done; reserving ${reserve}s"
+# One worker: shards one after another on the GPU it was given ("" for the default device).
+sanitize_worker() {
+  local gpu=$1 reserve=$2 name cap
   while name=$(next_shard); do
     cap=$(($(left) - reserve))
     ((cap > SHARD_CAP)) && cap=$SHARD_CAP
     if ((cap < (SHARD_CAP < 45 ? SHARD_CAP : 45))); then
-      note "sanitize: out of budget; the next call goes on from $name"
+      rmdir "$CLAIMS/$name"
+      note "sanitize${gpu:+ (GPU $gpu)}: out of budget; the next call goes on from $name"
       break
     fi
-    run_shard "$name" "$cap"
-    (($? == 2)) && break
+    if [[ -n $gpu ]]; then
+      CUDA_VISIBLE_DEVICES=$gpu run_shard "$name" "$cap"
+    else
+      run_shard "$name" "$cap"
+    fi
+    case $? in
+      2) break ;;
+      1) rmdir "$CLAIMS/$name" 2>/dev/null ;;  # cut by the budget: the next call runs it
+    esac
   done
-  next_shard >/dev/null || note "sanitize: every shard done"
+}
+
+step_sanitize() {
+  command -v compute-sanitizer >/dev/null || { note "no compute-sanitizer here"; return 1; }
+  make_shards || return 1
+  # Claims last one call: the workers of an earlier call are gone.
+  rm -rf "$CLAIMS" && mkdir -p "$CLAIMS"
+  # The shards run while the load test does; load-collect after them needs only a moment (it
+  # waits for whatever of the load test is left, within the budget).
+  local reserve=20 gpu pids=()
+  wants load-collect && reserve=40
+  note "sanitize: $(ls "$SHARDS" | wc -l) shards, $(wc -l <"$DONE") done; reserving ${reserve}s${GPUS:+; GPUs $GPUS}"
+  if [[ -z $GPUS ]]; then
+    sanitize_worker "" "$reserve"
+  else
+    for gpu in ${GPUS//,/ }; do
+      sanitize_worker "$gpu" "$reserve" &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+  fi
+  # Whatever is still claimed was cut short; none is left claimed for the next call.
+  rm -rf "$CLAIMS" && mkdir -p "$CLAIMS"
+  local left_over=0 name
+  for name in "$SHARDS"/*; do shard_done "${name##*/}" || left_over=$((left_over + 1)); done
+  ((left_over)) || note "sanitize: every shard done"
 }
 
 # ------------------------------------------------------------------------------------------
@@ -268,11 +305,14 @@ step_load_start() {
   rm -f "$LOAD/rc" "$LOAD/pid" "$LOAD/load_test.log"
   echo "$LOAD_SECONDS" >"$LOAD/seconds"
   date +%s >"$LOAD/started"
-  setsid nohup bash -c 'echo $$ >"$1/pid"; "$2" --threads "$3" --seconds "$4" >"$1/load_test.log" 2>&1
+  local visible=${LOAD_GPU:-${CUDA_VISIBLE_DEVICES:-}}
+  CUDA_VISIBLE_DEVICES=$visible setsid nohup bash -c '[[ -n $CUDA_VISIBLE_DEVICES ]] ||
+    unset CUDA_VISIBLE_DEVICES; echo $$ >"$1/pid"
+    "$2" --threads "$3" --seconds "$4" >"$1/load_test.log" 2>&1
     echo $? >"$1/rc"' _ "$LOAD" "$ROOT/$binary" "$LOAD_THREADS" "$LOAD_SECONDS" \
     </dev/null >/dev/null 2>&1 &
   sleep 2
-  note "load test started: $LOAD_THREADS threads for ${LOAD_SECONDS}s (pid $(cat "$LOAD/pid" 2>/dev/null))"
+  note "load test started: $LOAD_THREADS threads for ${LOAD_SECONDS}s${LOAD_GPU:+ on GPU $LOAD_GPU} (pid $(cat "$LOAD/pid" 2>/dev/null))"
 }
 
 step_load_collect() {
