@@ -2,8 +2,10 @@
 // FMLA (fused, one rounding), so the order gemm_neon.hpp gives fixes every result bit; the way a
 // block is covered with tiles is gemm_tiling.hpp's, shared with the other instruction sets.
 //
-// Register tile: 6 rows of C by 16 columns, 24 accumulators + 4 B vectors + 1 broadcast of A out
-// of NEON's 32 registers; each step loads 16 floats of B and does 96 multiply-adds.
+// Register tile: 5 rows of C by 16 columns. Each step loads 16 floats of B (4 vectors) and one
+// value of A per row, and does 80 multiply-adds by lane (FMLA v, v, v.s[0]): 20 accumulators +
+// 4 B vectors + 5 A values of NEON's 32 registers. GCC loads every A value of a step before the
+// FMLAs, so 6 rows would need 34 registers and keep two accumulators on the stack.
 #include "backends/cpu/gemm_neon.hpp"
 
 #if defined(FUSEDNN_CPU_NEON_GEMM)
@@ -21,17 +23,9 @@ namespace {
 constexpr int kLanes = 4;
 constexpr int kVectors = static_cast<int>(kGemmPanelWidth) / kLanes;
 
-// Lanes added left to right: (((l0 + l1) + l2) + l3).
-FUSEDNN_ALWAYS_INLINE float sum_lanes(float32x4_t v) {
-  float sum = vgetq_lane_f32(v, 0) + vgetq_lane_f32(v, 1);
-  sum += vgetq_lane_f32(v, 2);
-  sum += vgetq_lane_f32(v, 3);
-  return sum;
-}
-
 // The kernel class gemm_tiling.hpp's drivers take (that file says what each member computes).
 struct NeonKernel {
-  static constexpr int kGemmRows = 6;
+  static constexpr int kGemmRows = 5;
 
   template <int kRows, bool kRowOffsets>
   static FUSEDNN_ALWAYS_INLINE void multiply_tile(int64_t depth, const float* const* a_rows,
@@ -87,9 +81,20 @@ struct NeonKernel {
         for (int r = 0; r < kRows; ++r) acc[r][j] = vfmaq_f32(acc[r][j], x_vectors[r], w_vector);
       }
     }
+    // The lanes go out through memory in a loop of its own: a loop that also reads them out of
+    // the registers, with the leftover loop inside it, keeps GCC from giving the accumulators
+    // registers of their own in the loop above.
+    float lanes[kRows * kOutputs * kLanes];
+    for (int r = 0; r < kRows; ++r) {
+      for (int j = 0; j < kOutputs; ++j) vst1q_f32(lanes + (r * kOutputs + j) * kLanes, acc[r][j]);
+    }
     for (int r = 0; r < kRows; ++r) {
       for (int j = 0; j < kOutputs; ++j) {
-        float sum = sum_lanes(acc[r][j]);
+        // Lanes added left to right, then the leftover k.
+        const float* lane = lanes + (r * kOutputs + j) * kLanes;
+        float sum = lane[0] + lane[1];
+        sum += lane[2];
+        sum += lane[3];
         for (int64_t k = vector_end; k < depth; ++k)
           sum = std::fma(x_rows[r][k], w_rows[j][k], sum);
         sums[r * kOutputs + j] = sum;
