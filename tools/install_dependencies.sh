@@ -7,6 +7,7 @@ packages=(cmake g++ make pkg-config nlohmann-json3-dev python3-pip)
 if [[ "${1:-}" == "--tests" ]]; then
   packages+=(libgtest-dev googletest doxygen binutils)
   packages+=(clang libclang-rt-dev)  # libFuzzer and the sanitizers for tools/fuzz.sh
+  packages+=(g++-aarch64-linux-gnu qemu-user)  # the aarch64 cross build, tools/test_aarch64.sh
 fi
 
 missing=()

@@ -195,8 +195,16 @@ class GemmIsaTest : public ::testing::TestWithParam<GemmIsa> {
 };
 
 inline std::string isa_test_name(const ::testing::TestParamInfo<GemmIsa>& info) {
-  return info.param == GemmIsa::Baseline ? "Baseline" : "Avx2Fma";
+  switch (info.param) {
+    case GemmIsa::Baseline: return "Baseline";
+    case GemmIsa::Avx2Fma: return "Avx2Fma";
+    case GemmIsa::Neon: return "Neon";
+  }
+  return "Unknown";
 }
+
+// Every instruction set of the matrix-multiply core; the tests skip those this CPU lacks.
+inline const GemmIsa kEveryGemmIsa[] = {GemmIsa::Baseline, GemmIsa::Avx2Fma, GemmIsa::Neon};
 
 }  // namespace fusednn::cpu::testing
 

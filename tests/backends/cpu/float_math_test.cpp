@@ -381,8 +381,8 @@ TEST_P(EpilogueIsaTest, BitIdenticalToApply) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuEpilogue, EpilogueIsaTest,
-                         ::testing::Values(GemmIsa::Baseline, GemmIsa::Avx2Fma), isa_test_name);
+INSTANTIATE_TEST_SUITE_P(CpuEpilogue, EpilogueIsaTest, ::testing::ValuesIn(kEveryGemmIsa),
+                         isa_test_name);
 
 }  // namespace
 }  // namespace fusednn::cpu::testing
