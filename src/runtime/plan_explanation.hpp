@@ -7,7 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/model.hpp"
+#include "runtime/prepared_model.hpp"
+#include "runtime/resolved_options.hpp"
 
 namespace fusednn {
 
