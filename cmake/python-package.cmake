@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The Python package's build: bindings/python/pyproject.toml builds this project with
 # scikit-build-core (which defines SKBUILD), and the wheel holds libfusednn as
 # fusednn/lib/libfusednn.so.0, the one file of the "python" install component; the binding loads

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks that the C, C++ and CUDA sources are laid out as .clang-format says; prints each file that
 # is not, with clang-format's first complaints, and exits 1. With --fix, reformats them in place.
 #
@@ -13,7 +14,7 @@ files=()
 for argument in "$@"; do
   case "$argument" in
     --fix) fix=1 ;;
-    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "check_format.sh: unknown option $argument (see --help)" >&2; exit 2 ;;
     *) files+=("$argument") ;;
   esac

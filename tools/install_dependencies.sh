@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what building and testing fusednn needs, skipping whatever is already there, so it is
 # safe to run any number of times. Usage: tools/install_dependencies.sh [--tests]
 set -euo pipefail

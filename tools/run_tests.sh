@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every test suite: C++ (GoogleTest under CTest, including the public-header Doxygen build, the
 # C99 header check and the export-list check), the samples, the README's snippets, fusednn built
 # as a dependency of another project (add_subdirectory and FetchContent), the C++ suite under

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The extern "C" surface: argument checks, handle plumbing and the exception firewall only; the
 // work is in src/runtime.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The structs behind the opaque C handles.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A model as the C API holds it (behind fdnn_model): its graph, options and weights, which
 // accept changes until the first run or context; then frozen into a PreparedModel shared by
 // every RunContext (contexts keep it alive after the model is gone), with a pool of contexts

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A model from whatever the caller hands over: a file, a file's bytes or a spec's text, each
 // parsed into a graph and, for a bundle, its weights. The C API names the source; this layer
 // reads and parses it.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "runtime/prepared_model.hpp"
 
 #include "common/checked_math.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What runs once a model's weights are frozen: the plan and the backend holding its weights,
 // immutable and shared by every context of the model (a context keeps it alive after the model).
 #pragma once

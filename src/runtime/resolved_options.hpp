@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The caller's fdnn_model_options, checked and resolved: defaults applied to fields an older
 // caller's struct lacks, AUTO turned into a device, limits turned into what loads may read.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One caller's means to run a prepared model: the backend's execution context (its scratch, and
 // on a GPU its stream and graphs) plus the buffers that convert float16 / bfloat16 inputs and
 // outputs where the backend does not. Behind fdnn_context, and pooled by LoadedModel for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fdnn_model_explain: the two-phase size query, bad arguments, and the CPU explanation of a small
 // model checked against forms, fused activations, FLOPs and bytes worked out by hand below.
 #include <nlohmann/json.hpp>

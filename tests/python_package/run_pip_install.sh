@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Python package installed the way a user installs it, into a fresh venv:
 #   pip install ./bindings/python [PIP_ARGS...]
 # (scikit-build-core fetches from PyPI, builds libfusednn with the project's CMake and bundles it),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime alone, on the CPU backend: a context's lifetime against its model's, a context's
 // workspace reused across batch sizes, contexts run from several threads at once, and the
 // model's context pool. Expected outputs come from a reference forward pass written here in

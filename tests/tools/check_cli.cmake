@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DCLI=<fusednn> -DVERSION=<x.y.z> -DMODEL=<bundle> -P check_cli.cmake
 # Each case runs the CLI and checks its exit status, what stdout and stderr contain, and that the
 # other stream stays empty where the convention says so.

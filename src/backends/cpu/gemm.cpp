@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Register-tiled matrix multiply and the few-row dot-product path, each compiled once per
 // instruction set from one template body.
 //
