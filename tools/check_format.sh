@@ -31,7 +31,8 @@ else
 fi
 if ! command -v "$clang_format" >/dev/null; then
   echo "check_format.sh: $clang_format not found; install clang-format $required_major" \
-       "(tools/install_dependencies.sh --tests, or apt-get install clang-format-$required_major)" >&2
+       "(tools/install_dependencies.sh --tests or apt-get install clang-format-$required_major)" \
+       >&2
   exit 2
 fi
 version="$("$clang_format" --version | head -n1)"

@@ -9,7 +9,8 @@
 # (run it on a machine with nvcc and a GPU to check that the CUDA backend was chosen).
 #
 # Not part of tools/run_tests.sh: it compiles the library once for each way (minutes on 2 cores).
-# Usage: tests/python_package/run_pip_install.sh [--expect-cuda] [--only bindings|root] [PIP_ARGS...]
+# Usage: tests/python_package/run_pip_install.sh [--expect-cuda] [--only bindings|root]
+#                                                 [PIP_ARGS...]
 #   e.g.  tests/python_package/run_pip_install.sh -C cmake.define.FUSEDNN_WITH_CUDA=OFF
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
