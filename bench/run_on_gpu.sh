@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Everything the CUDA backend needs a GPU for, on the GPU machine (STAGES below splits it in two):
 #   build (sm_90 only) -> CUDA tests (+ the API and golden suites) -> the precision contract
 #   (bench/cuda/check_precision.py) -> benchmark -> compute-sanitizer memcheck and racecheck on

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """A shape sweep: fusednn against PyTorch on a fixed family of models, as users run both.
 
 Usage

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fills a folder with aarch64 builds of what fusednn's cross build needs beyond the aarch64
 # sysroot: GoogleTest, built from Debian's googletest sources with the aarch64 toolchain, and
 # nlohmann-json, whose headers and CMake package are the same on every machine. The presets and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks an aarch64 build of libfusednn.so against an x86-64 build of the same sources: the first
 # must be a 64-bit little-endian AArch64 ELF shared object, both must have the same soname, and
 # the symbols they export (defined, global or weak, default visibility) must be the same names.

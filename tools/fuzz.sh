@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer harnesses (CMake preset "fuzz": clang, ASan/UBSan, CPU only; only the fuzz
 # targets) and runs each in turn on the committed seed corpus plus fresh inputs, in a corpus folder
 # that is not committed. Prints the executions per harness; exits nonzero on a finding, naming
@@ -39,7 +40,7 @@ while (($#)); do
     --findings) findings="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
     --jobs) jobs="$2"; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next } NR > 2 { exit }' "$0"; exit 0 ;;
     fuzz_*) harnesses+=("$1"); shift ;;
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The GPU side of issue #33, on the GPU machine (docs/gpu-checks.md): the CUDA test suite under
 # compute-sanitizer's four tools, the load test, and the allocation-failure and out-of-memory
 # tests, in calls of ten minutes at most.
@@ -57,7 +58,7 @@ while (($#)); do
     --shard-cap) SHARD_CAP=$2; shift 2 ;;
     --gpus) GPUS=$2; shift 2 ;;
     --load-gpu) LOAD_GPU=$2; shift 2 ;;
-    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     build|tests|sanitize|load-start|load-collect|status) STEPS+=("$1"); shift ;;
     *) echo "gpu_checks.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac

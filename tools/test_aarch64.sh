@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The aarch64 (Jetson CPU) checks: cross-builds fusednn with the CPU backend (preset aarch64-cpu,
 # Debian's g++-aarch64-linux-gnu), runs its CTest suites under qemu-aarch64 with the aarch64
 # sysroot (the test preset leaves out the checks that only read sources and the exhaustive float

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Cross-compiles for 64-bit Arm Linux (Jetson's CPU) with Debian's g++-aarch64-linux-gnu.
 #
 # Libraries and CMake packages come only from the aarch64 sysroot (/usr/aarch64-linux-gnu) and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /**
  * @file fusednn.h
  * @brief The fusednn C API: load a small PyTorch-trained network and run it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reader for a directory of per-tensor files: "<name>.bin" (raw little-endian float32, as
 // numpy's tofile writes) or "<name>.txt" (one value per line, as numpy.savetxt writes). The files
 // carry no shape, so each is sized against the shape the spec expects.

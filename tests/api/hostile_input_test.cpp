@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Input written to hurt: files nested to exhaust the stack, duplicate keys, FIFOs, sizes that
 // overflow, caller shapes that do not match their buffers, and small files that ask for a lot of
 // memory. Each returns its documented status with a message naming the culprit, never crashes,

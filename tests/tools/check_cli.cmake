@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DCLI=<fusednn> -DVERSION=<x.y.z> -DMODEL=<bundle> [-DEMULATOR=<command>] -P check_cli.cmake
 # EMULATOR (a list) runs a cross-built CLI: qemu-aarch64 and its arguments for the aarch64 build.
 # Each case runs the CLI and checks its exit status, what stdout and stderr contain, and that the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Register-tiled matrix multiply and the few-row dot-product path on GCC/Clang generic vectors,
 // compiled once for the baseline instruction set and once for AVX2 + FMA from one template body;
 // plus the instruction-set dispatch. The way a block is covered with tiles is gemm_tiling.hpp's;

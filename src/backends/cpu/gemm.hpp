@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The matrix-multiply core that Linear and Conv2d share: C = A * B + bias, then an epilogue, on
 // one cache block, with A row-major and B read as panels of kGemmPanelWidth columns; plus the
 // instruction-set dispatch that picks the register tile. Internal to the CPU backend.

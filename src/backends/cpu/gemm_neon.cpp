@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The matrix-multiply core's register tiles in AArch64 NEON intrinsics: every multiply-add is an
 // FMLA (fused, one rounding), so the order gemm_neon.hpp gives fixes every result bit; the way a
 // block is covered with tiles is gemm_tiling.hpp's, shared with the other instruction sets.

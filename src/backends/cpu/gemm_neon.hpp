@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The matrix-multiply core's AArch64 NEON entry points (gemm_neon.cpp), which gemm.cpp's dispatch
 // calls when GemmIsa::Neon is in use. Internal to the CPU backend.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How gemm_block and linear_dot_rows cover a block with register tiles, written once for every
 // instruction set. The tile itself comes from a kernel class that each instruction set's file
 // provides (gemm.cpp: GCC/Clang generic vectors, compiled for the baseline and for AVX2 + FMA;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Allocation failure injection, compiled only into test builds (-DFUSEDNN_FAULT_INJECTION=ON):
 // a test makes the nth acquisition of device memory, pinned memory or an instantiated graph
 // fail as an out-of-memory would (device_memory.cpp), and counts what is still held, so it can

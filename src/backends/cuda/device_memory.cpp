@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "backends/cuda/device_memory.hpp"
 
 #include "common/checked_math.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Owners for everything the CUDA backend allocates: device and pinned memory, streams, events
 // and graphs. Each acquires in its constructor (throwing through FDNN_CUDA_CHECK) and releases in
 // its destructor, so an exception anywhere during a load or context creation leaks nothing.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the CPU kernel tests: seeded random data, NaN-poisoned outputs, a comparison
 // relative to the reference's largest magnitude, and a double-precision reference for epilogues.
 #pragma once

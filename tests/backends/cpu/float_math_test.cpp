@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // common/float_math.hpp against the double-precision std:: functions, and the CPU epilogue against
 // apply() on both instruction sets.
 //

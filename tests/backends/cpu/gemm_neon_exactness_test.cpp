@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NEON path of the matrix-multiply core against a scalar model of the order gemm_neon.hpp
 // promises, written here with std::fma: the results must agree bit for bit (every multiply-add is
 // fused in both, one rounding each). The tests skip where the NEON path is not compiled (builds

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device allocation failure, injected into the CUDA backend (a build configured with
 // -DFUSEDNN_FAULT_INJECTION=ON; in other builds, and without a GPU, these tests skip): for
 // N = 1, 2, ... until a whole cycle succeeds, a model is created, queried, given a context and

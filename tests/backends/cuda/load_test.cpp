@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Load test of the CUDA backend: one model, T host threads, each with its own context (plus the
 // model's own pool), for S seconds of runs at batch sizes drawn from a fixed, seeded set, every
 // result compared bit for bit with a single-threaded reference, through the host-buffer path,

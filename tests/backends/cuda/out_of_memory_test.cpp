@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device memory running out for real (allocation_failure_internal_test.cpp injects failures
 // instead): a context whose workspace does not fit on the GPU is refused with
 // FDNN_STATUS_OUT_OF_MEMORY and a message when it is created, and what it had taken is released;

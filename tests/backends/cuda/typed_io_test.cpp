@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The typed runs on a CUDA model: fdnn_context_run_device_typed (widened into the context's
 // device_input, narrowed from its device_output, on the caller's stream) and the host path
 // (converted into and out of the pinned staging), with graphs on and off. The reference is the same
