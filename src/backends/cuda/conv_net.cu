@@ -1113,10 +1113,14 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     whole_from = head.size();
   }
   if (launch->shared_bytes > device.shared_per_block_optin) return false;
+  // Out of memory ends the model's creation as it would anywhere else (the same model always
+  // runs the same kernels); any other failure to build the image leaves the net to its
+  // per-layer kernels.
   try {
     launch->rank_image = build_rank_image(head, p);
-  } catch (const std::exception&) {
+  } catch (const StatusError& error) {
     cudaGetLastError();
+    if (error.status() == FDNN_STATUS_OUT_OF_MEMORY) throw;
     return false;
   }
   p.rank_image = launch->rank_image.data();
