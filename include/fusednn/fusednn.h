@@ -694,8 +694,7 @@ FDNN_API fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, cons
  * large batches are programmatic dependent launches:
  * one may start while the kernel before it on the stream finishes, staging only weights until
  * that kernel is complete; it reads device_input and writes device_output only afterwards, so
- * stream order holds as for any launch (a profiler shows the overlap). The environment variable
- * FUSEDNN_CUDA_DEPENDENT_LAUNCH=0, read once per process, turns this off.
+ * stream order holds as for any launch (a profiler shows the overlap).
  *
  * @param[in,out] context The context. Must not be NULL.
  * @param[in] batch Number of samples, 1 to the model's max_batch.

@@ -2,7 +2,6 @@
 
 #include "backends/cuda/cuda_context.hpp"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "backends/cuda/convert_dtype.hpp"
@@ -76,18 +75,15 @@ CudaContext::CudaContext(const CudaBackend& backend)
     mapped_output_ = mapped_input_ + (resources_->host_output - resources_->host_input);
   }
   FDNN_LOAD_STAMP("context: mapped views");
-  const char* knob = std::getenv("FUSEDNN_CUDA_HOST_ZERO_COPY");
-  if (knob != nullptr && (std::strcmp(knob, "0") == 0 || std::strcmp(knob, "1") == 0)) {
-    zero_copy_knob_ = knob[0] - '0';
-  }
 }
 
 bool CudaContext::host_zero_copy(size_t input_bytes, size_t output_bytes) const {
-  if (mapped_input_ == nullptr || mapped_output_ == nullptr || zero_copy_knob_ == 0 ||
+  const Forced forced = backend_.device_info().overrides.host_zero_copy;
+  if (mapped_input_ == nullptr || mapped_output_ == nullptr || forced == Forced::Off ||
       !backend_.host_mapped_io()) {
     return false;
   }
-  return zero_copy_knob_ == 1 || (input_bytes <= kZeroCopyBytes && output_bytes <= kZeroCopyBytes);
+  return forced == Forced::On || (input_bytes <= kZeroCopyBytes && output_bytes <= kZeroCopyBytes);
 }
 
 CudaContext::~CudaContext() {

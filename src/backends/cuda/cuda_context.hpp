@@ -7,8 +7,8 @@
 // small (kZeroCopyBytes each) and the backend allows it (CudaBackend::host_mapped_io()), the
 // kernels read and write the pinned staging themselves through its device mapping, with no
 // copies: each copy in a graph costs microseconds of latency, while a few KB read over the bus
-// cost about one round trip. FUSEDNN_CUDA_HOST_ZERO_COPY=0 turns this off, =1 takes it at every
-// size the backend allows; a knob for tests and benchmarks.
+// cost about one round trip. The override host_zero_copy=0 turns this off, =1 takes it at every
+// size the backend allows.
 // Device path (run_device): the kernels read and write the caller's device buffers on the
 // caller's stream; nothing is copied, allocated or waited for (a NULL stream means the context's
 // own stream, and then the call waits).
@@ -134,7 +134,6 @@ class CudaContext final : public ExecutionContext {
   // The pinned staging as the device sees it; null where the device cannot map host memory.
   float* mapped_input_ = nullptr;
   float* mapped_output_ = nullptr;
-  int zero_copy_knob_ = -1;  // FUSEDNN_CUDA_HOST_ZERO_COPY: 0 never, 1 any size, -1 by size
   std::vector<CachedGraph> host_graphs_;
   std::vector<CachedGraph> device_graphs_;
 };

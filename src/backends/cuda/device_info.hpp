@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// What launchers need to know about the GPU, read once when the backend is created.
+// What planning and launchers need to know about the GPU, and the debugging overrides of kernel
+// selection (selection_overrides.hpp), read once when the backend is created.
 #pragma once
 
 #include <cstddef>
+
+#include "backends/cuda/selection_overrides.hpp"
 
 namespace fusednn::cuda {
 
@@ -13,6 +16,7 @@ struct DeviceInfo {
   int sm_count = 1;
   size_t shared_per_block_optin = 48 * 1024;  // the most one block may ask for
   size_t shared_per_sm = 48 * 1024;
+  SelectionOverrides overrides;
 };
 
 }  // namespace fusednn::cuda

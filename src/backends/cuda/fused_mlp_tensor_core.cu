@@ -473,8 +473,7 @@ uint16_t tensor_core_half_bits(float value, TensorCoreMath math) {
 bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
                           const DeviceInfo& device, TensorCoreMlpPlan* plan,
                           const TensorCoreRowTail& tail) {
-  const char* knob = std::getenv("FUSEDNN_CUDA_TENSOR_CORE_FORM");
-  const bool shared_only = knob != nullptr && std::string(knob) == "shared";
+  const bool shared_only = device.overrides.shared_tile_tensor_cores_only;
   if (!shared_only && plan_warp_register_mlp(layers, math, device, tail, plan)) {
     if (is_half(math)) {
       plan_warpgroup_mlp(layers, math, device, tail, &plan->warpgroup);

@@ -86,8 +86,8 @@ struct TensorCoreMlpPlan {
 
 // Whether the chain runs on tensor cores on this device with `math`; fills *plan (but not
 // plan->image). Needs compute capability 8.0+, 1..kFusedMlpMaxLayers layers, widths <= 256.
-// The WarpRegisters form where it fits, else SharedTiles; FUSEDNN_CUDA_TENSOR_CORE_FORM=shared
-// forces the second (a knob for tests and benchmarks).
+// The WarpRegisters form where it fits, else SharedTiles; the override tensor_core_form=shared
+// forces the second.
 // With a `tail` (kind != None) only the WarpRegisters form (and its Warpgroup companion)
 // qualifies.
 bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,

@@ -558,13 +558,6 @@ KernelFunction kernel_for(const WarpgroupMlpPlan& plan) {
               : kernel_for_width<TensorCoreMath::Bf16, false>(plan);
 }
 
-// FUSEDNN_CUDA_WGMMA: "0" never plans the form, "1" takes it at every batch (for tests and
-// benchmarks), anything else from min_rows rows.
-std::string knob() {
-  const char* value = std::getenv("FUSEDNN_CUDA_WGMMA");
-  return value != nullptr ? value : "";
-}
-
 }  // namespace
 
 bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
@@ -572,7 +565,8 @@ bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCore
                         WarpgroupMlpPlan* plan) {
 #if defined(FUSEDNN_WGMMA_BUILT)
   // sm_90a code runs on compute capability 9.0 alone.
-  if (knob() == "0" || device.major != 9 || device.minor != 0) return false;
+  if (device.overrides.warpgroup == Forced::Off || device.major != 9 || device.minor != 0)
+    return false;
   WarpgroupMlpPlan result;
   if (!lay_out_warpgroup_mlp(layers, math, tail, 1, 1, &result)) return false;
   // The most warpgroups whose input buffers fit, three stages each where they fit, else two.
@@ -598,11 +592,11 @@ bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCore
     return false;
   }
   // From 512 rows: from there on it beats WarpRegisters at every batch.
-  result.min_rows = knob() == "1" ? 0 : kWarpgroupMinRows;
+  result.min_rows = device.overrides.warpgroup == Forced::On ? 0 : kWarpgroupMinRows;
   *plan = result;
   return true;
 #else
-  (void)layers, (void)math, (void)device, (void)tail, (void)plan, (void)knob;
+  (void)layers, (void)math, (void)device, (void)tail, (void)plan;
   return false;
 #endif
 }

@@ -63,8 +63,7 @@ struct WarpgroupMlpPlan {
 // Fills *plan when the library holds the sm_90a kernels, the device is compute capability 9.0,
 // math is Fp16 or Bf16, every width is at most kWarpgroupMaxWidth, the first layer's input is a
 // multiple of 4 columns (rows are copied 16 bytes at a time) and everything fits one block's
-// shared memory. FUSEDNN_CUDA_WGMMA=0 turns the form off, =1 takes it at every batch (knobs for
-// tests and benchmarks).
+// shared memory. The override wgmma=0 turns the form off, =1 takes it at every batch.
 bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
                         const DeviceInfo& device, const TensorCoreRowTail& tail,
                         WarpgroupMlpPlan* plan);

@@ -26,13 +26,13 @@ namespace {
 using namespace fusednn_cuda_test;
 
 // cuBLASLt is the default for fp32 models; pinned on here in case the default or the caller's
-// environment (FUSEDNN_CUDA_CUBLASLT=0) says otherwise.
+// FUSEDNN_CUDA_OVERRIDES (cublaslt=0) says otherwise.
 // The small-batch kernel, which takes these layers' runs of up to 32 rows by default, is off
 // except where a test turns it on, so that cuBLASLt and its fallback are checked at every size.
 class CublasLtInternal : public ::testing::Test {
  protected:
-  ScopedEnvironment cublaslt_on_{"FUSEDNN_CUDA_CUBLASLT", "1"};
-  ScopedEnvironment small_batch_off_{"FUSEDNN_CUDA_SMALL_BATCH_LINEAR", "0"};
+  ScopedOverride cublaslt_on_{"cublaslt", "1"};
+  ScopedOverride small_batch_off_{"small_batch_linear", "0"};
 };
 using fusednn::cuda::CublasLtLinear;
 using fusednn::cuda::CudaBackend;
@@ -354,7 +354,7 @@ TEST_F(CublasLtInternal, SmallBatchKernelTakesUpTo32Rows) {
   };
   uint32_t seed = 2400;
   for (const Case& c : cases) {
-    ScopedEnvironment knob("FUSEDNN_CUDA_SMALL_BATCH_LINEAR", c.knob);
+    ScopedOverride knob("small_batch_linear", c.knob);
     GpuHooks hooks;
     bool planned = false;
     hooks.before_runs = [&](fdnn_model* model) {
