@@ -24,12 +24,14 @@
 //
 // Caller dtypes (run_host_typed / run_device_typed): on the host path a 16-bit input is widened
 // into the pinned staging and a 16-bit output narrowed out of it, on the host; the graphs are
-// those of run_host. On the device path a 16-bit input is widened on the caller's stream into
-// the context's device_input and a 16-bit output narrowed from its device_output
-// (convert_dtype.cu), so the plan always runs on float32 buffers. The conversions are kernels
-// launched through launch_kernel: they are captured with the plan, graphs are keyed on the
-// dtypes too, and the caller's 16-bit buffers are re-pointed in the conversion kernels. FLOAT32
-// both ways is run_host / run_device.
+// those of run_host. On the device path the kernels that read the model input and write its
+// output convert 16-bit buffers themselves where the backend says they can at the run's batch
+// (CudaBackend::reads_16_bit_input / writes_16_bit_output: the tensor-core MLP forms); elsewhere
+// a 16-bit input is widened on the caller's stream into the context's device_input and a 16-bit
+// output narrowed from its device_output (convert_dtype.cu), so those kernels see float32. Either
+// way the kernels are launched through launch_kernel: they are captured with the plan, graphs
+// are keyed on the dtypes too, and the caller's 16-bit buffers are re-pointed in whichever
+// kernels touch them. FLOAT32 both ways is run_host / run_device.
 //
 // Consecutive runs of one context on different streams are ordered (the new stream waits for
 // the old one), since they share the workspace; device-path runs of plans that touch no memory

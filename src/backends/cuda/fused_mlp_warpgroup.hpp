@@ -14,6 +14,7 @@
 
 #include "backends/cuda/device_epilogue.hpp"
 #include "backends/cuda/device_info.hpp"
+#include "backends/cuda/element_type.hpp"
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/tensor_core_math.hpp"
 #include "backends/cuda/tensor_core_row_tail.hpp"
@@ -86,10 +87,16 @@ std::vector<uint32_t> build_warpgroup_mlp_image(const WarpgroupMlpPlan& plan,
 
 // Whether a launch with these buffers can take the form: x on 16 bytes (its rows are bulk
 // copies); decided by the 16-byte alignment classes the context keys its graphs by.
-bool warpgroup_mlp_takes(const WarpgroupMlpPlan& plan, const float* x, int64_t rows);
+bool warpgroup_mlp_takes(const WarpgroupMlpPlan& plan, const void* x, int64_t rows);
 
-// y[rows][last out] = chain(x[rows][first in]); `image` is the uploaded image.
-void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const float* x, float* y,
-                          int64_t rows, const DeviceInfo& device, cudaStream_t stream);
+// Whether the form stores output rows of this type: float32 and the math's own 16-bit type.
+bool warpgroup_mlp_writes(const WarpgroupMlpPlan& plan, ElementType output);
+
+// y[rows][last out] = chain(x[rows][first in]); `image` is the uploaded image. x in any
+// ElementType: 16-bit input rows are staged as they lie in memory and read without a float32
+// copy; y as warpgroup_mlp_writes() allows, 16-bit rows narrowed as they are stored.
+void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, TypedInput x,
+                          TypedOutput y, int64_t rows, const DeviceInfo& device,
+                          cudaStream_t stream);
 
 }  // namespace fusednn::cuda
