@@ -1,9 +1,10 @@
-// The typed runs on a CUDA model: fdnn_context_run_device_typed (widened into the context's
-// device_input, narrowed from its device_output, on the caller's stream) and the host path
-// (converted into and out of the pinned staging), with graphs on and off. The reference is the same
-// context's float32 run on the same (exactly widened) input, narrowed on the host by the library's
-// own converters (src/common/half_float.hpp): the GPU rounds to nearest even as they do, so the
-// bits must agree exactly. Skips without a GPU.
+// The typed runs on a CUDA model: fdnn_context_run_device_typed (read and written in 16 bits by
+// the kernels that can, else widened into the context's device_input and narrowed from its
+// device_output, on the caller's stream) and the host path (converted into and out of the pinned
+// staging), with graphs on and off. The reference is the same context's float32 run on the same
+// (exactly widened) input, narrowed on the host by the library's own converters
+// (src/common/half_float.hpp): the GPU rounds to nearest even as they do, so the bits must agree
+// exactly. Skips without a GPU.
 #include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
 
@@ -253,6 +254,212 @@ TEST(CudaTypedIo, DevicePathOwnStreamAndOneLaunchPlan) {
       std::vector<unsigned char> got(8);
       CUDA_OK(cudaMemcpy(got.data(), out16, got.size(), cudaMemcpyDeviceToHost));
       EXPECT_EQ(got, encode(reference, dtype)) << name_of(dtype);
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// 16-bit inputs and outputs read and written by the kernels themselves (no conversion pass):
+// the tensor-core MLP forms (WarpRegisters at every width class, staged and unstaged, and its
+// Warpgroup companion from 512 rows on compute capability 9.0), with folded row ops, odd widths
+// and the general epilogue. The reference is the float32 device run of the same context on the
+// input widened on the host, with buffers of the same 16-byte alignment class (which picks the
+// Warpgroup form or not), narrowed on the host to nearest even: the bits must agree exactly.
+
+// A model whose 16-bit I/O the kernels handle, and the precision it is made in. every_batch: the
+// explanation must say at every batch that the input is read in 16 bits (else only where the
+// tensor cores run); writes: and that the output is written in 16 bits; misaligned: buffers one
+// element off 16 bytes also run the form the float32 reference runs (not where the context's
+// own buffers stand in, or cuBLASLt picks its algorithm by the output's alignment); max_batch:
+// the largest batch to run.
+struct Io16Case {
+  std::string name;
+  Net net;
+  fdnn_precision precision;
+  bool every_batch;
+  bool writes;
+  bool misaligned;
+  int64_t max_batch;
+};
+
+std::vector<Io16Case> io16_cases() {
+  const int64_t all = INT64_MAX;
+  std::vector<Io16Case> cases;
+  cases.push_back({"seed MLP bf16", seed_mlp(), FDNN_PRECISION_BF16, true, true, true, all});
+  Net uniform({32});  // the 64-wide MLP: the Warpgroup form's uniform chain
+  uniform.linear("fc1", 32, 64).act(R"({"type": "ReLU"})");
+  for (int l = 2; l <= 4; ++l) {
+    uniform.linear("fc" + std::to_string(l), 64, 64).act(R"({"type": "ReLU"})");
+  }
+  uniform.linear("fc5", 64, 16);
+  cases.push_back({"64-wide MLP fp16", uniform, FDNN_PRECISION_FP16, true, true, true, all});
+  Net odd({37});  // odd widths: scalar loads and stores, no Warpgroup form; GELU's epilogue
+  odd.linear("fc1", 37, 48).act(R"({"type": "GELU", "approximate": "none"})");
+  odd.linear("fc2", 48, 7);
+  cases.push_back({"odd widths fp16", odd, FDNN_PRECISION_FP16, true, true, true, all});
+  Net wide({200});  // width class 256: input rows read from global memory, not staged
+  wide.linear("fc1", 200, 256).act(R"({"type": "SiLU"})");
+  wide.linear("fc2", 256, 24);
+  cases.push_back({"width 256 bf16", wide, FDNN_PRECISION_BF16, true, true, true, all});
+  Net softmax({64});  // a folded Softmax after the last layer
+  softmax.linear("fc1", 64, 128).act(R"({"type": "ReLU"})");
+  softmax.linear("fc2", 128, 32).layer(R"({"type": "Softmax", "dim": -1})");
+  cases.push_back({"folded Softmax bf16", softmax, FDNN_PRECISION_BF16, true, true, true, all});
+  Net tail({48});  // a folded LayerNorm, then GELU in place on the output: narrowed after
+  tail.linear("fc1", 48, 96).act(R"({"type": "ReLU"})");
+  tail.linear("fc2", 96, 64).layer_norm("ln", 64).act(R"({"type": "GELU"})");
+  cases.push_back(
+      {"folded LayerNorm + GELU pass fp16", tail, FDNN_PRECISION_FP16, true, false, true, all});
+  // A lone wide Linear on cuBLASLt with 16-bit operands: a bfloat16 input is its operand as it
+  // is (a float16 one is widened, then narrowed into the staging); the output is narrowed after.
+  Net lone({320});
+  lone.linear("fc", 320, 600).act(R"({"type": "ReLU"})");
+  cases.push_back(
+      {"wide Linear bf16 (cuBLASLt)", lone, FDNN_PRECISION_BF16, true, false, false, 4097});
+  // fp32 and tf32 models run the tensor cores from some thousand rows; below, the fused FMA
+  // kernel runs on float32 and the context converts.
+  cases.push_back({"seed MLP fp32", seed_mlp(), FDNN_PRECISION_FP32, false, true, false, all});
+  cases.push_back({"seed MLP tf32", seed_mlp(), FDNN_PRECISION_TF32, false, true, false, all});
+  return cases;
+}
+
+std::string explain_text(const fdnn_model* model, int64_t batch) {
+  size_t size = 0;
+  EXPECT_EQ(fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_TEXT, nullptr, 0, &size),
+            FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  std::string text(size, '\0');
+  EXPECT_EQ(
+      fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_TEXT, text.data(), text.size(), &size),
+      FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  return text;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Values of `dtype` (drawn from a normal distribution and rounded to it), as float32.
+std::vector<float> representable_inputs(size_t count, fdnn_dtype dtype, std::mt19937& random) {
+  std::vector<float> values = normal(count, random, 0.0f, 1.0f);
+  for (float& v : values) {
+    if (dtype == FDNN_DTYPE_FLOAT16) v = fusednn::half_to_float(fusednn::float_to_half(v));
+    if (dtype == FDNN_DTYPE_BFLOAT16) {
+      v = fusednn::bfloat16_to_float(fusednn::float_to_bfloat16(v));
+    }
+  }
+  return values;
+}
+
+TEST(CudaTypedIo, KernelsReadAndWrite16BitBuffersBitForBit) {
+  REQUIRE_CUDA();
+  const std::pair<fdnn_dtype, fdnn_dtype> pairs[] = {{FDNN_DTYPE_BFLOAT16, FDNN_DTYPE_BFLOAT16},
+                                                     {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_FLOAT16},
+                                                     {FDNN_DTYPE_BFLOAT16, FDNN_DTYPE_FLOAT32},
+                                                     {FDNN_DTYPE_FLOAT32, FDNN_DTYPE_FLOAT16},
+                                                     {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_BFLOAT16}};
+  const std::vector<int64_t> batches = quick()
+                                           ? std::vector<int64_t>{1, 33, 4097}
+                                           : std::vector<int64_t>{1, 2, 31, 33, 129, 4097, 50001};
+  for (const Io16Case& c : io16_cases()) {
+    SCOPED_TRACE(c.name);
+    const int64_t max_batch = std::min(batches.back(), c.max_batch);
+    std::mt19937 random(41);
+    CudaModel s;
+    s.model = create_model(c.net.spec(), FDNN_DEVICE_CUDA, max_batch, 1, c.precision);
+    ASSERT_NE(s.model, nullptr) << fdnn_last_error_message();
+    set_weights(s.model, c.net, draw_weights(c.net, random));
+    ASSERT_EQ(fdnn_context_create(s.model, &s.context), FDNN_STATUS_OK)
+        << fdnn_last_error_message();
+    fdnn_shape in_shape, out_shape;
+    ASSERT_EQ(fdnn_model_input_shape(s.model, &in_shape), FDNN_STATUS_OK);
+    ASSERT_EQ(fdnn_model_output_shape(s.model, &out_shape), FDNN_STATUS_OK);
+    const auto in_per_sample = static_cast<size_t>(elements(in_shape));
+    const auto out_per_sample = static_cast<size_t>(elements(out_shape));
+    // Two sets of buffers per alignment, used in turn: captured graphs are re-pointed. Aligned
+    // sets start on 256 bytes; misaligned ones one element past it (2 bytes for 16-bit
+    // buffers, 4 for float32 ones: both off 16 bytes, the same alignment class).
+    TypedBuffers memory;
+    const size_t in_bytes = max_batch * in_per_sample * 4;
+    const size_t out_bytes = max_batch * out_per_sample * 4;
+    unsigned char* raw_in[2][2];
+    unsigned char* raw_out[2][2];
+    for (int misaligned = 0; misaligned < 2; ++misaligned) {
+      for (int set = 0; set < 2; ++set) {
+        raw_in[misaligned][set] = memory.make(in_bytes + 16, 0);
+        raw_out[misaligned][set] = memory.make(out_bytes + 16, 0);
+        ASSERT_TRUE(raw_in[misaligned][set] && raw_out[misaligned][set]);
+      }
+    }
+    auto place = [](unsigned char* base, bool misaligned, fdnn_dtype dtype) {
+      return base + (misaligned ? bytes_of(dtype) : 0);
+    };
+    int round = 0;
+    for (const int64_t batch : batches) {
+      if (batch > max_batch) continue;
+      const std::string explanation = explain_text(s.model, batch);
+      // Both 16-bit types, or (cuBLASLt's operand, the Warpgroup form's output) the model's own.
+      const bool reads = contains(explanation, "model input itself");
+      const bool writes = contains(explanation, "model output itself");
+      const std::string own = c.precision == FDNN_PRECISION_FP16 ? "float16" : "bfloat16";
+      if (c.every_batch) {
+        EXPECT_TRUE(reads) << "batch " << batch << ":\n" << explanation;
+        EXPECT_EQ(writes, c.writes) << "batch " << batch << ":\n" << explanation;
+        EXPECT_EQ(reads, contains(explanation, "reads a float16 or bfloat16 model input") ||
+                             contains(explanation, "reads a " + own + " model input"))
+            << explanation;
+        EXPECT_EQ(writes, contains(explanation, "writes a float16 or bfloat16 model output") ||
+                              contains(explanation, "writes a " + own + " model output"))
+            << explanation;
+      } else {
+        EXPECT_EQ(reads, contains(explanation, "on tensor cores")) << explanation;
+        EXPECT_EQ(writes, reads) << explanation;
+      }
+      EXPECT_NE(reads, contains(explanation, "model input is widened to float32 first"));
+      EXPECT_NE(writes, contains(explanation, "a float16 or bfloat16 model output is narrowed"));
+      for (const auto& [in, out] : pairs) {
+        for (int misaligned = 0; misaligned < 2; ++misaligned) {
+          if (misaligned && !c.misaligned) continue;
+          const int set = round++ % 2;
+          SCOPED_TRACE("batch " + std::to_string(batch) + ", " + name_of(in) + " -> " +
+                       name_of(out) + (misaligned ? ", one element off 16 bytes" : "") +
+                       ", buffer set " + std::to_string(set));
+          const size_t in_count = batch * in_per_sample, out_count = batch * out_per_sample;
+          const std::vector<float> input = representable_inputs(in_count, in, random);
+          // The reference: float32 buffers of the same alignment class.
+          float* in32 = reinterpret_cast<float*>(
+              place(raw_in[misaligned][1 - set], misaligned, FDNN_DTYPE_FLOAT32));
+          float* out32 = reinterpret_cast<float*>(
+              place(raw_out[misaligned][1 - set], misaligned, FDNN_DTYPE_FLOAT32));
+          std::vector<float> reference;
+          ASSERT_NO_FATAL_FAILURE(
+              run_device(s.context, batch, input, out_count, in32, out32, nullptr, &reference));
+          const std::vector<unsigned char> expected = encode(reference, out);
+
+          unsigned char* device_in = place(raw_in[misaligned][set], misaligned, in);
+          unsigned char* device_out = place(raw_out[misaligned][set], misaligned, out);
+          const std::vector<unsigned char> bytes = encode(input, in);
+          ASSERT_NO_FATAL_FAILURE(upload(device_in, bytes.data(), bytes.size()));
+          CUDA_OK(cudaMemset(raw_out[misaligned][set], 0xFF, out_bytes + 16));  // NaN everywhere
+          CUDA_OK(cudaDeviceSynchronize());
+          ASSERT_EQ(fdnn_context_run_device_typed(s.context, batch, device_in, in, in_count,
+                                                  device_out, out, out_count, nullptr),
+                    FDNN_STATUS_OK)
+              << fdnn_last_error_message();
+          std::vector<unsigned char> got(expected.size() + 4);
+          CUDA_OK(cudaMemcpy(got.data(), device_out, got.size(), cudaMemcpyDeviceToHost));
+          // Past the output, the poison stands.
+          for (size_t i = expected.size(); i < got.size(); ++i) ASSERT_EQ(got[i], 0xFF) << i;
+          got.resize(expected.size());
+          if (got != expected) {
+            size_t first = 0;
+            while (got[first] == expected[first]) ++first;
+            FAIL() << "first differing byte " << first << " of " << got.size() << " (element "
+                   << first / bytes_of(out) << ")";
+          }
+        }
+      }
     }
   }
 }
