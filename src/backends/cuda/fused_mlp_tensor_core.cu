@@ -510,7 +510,7 @@ TensorCoreLaunchForm tensor_core_mlp_launch_form(const TensorCoreMlpPlan& plan, 
 }
 
 bool tensor_core_mlp_takes_16_bit_io(const TensorCoreMlpPlan& plan) {
-  return plan.tile_rows > 0 && plan.form == TensorCoreForm::WarpRegisters;
+  return plan.tile_rows > 0 && plan.form == TensorCoreForm::WarpRegisters && is_half(plan.math);
 }
 
 bool tensor_core_mlp_writes(const TensorCoreMlpPlan& plan, ElementType output, int64_t rows) {

@@ -110,9 +110,10 @@ TensorCoreLaunchForm tensor_core_mlp_launch_form(const TensorCoreMlpPlan& plan, 
                                                  int64_t rows);
 
 // Whether the plan's kernels read a 16-bit input and write a 16-bit output themselves: the
-// WarpRegisters form and its Warpgroup companion do, at every batch and alignment; SharedTiles
-// reads and writes float32 only. The Warpgroup form writes the math's own 16-bit type only:
-// tensor_core_mlp_writes() says whether a launch of `rows` rows (any alignment) writes `output`.
+// WarpRegisters form in fp16 and bf16 (not the tf32 forms) and its Warpgroup companion do, at
+// every batch and alignment; SharedTiles reads and writes float32 only. The Warpgroup form writes
+// the math's own 16-bit type only: tensor_core_mlp_writes() says whether a launch of `rows` rows
+// (any alignment) writes `output`.
 bool tensor_core_mlp_takes_16_bit_io(const TensorCoreMlpPlan& plan);
 bool tensor_core_mlp_writes(const TensorCoreMlpPlan& plan, ElementType output, int64_t rows);
 

@@ -97,6 +97,16 @@ __device__ __forceinline__ uint32_t operand_bits(float value) {
   return __float_as_uint(value);
 }
 
+// An input element widened: float32, float16 and bfloat16 as they are typed, or 16-bit bits
+// (uint16_t) of bfloat16 where `bfloat16`, else of float16.
+template <typename T>
+__device__ __forceinline__ float widen_input(T value, bool) {
+  return widen_element(value);
+}
+__device__ __forceinline__ float widen_input(uint16_t bits, bool bfloat16) {
+  return bfloat16 ? __uint_as_float(uint32_t{bits} << 16) : __half2float(__ushort_as_half(bits));
+}
+
 // Copies the input rows of warp tile `tile` into the warp's shared-memory buffer by cp.async,
 // so that they arrive while the warp computes the tile before. float32 rows: 16 bytes a lane at a
 // time where the rows allow, else one float at a time into rows padded to 4 floats (the padding
@@ -144,7 +154,8 @@ __device__ __forceinline__ void stage_input(const RegisterParams& p, int64_t til
 // one load per thread and k-step. T: the rows' element type, widened exactly as it is read.
 template <TensorCoreMath kMath, int kSteps, bool kVector, typename T>
 __device__ __forceinline__ void load_input(const T* rows, int stride, int width, int64_t valid_rows,
-                                           int g, int t, Fragments<kSteps>& act) {
+                                           int g, int t, Fragments<kSteps>& act,
+                                           bool bfloat16 = false) {
   constexpr int kColumns = is_half(kMath) ? 4 : 2;  // consecutive columns per thread and step
   float v[kSteps][2][kColumns];
 #pragma unroll
@@ -159,10 +170,13 @@ __device__ __forceinline__ void load_input(const T* rows, int stride, int width,
       if constexpr (!kVector) {
 #pragma unroll
         for (int c = 0; c < kColumns; ++c) {
-          if (row < valid_rows && column + c < width) v[s][h][c] = widen_element(source[c]);
+          if (row < valid_rows && column + c < width) v[s][h][c] = widen_input(source[c], bfloat16);
         }
       } else if (row < valid_rows && column < width) {
-        load_widened<T, kColumns>(source, v[s][h]);
+        const ElementPack<T, kColumns> pack =
+            *reinterpret_cast<const ElementPack<T, kColumns>*>(source);
+#pragma unroll
+        for (int c = 0; c < kColumns; ++c) v[s][h][c] = widen_input(pack.values[c], bfloat16);
       }
     }
   }
@@ -239,10 +253,12 @@ __device__ __forceinline__ void multiply_group(const uint4* rows, int tile_strid
 }
 
 // Columns col, col+1 of rows row_lo and row_lo + 8 (v: row_lo's pair, then row_lo + 8's), in
-// the output's element type (narrowed to nearest even).
+// the output's element type (narrowed to nearest even). The tf32 forms write float32 only: the
+// 16-bit paths cost the 3xTF32 kernels register spills.
+template <TensorCoreMath kMath>
 __device__ __forceinline__ void store_output(const RegisterParams& p, int out, int64_t row_lo,
                                              int col, const float (&v)[4]) {
-  with_element_type(p.output_type, [&](auto element) {
+  auto store = [&](auto element) {
     using T = decltype(element);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -256,7 +272,12 @@ __device__ __forceinline__ void store_output(const RegisterParams& p, int out, i
         if (col + 1 < out) destination[1] = narrow_element<T>(v[2 * h + 1]);
       }
     }
-  });
+  };
+  if constexpr (is_half(kMath)) {
+    with_element_type(p.output_type, store);
+  } else {
+    store(float{});
+  }
 }
 
 // The layer's activation on a group's values: none and ReLU inline and without a branch, any
@@ -311,7 +332,7 @@ __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorC
     if (last && inside) {
 #pragma unroll
       for (int j = 0; j < kTileGroup; ++j) {
-        store_output(p, layer.out, row_lo, (n0 + j) * 8 + 2 * t, v[j]);
+        store_output<kMath>(p, layer.out, row_lo, (n0 + j) * 8 + 2 * t, v[j]);
       }
     }
 #pragma unroll
@@ -363,7 +384,7 @@ __device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams&
 #pragma unroll
   for (int n = 0; n < kTiles; ++n) {
     if (n >= layer.out_frags) break;
-    store_output(p, out, row_lo, n * 8 + 2 * t, acc[n]);
+    store_output<kMath>(p, out, row_lo, n * 8 + 2 * t, acc[n]);
   }
 }
 
@@ -402,8 +423,12 @@ __global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32, blocks_pe
   void* const stage = reinterpret_cast<char*>(shared_memory) + p.stage_offset +
                       size_t{4} * warp * kRowsPerWarp * p.stage_stride;
   if (kStaged && tile < p.tiles) {
-    with_element_type(p.input_type,
-                      [&](auto element) { stage_input<decltype(element)>(p, tile, stage, lane); });
+    // Bits are bits: 16-bit rows of either type are staged alike.
+    if (!is_half(kMath) || p.input_type == static_cast<int32_t>(ElementType::Float32)) {
+      stage_input<float>(p, tile, stage, lane);
+    } else if constexpr (is_half(kMath)) {
+      stage_input<uint16_t>(p, tile, stage, lane);
+    }
   }
   __pipeline_commit();
   __pipeline_wait_prior(0);
@@ -415,8 +440,12 @@ __global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32, blocks_pe
     const int64_t row_lo = first_row + g;
     const int64_t valid_rows = p.rows - first_row;
     Fragments<kSteps> a, b;
-    // The tile's input, in the caller's element type: one branch per tile.
-    with_element_type(p.input_type, [&](auto element) {
+    // The tile's input, in the caller's element type: one branch per tile. The width-256 kernels
+    // take one path for both 16-bit types, told apart at each conversion (a path per type
+    // spills more registers there, one path for both spills more in the narrower kernels). The
+    // tf32 forms read float32 only.
+    const bool bfloat16 = p.input_type == static_cast<int32_t>(ElementType::Bfloat16);
+    auto load = [&](auto element) {
       using T = decltype(element);
       if constexpr (kStaged) {
         constexpr bool kWide = sizeof(T) == 4;
@@ -428,11 +457,11 @@ __global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32, blocks_pe
           load_input<kMath, kSteps, true>(staged, p.stage_stride, p.stage_stride, valid_rows, g, t,
                                           a);
         } else if (p.input_width % kColumns == 0) {
-          load_input<kMath, kSteps, true>(staged, p.input_width, p.input_width, valid_rows, g, t,
-                                          a);
+          load_input<kMath, kSteps, true>(staged, p.input_width, p.input_width, valid_rows, g, t, a,
+                                          bfloat16);
         } else {
           load_input<kMath, kSteps, false>(staged, p.input_width, p.input_width, valid_rows, g, t,
-                                           a);
+                                           a, bfloat16);
         }
         __syncwarp();  // every lane has read the buffer before it is refilled
         if (tile + warps < p.tiles) stage_input<T>(p, tile + warps, stage, lane);
@@ -440,12 +469,25 @@ __global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32, blocks_pe
       } else {
         const T* rows = static_cast<const T*>(p.x) + first_row * p.input_width;
         if (p.vector_input) {
-          load_input<kMath, kSteps, true>(rows, p.input_width, p.input_width, valid_rows, g, t, a);
+          load_input<kMath, kSteps, true>(rows, p.input_width, p.input_width, valid_rows, g, t, a,
+                                          bfloat16);
         } else {
-          load_input<kMath, kSteps, false>(rows, p.input_width, p.input_width, valid_rows, g, t, a);
+          load_input<kMath, kSteps, false>(rows, p.input_width, p.input_width, valid_rows, g, t, a,
+                                           bfloat16);
         }
       }
-    });
+    };
+    if constexpr (!is_half(kMath)) {
+      load(float{});
+    } else if constexpr (kWidth > 128) {
+      if (p.input_type == static_cast<int32_t>(ElementType::Float32)) {
+        load(float{});
+      } else {
+        load(uint16_t{});
+      }
+    } else {
+      with_element_type(p.input_type, load);
+    }
     if constexpr (is_half(kMath)) {
       // Two layers per trip, each writing the other's operands: no copy between layers.
       for (int l = 0; l < p.layer_count; l += 2) {

@@ -115,8 +115,8 @@ __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
 // The input of `tile`, whose rows start at `source`, into the stage buffer at `buffer` as one bulk
 // copy (rows are contiguous; a whole tile is a multiple of 16 bytes), counted on `barrier`. One
 // thread. The last tile's 16-bit rows may end 8 bytes past a multiple of 16: those arrive by an
-// 8-byte cp.async that the same mbarrier waits for. (A plain load and store there made ptxas
-// serialise the wgmma pipeline of the uniform kernels for want of registers.)
+// 8-byte cp.async that the same mbarrier waits for (with a plain load and store there, ptxas
+// serialises the uniform kernels' wgmma pipeline for want of registers).
 __device__ __forceinline__ void stage_tile(const WarpgroupParams& p, int64_t tile,
                                            const char* source, uint32_t buffer, uint32_t barrier) {
   const bool last = tile + 1 == p.tiles;
