@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Everything the CUDA backend needs a GPU for, on the GPU machine (STAGES below splits it in two):
 #   build (sm_90 only) -> CUDA tests (+ the API and golden suites) -> the precision contract
 #   (bench/cuda/check_precision.py) -> benchmark -> compute-sanitizer memcheck and racecheck on
@@ -86,7 +87,7 @@ phase "googletest build" 120 "$BUILD_LOG" bash -c "
   cmake --build /tmp/gtest-build -j $JOBS && cmake --install /tmp/gtest-build"
 phase "configure" 60 "$BUILD_LOG" cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DFUSEDNN_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DFUSEDNN_BUILD_TOOLS=OFF \
-  -DFUSEDNN_BUILD_TESTS=ON "-DCMAKE_PREFIX_PATH=$ROOT/.carry;$DEPS"
+  -DFUSEDNN_BUILD_TESTS=ON -DFUSEDNN_FAULT_INJECTION=OFF "-DCMAKE_PREFIX_PATH=$ROOT/.carry;$DEPS"
 # The hashes only after a whole build: one cut short may have left a changed file's old object,
 # which the next run must still see as changed.
 if phase "build" 300 "$BUILD_LOG" cmake --build build-gpu -j "$JOBS" --target fusednn \

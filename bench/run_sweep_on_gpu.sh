@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The shape sweep (bench/sweep.py) on the GPU machine in one call of at most 600 s: builds
 # libfusednn alone (reusing build-gpu/ on a warm machine), then runs the sweep for the time left.
 # The sweep's state lives in build-gpu/sweep/ (build-gpu/sweep-quick/ with --quick), which a warm

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """A shape sweep: fusednn against PyTorch on a fixed family of models, as users run both.
 
 Usage
@@ -70,6 +72,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -1399,7 +1402,8 @@ def parse_args() -> argparse.Namespace:
                         help="seconds: start no point past this (the rest is left for a resume)")
     parser.add_argument("--compile-budget", type=float, default=None,
                         help="seconds of torch.compile in this run (default 420, --quick 75)")
-    parser.add_argument("--only", default=None, help="a substring of the point ids to run")
+    parser.add_argument("--only", default=None,
+                        help="a regular expression searched in the point ids to run")
     parser.add_argument("--retry-failed", action="store_true",
                         help="measure again the points recorded as failed")
     parser.add_argument("--no-cpu-part", action="store_true",
@@ -1427,7 +1431,8 @@ def selected_points(args: argparse.Namespace, models: List[ModelSpec]
         order = [g for g in order if g in kept]
         points = [p for p in points if (p.model, p.precision) in kept]
     if args.only:
-        points = [p for p in points if args.only in p.id]
+        only = re.compile(args.only)
+        points = [p for p in points if only.search(p.id)]
     groups = set((p.model, p.precision) for p in points)
     return points, [g for g in order if g in groups]
 

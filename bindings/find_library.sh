@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the bindings' run_tests.sh: finds the libfusednn.so to test against.
 #   fusednn_library_dir GIVEN ROOT BUILD_DIR
 # GIVEN: libfusednn.so itself, the folder holding it, or an install prefix with lib/; when empty,

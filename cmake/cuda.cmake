@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # CUDA toolchain for the CUDA backend; included by the top-level CMakeLists.txt when
 # FUSEDNN_WITH_CUDA is ON.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installs libfusednn, its headers, the CLI, a CMake config package (find_package(fusednn)) and a
 # pkg-config file, so C and C++ users can consume either way.
 include(CMakePackageConfigHelpers)

@@ -1,7 +1,9 @@
-# The Python package's build: bindings/python/pyproject.toml builds this project with
-# scikit-build-core (which defines SKBUILD), and the wheel holds libfusednn as
-# fusednn/lib/libfusednn.so.0, the one file of the "python" install component; the binding loads
-# it from there (bindings/python/src/fusednn/_native.py).
+# SPDX-License-Identifier: Apache-2.0
+# The Python package's build: bindings/python/pyproject.toml (pip install ./bindings/python) and
+# the root pyproject.toml (pip install .) build this project with scikit-build-core (which defines
+# SKBUILD), and the wheel holds libfusednn as fusednn/lib/libfusednn.so.0, the one file of the
+# "python" install component; the binding loads it from there (bindings/python/src/fusednn/
+# _native.py).
 #
 # Backend: the CUDA backend, for the architectures of the GPUs present, where a CUDA compiler is
 # found and nvidia-smi lists a GPU; otherwise the CPU backend alone. Either is overridden with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The language settings of fusednn's own targets, set as target properties rather than global
 # CMAKE_* variables so that a parent project's targets are left as they are.
 

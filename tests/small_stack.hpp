@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs a function on a thread whose stack is small, so that a test fails (the process crashes)
 // where code recurses once per level of nesting in its input.
 #pragma once

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """Fails when a C, C++ or CUDA comment records history or measurements.
 
 Comments say what the code does and why, in the present tense. Session numbers, notes versions,

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """Classify the held-out digits with fusednn and compare with PyTorch.
 
 Loads models/digits/mlp.safetensors and lenet5.safetensors through the fusednn Python binding

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fusednn command-line tool: inspect a model, explain its plan, measure its latency.
 //   fusednn info MODEL [--plan [--json]] [--batch N] [--device cpu|cuda|auto]
 //                      [--precision fp32|tf32|fp16|bf16] [--weights PATH]

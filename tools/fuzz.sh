@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer harnesses (CMake preset "fuzz": clang, ASan/UBSan, CPU only; only the fuzz
 # targets) and runs each in turn on the committed seed corpus plus fresh inputs, in a corpus folder
 # that is not committed. Prints the executions per harness; exits nonzero on a finding, naming
@@ -7,6 +8,7 @@
 #   tools/fuzz.sh --seconds 10              # the short pass CI runs (10 s per harness)
 #   tools/fuzz.sh --runs 10000000           # the long run: 10 million executions per harness
 #   tools/fuzz.sh --seconds 600 fuzz_bundle # one harness
+#   tools/fuzz.sh --runs 10000000 --jobs 12 # the long run on a machine with cores to spare
 #
 # Options:
 #   --seconds N       run each harness for N seconds (default 10 when --runs is not given)
@@ -16,6 +18,8 @@
 #                     removed at the end); never the committed tests/fuzz/corpus
 #   --findings DIR    where reproducers go (default build/fuzz/findings)
 #   --no-build        use the harnesses already built in build/fuzz
+#   --jobs N          run N instances of each harness at once on the same corpus, each with
+#                     1/N of --runs; the executions reported are their sum (default 1)
 # Reproduce a finding: build/fuzz/tests/fuzz/<harness> <reproducer>
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +30,7 @@ runs=""
 corpus_root=""
 findings="$PWD/build/fuzz/findings"
 build=1
+jobs=1
 harnesses=()
 while (($#)); do
   case "$1" in
@@ -34,7 +39,8 @@ while (($#)); do
     --corpus) corpus_root="$2"; shift 2 ;;
     --findings) findings="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    -h|--help) awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next } NR > 2 { exit }' "$0"; exit 0 ;;
     fuzz_*) harnesses+=("$1"); shift ;;
     *) echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -59,9 +65,10 @@ mkdir -p "$findings"
 scratch="${TMPDIR:-/tmp}"
 [[ -d /dev/shm && -w /dev/shm ]] && scratch=/dev/shm
 
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --jobs takes a positive count, not '$jobs'" >&2; exit 2; }
 [[ -n "$runs" || -n "$seconds" ]] || seconds=10
 limit=()
-[[ -n "$runs" ]] && limit+=(-runs="$runs")
+[[ -n "$runs" ]] && limit+=(-runs="$(((runs + jobs - 1) / jobs))")
 [[ -n "$seconds" ]] && limit+=(-max_total_time="$seconds")
 budget="${runs:+$runs runs}${runs:+${seconds:+, }}${seconds:+$seconds s}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}"
@@ -74,26 +81,38 @@ for harness in "${harnesses[@]}"; do
   [[ -x "$binary" ]] || { echo "fuzz.sh: $binary is not built" >&2; exit 2; }
   fresh="$corpus_root/$harness"
   mkdir -p "$fresh"
-  log="$findings/$harness.log"
   start=$SECONDS
-  echo "=== $harness ($budget) ==="
-  # New inputs go to the first folder ($fresh); the committed seeds are only read.
-  set +e
-  TMPDIR="$scratch" "$binary" "$fresh" "tests/fuzz/corpus/$harness" -dict=tests/fuzz/fusednn.dict "${limit[@]}" \
-    -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$findings/$harness-" \
-    >"$log" 2>&1
-  result=$?
-  set -e
-  executions=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  executions=${executions:-?}
+  echo "=== $harness ($budget$( ((jobs > 1)) && echo ", $jobs at once")) ==="
+  # New inputs go to the first folder ($fresh); the committed seeds are only read. Instance k
+  # logs to $harness.k.log (one instance: $harness.log).
+  pids=()
+  logs=()
+  for ((k = 1; k <= jobs; k++)); do
+    log="$findings/$harness.log"
+    ((jobs == 1)) || log="$findings/$harness.$k.log"
+    logs+=("$log")
+    TMPDIR="$scratch" "$binary" "$fresh" "tests/fuzz/corpus/$harness" -dict=tests/fuzz/fusednn.dict \
+      "${limit[@]}" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$findings/$harness-" >"$log" 2>&1 &
+    pids+=($!)
+  done
+  result=0
+  for pid in "${pids[@]}"; do
+    wait "$pid" || result=$?
+  done
+  executions=0
+  for log in "${logs[@]}"; do
+    count=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+    [[ -n "$count" ]] || { executions="?"; break; }
+    executions=$((executions + count))
+  done
   if ((result == 0)); then
     verdict="no finding"
   else
     status=1
-    reproducer=$(grep -o "Test unit written to [^ ]*" "$log" | tail -1 | sed 's/Test unit written to //')
-    verdict="FINDING (exit $result): reproducer ${reproducer:-none written}; log $log"
-    grep -m1 -E "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|fusednn fuzz:" \
-      "$log" || true
+    reproducer=$(cat "${logs[@]}" | grep -o "Test unit written to [^ ]*" | tail -1 | sed 's/Test unit written to //')
+    verdict="FINDING (exit $result): reproducer ${reproducer:-none written}; logs ${logs[*]}"
+    cat "${logs[@]}" | grep -m1 -E "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|fusednn fuzz:" || true
   fi
   line="$harness: $executions executions in $((SECONDS - start)) s, $verdict"
   echo "$line"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job: build libfusednn and classify the bundled digits test slice with the bundled MLP
 # and LeNet-5, on the GPU when one is present, else on the CPU.
 set -euo pipefail

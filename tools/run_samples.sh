@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds and runs every sample in samples/ against an INSTALLED fusednn, the way a user would:
 #
 #   1. builds the library in BUILD_DIR if needed (default build/dev, configured by
@@ -24,7 +25,7 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
-usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+usage() { sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 all_samples=(00_hello_c 01_cpp_raii 02_python_numpy 03_python_torch 04_rust 05_csharp 06_threads
              07_cuda_stream)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Throughput of the CPU Linear and Conv2d kernels, single-threaded, per instruction set of the
 // matrix-multiply core. Counters: FLOP/s counts a multiply-add as 2 flops.
 //

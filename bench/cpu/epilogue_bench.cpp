@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Throughput of the CPU epilogue (apply_epilogue) per activation and instruction set, in place on
 // 4704 floats (LeNet-5's first convolution output, 6 x 28 x 28, L1-resident) and on 1 MiB, and of
 // glibc's scalar tanhf on the same data for comparison (what the Tanh epilogue called before

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """fusednn's CUDA backend against PyTorch on the same weights and inputs, in one run.
 
 For each case: fusednn through the C API (device path: caller's device buffers on a torch stream;

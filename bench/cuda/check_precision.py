@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """fusednn's accuracy contract for each precision, checked on the GPU machine.
 
 For every precision (and the fp32 chains on tensor cores, FUSEDNN_CUDA_FP32_TENSOR_CORES=1), five

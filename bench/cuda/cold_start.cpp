@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cold start by phase, for finding what a first model in a process waits on: create from file
 // (parse + read the weights), context create (the backend is built: plan, weight upload, kernel
 // attributes, buffers), the first run at batch 1 on the host path, and a second run. The CUDA

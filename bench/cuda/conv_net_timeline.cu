@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where the whole-network kernel's time goes for LeNet-5 (1x28x28, conv 6@5x5 pad 2 + tanh + avg
 // pool, conv 16@5x5 + tanh + avg pool, 400-120-84-10 with tanh) at batch 1: conv_net.cu compiled
 // with FUSEDNN_KERNEL_TIMELINE, so that block 0's thread 0 stamps %globaltimer at each phase

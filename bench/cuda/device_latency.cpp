@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-call time of one model through the C API with no Python in the loop: the device path
 // (caller's stream, rotating device buffers, CUDA events around back-to-back calls) and the host
 // path (wall clock around synchronous calls). Medians of repeated runs.

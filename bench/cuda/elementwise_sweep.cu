@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which form of a memory-bound elementwise pass gets closest to the device-to-device copy:
 // ReLU + Scale over 2^26 floats (the benchmark case; 537 MB moved) in several kernel shapes,
 // timed with events (median of 20 after warm-up) against cudaMemcpyAsync and a plain float4 copy

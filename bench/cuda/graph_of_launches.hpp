@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The probes' device-paced loop: `count` calls of launch(stream) captured back to back in one CUDA
 // graph and instantiated, so that a replay times the kernels without the host's launch cost.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The machine's floor for one call: back-to-back launches of an empty kernel on one stream, with
 // an 8-byte parameter and with a parameter as large as the fused MLP's (1144 bytes). Per call:
 // the host's submit time and the stream's time per launch (CUDA events). Two more rows tell the

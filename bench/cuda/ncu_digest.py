@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Text digest of an Nsight Compute report, for reading a kernel's profile off the GPU machine.
 
     ncu --set full --import-source yes -k regex:KERNEL -s 3 -c 1 -f -o /tmp/prof APP ARGS...

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """What a call costs through each Python path, at small batches where the host paces the stream.
 
 On the GPU machine, in one process and on the same buffers, for each model and batch: the C

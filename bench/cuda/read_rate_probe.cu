@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How fast the SMs together read one buffer per launch, back to back in a CUDA graph: the floor
 // under the small-batch Linear, whose W (Linear 768 -> 3072: 9.4 MB) every launch reads once.
 // Buffers of 9.4 MB (L2-resident between launches on an H100's 50 MB L2) and 94 MB (from HBM);

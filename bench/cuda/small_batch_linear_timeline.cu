@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where the small-batch Linear's time goes (small_batch_linear.cu, the cluster form it takes from
 // 16 rows) for Linear 768 -> 3072 + GELU(tanh), issue #3's case: the kernel file compiled with
 // FUSEDNN_KERNEL_TIMELINE, so that one block's thread 0 stamps %globaltimer at each phase

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where a small-batch MLP kernel's time goes for the seed MLP 100-128-64-10 at batch 1: the
 // single-block form (fused_mlp_block.cu) or, built with -DCLUSTER_FORM, the cluster form
 // (fused_mlp_cluster.cu, sm_90), compiled with FUSEDNN_KERNEL_TIMELINE so that one block's

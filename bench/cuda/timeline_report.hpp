@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The timeline probes' report (small_batch_mlp_timeline.cu, conv_net_timeline.cu): each phase's
 // median time since entry over the recorded launches, the median gap from one launch's last stamp
 // to the next one's entry, and the SM clock the kernel ran at (clock64 against %globaltimer).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where the Warpgroup form's time goes at large batches
 // (fused_mlp_warpgroup.cu): every warpgroup's issuing thread stamps
 // %globaltimer when it issues a tile's input copy, when the input has landed,

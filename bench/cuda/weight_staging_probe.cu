@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How fast one block can stage a small network's weights (the seed MLP's 86 KB) from L2 into its
 // shared memory, by each way the kernels could ask for them, and what a kernel costs the stream
 // beyond its own run. The batch-1 MLP kernel (fused_mlp_block.cu) took ~7 us on an H100 with warm

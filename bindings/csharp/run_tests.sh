@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the FusedNN .NET library and its test program with Mono (no .NET SDK, no NuGet) and runs
 # the tests. The closing line is "N passed, N failed"; the exit code is non-zero on any failure.
 #

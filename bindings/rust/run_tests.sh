@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds and tests the Rust bindings offline: `cargo test` (header drift, error paths, golden
 # fixtures, threads) and `cargo doc --no-deps` with warnings as errors.
 #

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /**
  * @file fusednn.h
  * @brief The fusednn C API: load a small PyTorch-trained network and run it.
@@ -236,10 +238,11 @@ typedef struct fdnn_model_options {
    * The most memory, in bytes, a model's weights may take: the tensors its spec declares, as
    * float32, checked when the model is created, before any weight is read; a safetensors file
    * (bundle or weights) larger than this limit plus 100 MiB of header, refused before it is
-   * read; and the backend's copy of them (fdnn_memory_info::weight_bytes), checked when it is
-   * prepared. A model or file over the limit is refused with ::FDNN_STATUS_OUT_OF_MEMORY naming
-   * this option and the size needed. 0 means no limit. Default ::FDNN_DEFAULT_MAX_WEIGHT_BYTES; a
-   * caller whose struct ends before this field gets the default.
+   * read; the files of a weight directory (fdnn_model_load_weights()) together, each refused by
+   * its size before it is read; and the backend's copy of them (fdnn_memory_info::weight_bytes),
+   * checked when it is prepared. A model or file over the limit is refused with
+   * ::FDNN_STATUS_OUT_OF_MEMORY naming this option and the size needed. 0 means no limit. Default
+   * ::FDNN_DEFAULT_MAX_WEIGHT_BYTES; a caller whose struct ends before this field gets the default.
    * @since 0.4
    */
   uint64_t max_weight_bytes;

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /**
  * @file fusednn.hpp
  * @brief Header-only C++17 RAII wrapper over the fusednn C API.

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """Train the two digits models of the demo and write them as fusednn bundles.
 
 Needs torch and scikit-learn (its bundled 8x8 digits, no download). Run once from anywhere:

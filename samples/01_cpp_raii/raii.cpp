@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 01_cpp_raii: the header-only C++ wrapper (fusednn/fusednn.hpp).
 //
 // fusednn::Model and fusednn::Context own their C handles and free them in their destructors;

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """02_python_numpy: classify handwritten digits with fusednn from Python and numpy.
 
 Loads the two bundled models (models/digits/mlp.safetensors and lenet5.safetensors: spec and

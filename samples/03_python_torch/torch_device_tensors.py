@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """03_python_torch: run fusednn on CUDA torch tensors, zero-copy, on torch's stream.
 
 Context.run_device() takes CUDA torch tensors (or any object exposing ``__cuda_array_interface__``,

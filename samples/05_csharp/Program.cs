@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 05_csharp: the FusedNN .NET binding (bindings/csharp), built and run with Mono.
 //
 // Builds a model from a spec held in a string, sets its weights from arrays, runs it from the

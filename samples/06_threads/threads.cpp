@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 06_threads: one model, many threads.
 //
 // The threading rules of the C API (fusednn.h), which the C++ wrapper keeps:

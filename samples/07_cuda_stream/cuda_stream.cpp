@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 07_cuda_stream: run on device buffers, queued on the caller's CUDA stream, with no copies.
 //
 // fdnn_context_run_device() takes device pointers and a cudaStream_t. It queues the model's work

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The extern "C" surface: argument checks, handle plumbing and the exception firewall only; the
 // work is in src/runtime.
 #include <algorithm>
@@ -7,12 +8,12 @@
 
 #include "api/firewall.hpp"
 #include "api/handles.hpp"
-#include "backends/cuda/cuda_backend.hpp"
 #include "common/caller_dtype.hpp"
 #include "common/raw_enum.hpp"
 #include "fusednn/fusednn.h"
 #include "runtime/model_source.hpp"
 #include "runtime/plan_explanation.hpp"
+#include "runtime/resolved_options.hpp"
 
 using fusednn::fail;
 using fusednn::guarded;
@@ -54,11 +55,6 @@ fusednn::TypedRun typed_run(int64_t batch, const void* input, const fdnn_dtype& 
   return run;
 }
 
-// A model from its source, the options checked first (max_weight_bytes bounds a file's read).
-fdnn_model* new_model(fusednn::ModelFile source, const fusednn::ResolvedOptions& resolved) {
-  return new fdnn_model{fusednn::Model(std::move(source), resolved)};
-}
-
 }  // namespace
 
 extern "C" {
@@ -94,23 +90,14 @@ const char* fdnn_status_string(fdnn_status status) {
 const char* fdnn_last_error_message(void) { return fusednn::last_error_message(); }
 
 fdnn_status fdnn_cuda_device_count(int32_t* count) {
-  return guarded(__func__, [&] {
-    *require_non_null(count, "count") = static_cast<int32_t>(fusednn::cuda_device_count());
-  });
+  return guarded(__func__,
+                 [&] { *require_non_null(count, "count") = fusednn::usable_cuda_device_count(); });
 }
 
 fdnn_status fdnn_model_options_init(fdnn_model_options* options, size_t struct_size) {
   return guarded(__func__, [&] {
     require_non_null(options, "options");
-    fdnn_model_options defaults{};
-    defaults.max_batch = 1024;
-    defaults.device = FDNN_DEVICE_CPU;
-    defaults.device_id = 0;
-    defaults.cpu_threads = 0;
-    defaults.cuda_graphs = 1;
-    defaults.precision = FDNN_PRECISION_FP32;
-    defaults.max_workspace_bytes = FDNN_DEFAULT_MAX_WORKSPACE_BYTES;
-    defaults.max_weight_bytes = FDNN_DEFAULT_MAX_WEIGHT_BYTES;
+    fdnn_model_options defaults = fusednn::default_model_options();
     defaults.struct_size = std::min(struct_size, sizeof defaults);
     copy_to_caller(defaults, options, struct_size,
                    offsetof(fdnn_model_options, max_batch) + sizeof(int64_t), "fdnn_model_options");
@@ -123,7 +110,7 @@ fdnn_status fdnn_model_create_from_file(const char* path, const fdnn_model_optio
     require_non_null(path, "path");
     require_non_null(model, "model");
     const fusednn::ResolvedOptions resolved = fusednn::resolve_options(options);
-    *model = new_model(fusednn::model_source_from_file(path, resolved), resolved);
+    *model = new fdnn_model{fusednn::load_model_from_file(path, resolved)};
   });
 }
 
@@ -134,7 +121,7 @@ fdnn_status fdnn_model_create_from_memory(const void* data, size_t size,
     require_non_null(model, "model");
     const fusednn::ResolvedOptions resolved = fusednn::resolve_options(options);
     const std::string bytes(static_cast<const char*>(data), size);
-    *model = new_model(fusednn::model_source_from_bytes(bytes), resolved);
+    *model = new fdnn_model{fusednn::load_model_from_bytes(bytes, resolved)};
   });
 }
 
@@ -144,8 +131,8 @@ fdnn_status fdnn_model_create_from_spec(const char* spec_json, size_t spec_lengt
     require_non_null(spec_json, "spec_json");
     require_non_null(model, "model");
     const fusednn::ResolvedOptions resolved = fusednn::resolve_options(options);
-    *model =
-        new_model(fusednn::model_source_from_spec(std::string(spec_json, spec_length)), resolved);
+    *model = new fdnn_model{
+        fusednn::load_model_from_spec(std::string(spec_json, spec_length), resolved)};
   });
 }
 
@@ -188,14 +175,14 @@ fdnn_status fdnn_model_validate(const fdnn_model* model) {
 fdnn_status fdnn_model_input_shape(const fdnn_model* model, fdnn_shape* shape) {
   return guarded(__func__, [&] {
     require_non_null(model, "model");
-    to_c_shape(model->model.graph().input_shape, require_non_null(shape, "shape"));
+    to_c_shape(model->model.input_shape(), require_non_null(shape, "shape"));
   });
 }
 
 fdnn_status fdnn_model_output_shape(const fdnn_model* model, fdnn_shape* shape) {
   return guarded(__func__, [&] {
     require_non_null(model, "model");
-    to_c_shape(model->model.graph().output_shape(), require_non_null(shape, "shape"));
+    to_c_shape(model->model.output_shape(), require_non_null(shape, "shape"));
   });
 }
 
@@ -227,8 +214,8 @@ fdnn_status fdnn_model_memory_info(const fdnn_model* model, fdnn_memory_info* in
     require_non_null(info, "info");
     fdnn_memory_info result{};
     result.struct_size = info->struct_size;
-    result.parameter_count = model->model.graph().parameter_count();
-    const fusednn::Model::BackendFacts facts = model->model.backend_facts();
+    result.parameter_count = model->model.parameter_count();
+    const fusednn::LoadedModel::BackendFacts facts = model->model.backend_facts();
     result.weight_bytes = facts.weight_bytes;
     result.context_bytes = facts.context_bytes;
     result.flops_per_sample = facts.flops_per_sample;
@@ -241,7 +228,7 @@ fdnn_status fdnn_model_memory_info(const fdnn_model* model, fdnn_memory_info* in
 fdnn_status fdnn_model_layer_count(const fdnn_model* model, int32_t* count) {
   return guarded(__func__, [&] {
     require_non_null(model, "model");
-    *require_non_null(count, "count") = static_cast<int32_t>(model->model.graph().layers.size());
+    *require_non_null(count, "count") = static_cast<int32_t>(model->model.layer_count());
   });
 }
 
@@ -249,20 +236,18 @@ fdnn_status fdnn_model_layer_info(const fdnn_model* model, int32_t index, fdnn_l
   return guarded(__func__, [&] {
     require_non_null(model, "model");
     require_non_null(info, "info");
-    const auto& layers = model->model.graph().layers;
-    if (index < 0 || static_cast<size_t>(index) >= layers.size()) {
-      fail(FDNN_STATUS_INVALID_ARGUMENT, "index is ", index, "; the model has ", layers.size(),
+    const size_t layer_count = model->model.layer_count();
+    if (index < 0 || static_cast<size_t>(index) >= layer_count) {
+      fail(FDNN_STATUS_INVALID_ARGUMENT, "index is ", index, "; the model has ", layer_count,
            " layers");
     }
-    const fusednn::Layer& layer = layers[index];
+    const fusednn::LayerSummary layer = model->model.layer_summary(static_cast<size_t>(index));
     fdnn_layer_info result{};
     result.struct_size = info->struct_size;
-    result.name = layer.name.c_str();
-    result.type = layer.type_name.c_str();
+    result.name = layer.name;
+    result.type = layer.type;
     to_c_shape(layer.output_shape, &result.output_shape);
-    for (const fusednn::WeightSlot& slot : layer.weights) {
-      result.parameter_count += fusednn::element_count(slot.shape);
-    }
+    result.parameter_count = layer.parameter_count;
     copy_to_caller(result, info, info->struct_size,
                    offsetof(fdnn_layer_info, parameter_count) + sizeof(int64_t), "fdnn_layer_info");
   });
@@ -323,7 +308,7 @@ fdnn_status fdnn_context_create(fdnn_model* model, fdnn_context** context) {
   return guarded(__func__, [&] {
     require_non_null(model, "model");
     require_non_null(context, "context");
-    *context = new fdnn_context{fusednn::Context(model->model.prepare())};
+    *context = new fdnn_context{fusednn::RunContext(model->model.prepare())};
   });
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every extern "C" entry point runs its body through guarded(): exceptions become a status and
 // the calling thread's message, prefixed with the entry point's name.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the runtime asks of a backend: hold a plan's weights where it runs, and hand out
 // execution contexts that own all scratch memory one run in flight needs.
 #pragma once

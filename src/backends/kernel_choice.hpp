@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a backend reports about how it runs a plan at one batch size (Backend::explain): for each
 // lowered step, the plan steps it covers, the kernel form it takes and what decided that form.
 // Each backend fills these where it makes the decision; the runtime adds the costs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FUSEDNN_ALWAYS_INLINE: an inline function the compiler must inline into every caller, for the
 // small functions that hot loops call and that must vanish into them for the loop to vectorise.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The element types a caller may pass run inputs and outputs in (fdnn_dtype), on the host: the
 // checks of a raw value and the conversions to and from the float32 every backend runs on.
 // Widening is exact; narrowing rounds to nearest even (common/half_float.hpp).

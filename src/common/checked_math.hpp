@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sizes computed from a file or an option, with overflow detected: every product and sum that
 // counts elements or bytes of something a model file or a caller chose goes through these. On
 // overflow they throw the library's StatusError with the given status and a message that names

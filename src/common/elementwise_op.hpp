@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pointwise operations that the planner chains and fuses into the epilogue of the step before
 // them. apply() is the scalar reference every backend is tested against; its formulas follow
 // PyTorch's definitions exactly. The transcendental functions are float_math's, which vectorise:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one exception type inside the library (not the public C++ wrapper's fusednn::Error, which
 // users see; this one never leaves libfusednn). The C API firewall (src/api) turns it into a status
 // and the calling thread's message; nothing else crosses the boundary.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Single-precision exp, tanh, erf, sigmoid and x * sigmoid(x) written for loops that the compiler
 // vectorises: each is straight-line float and 32-bit integer arithmetic (range reduction, a
 // polynomial, selects between ranges), with no branches, no table lookups and no calls.

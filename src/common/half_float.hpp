@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 16-bit float formats the API accepts (IEEE binary16 and bfloat16) and float32, both ways.
 // Widening is exact: every half and bfloat16 value, subnormals, infinities and NaN payloads
 // included, has a float32 equal to it. Narrowing rounds to nearest, ties to even (as CUDA's

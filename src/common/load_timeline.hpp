@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Phase stamps for the cold-start probe (bench/cuda/cold_start.cpp): a library built with
 // FUSEDNN_LOAD_TIMELINE defined prints, at each stamp, the microseconds since the previous one
 // to stderr, one JSON object per line, so that a first model's load can be split by phase. In

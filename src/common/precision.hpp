@@ -1,6 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0
 // The numeric precision of a backend's matrix work: what a caller may ask for
 // (fdnn_model_options::precision) and what a backend actually runs in. The values are those of
-// the C enum fdnn_precision (src/runtime/model.cpp converts and checks that they agree).
+// the C enum fdnn_precision (src/runtime/resolved_options.cpp converts and checks that they agree).
 #pragma once
 
 #include <cstdint>

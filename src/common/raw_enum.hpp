@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A C enum read as its integer. Callers of the C API may pass any value, and loading an
 // out-of-range value as the enum type is undefined behaviour in C++.
 #pragma once

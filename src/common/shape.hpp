@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shapes are per-sample unless a name says otherwise: the batch dimension is added at run time.
 #pragma once
 

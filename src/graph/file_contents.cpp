@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Opened without blocking and checked on the open descriptor: a FIFO, a device or a socket at the
 // path would otherwise block the open or the read forever (or never end), and checking the path
 // before opening it leaves a window in which it can be replaced.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whole-file reads shared by the model, safetensors and weight-directory readers.
 #pragma once
 

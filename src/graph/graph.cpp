@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "graph/graph.hpp"
 
 #include "common/checked_math.hpp"

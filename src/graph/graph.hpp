@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The internal graph every model file is parsed into: a DAG of layers in topological order
 // (a layer only reads the model input or layers before it).
 #pragma once

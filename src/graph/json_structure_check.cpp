@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "graph/json_structure_check.hpp"
 
 #include <utility>

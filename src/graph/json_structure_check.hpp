@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The structural checks every JSON text from a file goes through while nlohmann parses it (the
 // parser's callback, so nothing is built past the first problem): no object repeats a key, and,
 // where a format has a fixed depth, no container opens deeper than it. nlohmann's parser and

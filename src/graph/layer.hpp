@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One layer of a model spec, as parsed and shape-checked: the unit the graph is made of.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Values stored little-endian in weight files, read independently of the host's byte order. The
 // 16-bit float formats' conversions live in common/half_float.hpp.
 #pragma once

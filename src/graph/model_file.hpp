@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Opens whatever a user hands fdnn_model_create_from_file: a JSON spec, or a bundle (a
 // safetensors file whose metadata key "fusednn.spec" holds the spec, so one file is a model).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reader for the safetensors format (as safetensors.torch.save_file writes it).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Model spec (JSON, docs/model-format.md) -> Graph, with every shape inferred and checked.
 #pragma once
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "graph/weight_directory.hpp"
 
 #include <algorithm>
@@ -17,6 +19,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The bytes of weights a directory may still bring, and what sets the limit (for messages).
+struct WeightBudget {
+  uint64_t left = 0;  // meaningful only when limited
+  bool limited = false;
+  uint64_t max_bytes = 0;
+  std::string limit;
+};
+
+[[noreturn]] void fail_over_budget(const WeightBudget& budget, const std::string& path,
+                                   const std::string& what) {
+  fail(FDNN_STATUS_OUT_OF_MEMORY, "'", path, "' ", what, ", more than the ", budget.left,
+       " bytes of weights left of ", budget.max_bytes, " for this directory",
+       budget.limit.empty() ? std::string() : ": " + budget.limit);
+}
+
 std::vector<float> parse_bin(const std::string& bytes, const std::string& path) {
   if (bytes.size() % 4 != 0) {
     fail(FDNN_STATUS_PARSE_ERROR, "'", path, "' holds ", bytes.size(),
@@ -32,7 +49,9 @@ bool is_separator(char c) { return c == ' ' || c == '\t' || c == '\r' || c == ',
 
 // Numbers separated by whitespace or commas, as numpy.savetxt writes them (one row per line);
 // blank lines and '#' comments are skipped. Parsing ignores the locale.
-std::vector<float> parse_txt(const std::string& text, const std::string& path) {
+// The values may take at most budget.left bytes as float32 (checked before each one is stored).
+std::vector<float> parse_txt(const std::string& text, const std::string& path,
+                             const WeightBudget& budget) {
   std::vector<float> values;
   size_t line = 1;
   size_t i = 0;
@@ -62,6 +81,11 @@ std::vector<float> parse_txt(const std::string& text, const std::string& path) {
         fail(FDNN_STATUS_PARSE_ERROR, "'", path, "' line ", line, ": cannot read '", token,
              "' as a number");
       }
+      if (budget.limited && (values.size() + 1) * sizeof(float) > budget.left) {
+        fail_over_budget(budget, path,
+                         "holds more than " + std::to_string(values.size()) +
+                             " float32 values (line " + std::to_string(line) + ")");
+      }
       values.push_back(value);
       i = end;
     }
@@ -72,7 +96,8 @@ std::vector<float> parse_txt(const std::string& text, const std::string& path) {
 }  // namespace
 
 std::vector<NamedTensor> read_weight_directory(const std::string& directory,
-                                               const WeightStore& expected) {
+                                               const WeightStore& expected, uint64_t max_bytes,
+                                               const std::string& limit) {
   std::error_code error;
   const fs::file_status status = fs::status(directory, error);
   if (!fs::exists(status)) {
@@ -105,15 +130,50 @@ std::vector<NamedTensor> read_weight_directory(const std::string& directory,
 
   const std::vector<std::string>& declared_names = expected.declared_names();
   const std::set<std::string> declared(declared_names.begin(), declared_names.end());
+  WeightBudget budget;
+  budget.limited = max_bytes != 0;
+  budget.left = max_bytes;
+  budget.max_bytes = max_bytes;
+  budget.limit = limit;
   std::vector<NamedTensor> tensors;
   for (const auto& [name, path] : files) {
     const std::string file = path.string();
-    const std::string bytes = read_file_contents(file);
+    const bool binary = path.extension() == ".bin";
+    // A .bin file's bytes are its values: it must fit what is left. A .txt file is read whole
+    // before it is parsed, so its text may take at most the whole limit, and its values what is
+    // left (checked while parsing). read_file_contents takes 0 for "no limit": with nothing left,
+    // a non-empty .bin file is refused by its size (and read only up to 1 byte, which parse_bin
+    // refuses, if it changed in between).
+    uint64_t read_limit = 0;
+    std::string read_limit_text;
+    if (budget.limited && binary && budget.left == 0) {
+      std::error_code size_error;
+      const uintmax_t size = fs::file_size(path, size_error);
+      if (!size_error && size > 0) {
+        fail_over_budget(budget, file, "holds " + std::to_string(size) + " bytes");
+      }
+    }
+    if (budget.limited) {
+      read_limit = binary ? std::max<uint64_t>(budget.left, 1) : max_bytes;
+      read_limit_text = binary ? "the bytes of weights left of " + std::to_string(max_bytes) +
+                                     " for this directory"
+                               : "the most bytes a weight file's text may take";
+      if (!limit.empty()) read_limit_text += ": " + limit;
+    }
+    const std::string bytes = read_file_contents(file, read_limit, read_limit_text);
     NamedTensor tensor;
     tensor.name = name;
     tensor.dtype = "F32";
     tensor.source = file;
-    tensor.values = path.extension() == ".bin" ? parse_bin(bytes, file) : parse_txt(bytes, file);
+    tensor.values = binary ? parse_bin(bytes, file) : parse_txt(bytes, file, budget);
+    const uint64_t value_bytes = tensor.values.size() * sizeof(float);
+    if (budget.limited) {
+      if (value_bytes > budget.left) {
+        fail_over_budget(budget, file,
+                         "holds " + std::to_string(value_bytes) + " bytes of weights");
+      }
+      budget.left -= value_bytes;
+    }
     const auto count = static_cast<int64_t>(tensor.values.size());
     if (declared.count(name)) {
       const Shape& shape = expected.expected_shape(name);

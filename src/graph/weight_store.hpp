@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The weights a graph declares and the values loaded for them. Every tensor is checked against
 // the spec before it is accepted; a batch of tensors from one file is accepted whole or not at all.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The executable form of a graph: a list of steps over numbered values, with BatchNorm folded,
 // activations fused into the step that produces their input, and every intermediate value given
 // a slot in one workspace. Backends run plans; they never see the graph.

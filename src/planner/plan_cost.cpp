@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "planner/plan_cost.hpp"
 
 #include "planner/step_cost.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What one sample costs a plan, whatever the backend: the arithmetic and the activation traffic.
 // fdnn_memory_info reports it (so a server can refuse a model before running it) and the CPU
 // backend uses the arithmetic to decide how many threads a batch is worth.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph + weights -> Plan. The passes run in this order: dead-layer pruning, BatchNorm folding,
 // activation fusion, workspace assignment.
 #pragma once

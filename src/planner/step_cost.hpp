@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The work a run of plan steps does, from their sizes alone: FLOPs per sample and the bytes a
 // range of steps run as one kernel reads and writes. Nominal figures for explaining a plan
 // (fdnn_model_explain), not measurements.

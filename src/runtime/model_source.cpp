@@ -1,22 +1,23 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "runtime/model_source.hpp"
 
+#include "graph/model_file.hpp"
 #include "graph/spec_parser.hpp"
 
 namespace fusednn {
 
-ModelFile model_source_from_file(const std::string& path, const ResolvedOptions& options) {
+LoadedModel load_model_from_file(const std::string& path, const ResolvedOptions& options) {
   const WeightFileLimit limit = weight_file_limit(options);
-  return open_model_file(path, limit.bytes, limit.text);
+  return LoadedModel(open_model_file(path, limit.bytes, limit.text), options);
 }
 
-ModelFile model_source_from_bytes(const std::string& bytes) {
-  return parse_model_file(bytes, "<memory>");
+LoadedModel load_model_from_bytes(const std::string& bytes, const ResolvedOptions& options) {
+  return LoadedModel(parse_model_file(bytes, "<memory>"), options);
 }
 
-ModelFile model_source_from_spec(const std::string& spec_json) {
-  ModelFile file;
-  file.graph = parse_model_spec(spec_json, "<memory>");
-  return file;
+LoadedModel load_model_from_spec(const std::string& spec_json, const ResolvedOptions& options) {
+  return LoadedModel(parse_model_spec(spec_json, "<memory>"), options);
 }
 
 }  // namespace fusednn

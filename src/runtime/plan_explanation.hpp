@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plan explanation (fdnn_model_explain): for a batch size, each lowered step the backend
 // runs, with the spec layers it covers, its kernel form and why (Backend::explain), where its
 // output lives and its nominal FLOPs and bytes (planner/step_cost.hpp). Rendered as JSON (the
@@ -7,7 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/model.hpp"
+#include "runtime/prepared_model.hpp"
+#include "runtime/resolved_options.hpp"
 
 namespace fusednn {
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C API contract: versions, statuses, lifecycle, queries, frozen weights, contexts, threads.
 #include <atomic>
 #include <cmath>

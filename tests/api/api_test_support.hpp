@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the C API tests: small specs, temporary files, safetensors writing.
 #pragma once
 

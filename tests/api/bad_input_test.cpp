@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bad input, table-driven: every case returns the documented status, the message names the
 // culprit, and nothing crashes or leaks (this suite also runs under ASan/UBSan, preset "asan").
 #include <cmath>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fails when libfusednn.so needs a shared library beyond the C/C++ runtime (and the sanitizers'
 # runtimes in a sanitizer build): a CUDA build links the CUDA runtime statically and loads
 # cuBLASLt on demand, so it loads on a machine without the CUDA libraries (and runs on the CPU

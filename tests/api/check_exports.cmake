@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fails unless every dynamic symbol libfusednn defines starts with fdnn_.
 # Usage: cmake -DLIBRARY=<path> -DNM=<nm> -P check_exports.cmake
 execute_process(COMMAND ${NM} -D --defined-only ${LIBRARY}

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The header-only C++ wrapper (fusednn.hpp) over the same C API: options, queries, errors.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fdnn_model_create_from_memory: a bundle's bytes give the model its file gives, and bad bytes
 // (empty, truncated, garbage, no spec, NULL) return the documented statuses with messages.
 #include <algorithm>

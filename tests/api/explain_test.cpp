@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fdnn_model_explain: the two-phase size query, bad arguments, and the CPU explanation of a small
 // model checked against forms, fused activations, FLOPs and bytes worked out by hand below.
 #include <nlohmann/json.hpp>
@@ -59,16 +60,17 @@ std::string explain(const fdnn_model* model, int64_t batch, fdnn_explain_format 
   return std::string(buffer.data());
 }
 
-struct Model {
+// A small model handle, destroyed at the end of the scope.
+struct OwnedModel {
   fdnn_model* handle;
-  explicit Model(bool weights = true) : handle(make_small_model(weights)) {}
-  ~Model() { fdnn_model_destroy(handle); }
+  explicit OwnedModel(bool weights = true) : handle(make_small_model(weights)) {}
+  ~OwnedModel() { fdnn_model_destroy(handle); }
 };
 
 }  // namespace
 
 TEST(Explain, BadArgumentsNameTheCulpritAndWriteNothing) {
-  Model model;
+  OwnedModel model;
   char buffer[64] = "untouched";
   struct Case {
     const char* name;
@@ -108,7 +110,7 @@ TEST(Explain, BadArgumentsNameTheCulpritAndWriteNothing) {
 }
 
 TEST(Explain, SmallBufferGetsTheNeededSizeAndStaysUntouched) {
-  Model model;
+  OwnedModel model;
   for (fdnn_explain_format format : {FDNN_EXPLAIN_FORMAT_JSON, FDNN_EXPLAIN_FORMAT_TEXT}) {
     size_t needed = 0;
     ASSERT_EQ(fdnn_model_explain(model.handle, 4, format, nullptr, 0, &needed), FDNN_STATUS_OK);
@@ -125,7 +127,7 @@ TEST(Explain, SmallBufferGetsTheNeededSizeAndStaysUntouched) {
 }
 
 TEST(Explain, CpuExplanationListsStepsFormsAndHandWorkedCosts) {
-  Model model;
+  OwnedModel model;
   const int64_t batch = 5;
   const json document = json::parse(explain(model.handle, batch, FDNN_EXPLAIN_FORMAT_JSON));
   EXPECT_EQ(document["model"], "small");
@@ -169,7 +171,7 @@ TEST(Explain, CpuExplanationListsStepsFormsAndHandWorkedCosts) {
 }
 
 TEST(Explain, FewRowsTakeDotProducts) {
-  Model model;
+  OwnedModel model;
   const json document = json::parse(explain(model.handle, 2, FDNN_EXPLAIN_FORMAT_JSON));
   const std::string form = document["steps"][0]["form"];
   EXPECT_EQ(form.rfind("dot products", 0), 0u) << form;
@@ -178,7 +180,7 @@ TEST(Explain, FewRowsTakeDotProducts) {
 }
 
 TEST(Explain, WorksBeforeWeightsAndAfterTheFirstRunAlike) {
-  Model without_weights(false);
+  OwnedModel without_weights(false);
   const std::string before_weights = explain(without_weights.handle, 8, FDNN_EXPLAIN_FORMAT_JSON);
   // The query froze nothing: weights are still accepted.
   const std::vector<float> b1(4, 0.0f);
@@ -188,7 +190,7 @@ TEST(Explain, WorksBeforeWeightsAndAfterTheFirstRunAlike) {
             FDNN_STATUS_OK)
       << fdnn_last_error_message();
 
-  Model model;
+  OwnedModel model;
   const std::string before_run = explain(model.handle, 8, FDNN_EXPLAIN_FORMAT_JSON);
   std::vector<float> input(8 * 3, 1.0f), output(8 * 2, 0.0f);
   ASSERT_EQ(
@@ -201,7 +203,7 @@ TEST(Explain, WorksBeforeWeightsAndAfterTheFirstRunAlike) {
 }
 
 TEST(Explain, TextTableNamesFormsReasonsAndFusedActivations) {
-  Model model;
+  OwnedModel model;
   const std::string text = explain(model.handle, 5, FDNN_EXPLAIN_FORMAT_TEXT);
   for (const char* expected : {"model small", "batch 5", "packed GEMM", "fused: ReLU",
                                "why: ", "Softmax", "52 FLOP/sample"}) {
@@ -210,7 +212,7 @@ TEST(Explain, TextTableNamesFormsReasonsAndFusedActivations) {
 }
 
 TEST(Explain, CppWrapperReturnsTheSameDocument) {
-  Model model;
+  OwnedModel model;
   fusednn::Model wrapper = fusednn::Model::from_spec(kSmallSpec, [] {
     fusednn::ModelOptions options;
     options.max_batch(16).cpu_threads(1);

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /* Compiled as strict C99 with -Werror: the public header must stay C-clean. */
 #include "fusednn/fusednn.h"
 

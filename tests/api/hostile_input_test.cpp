@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Input written to hurt: files nested to exhaust the stack, duplicate keys, FIFOs, sizes that
 // overflow, caller shapes that do not match their buffers, and small files that ask for a lot of
 // memory. Each returns its documented status with a message naming the culprit, never crashes,
@@ -8,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <future>
 #include <limits>
 #include <memory>
@@ -327,6 +329,45 @@ TEST(HostileInput, WeightLimitRefusesAHugeFileBeforeReadingIt) {
   ASSERT_EQ(::truncate(path.c_str(), size - 1), 0);
   EXPECT_EQ(fdnn_model_create_from_file(path.c_str(), &options, &model), FDNN_STATUS_INVALID_MODEL);
   expect_message_has({"huge.safetensors", "no model spec"});
+}
+
+// A weight directory is bounded by max_weight_bytes as well: its .bin and .txt files are
+// refused by their size before they are read (a sparse .bin file: nothing is written to disk),
+// and an undeclared file counts as much as a declared one.
+TEST(HostileInput, WeightLimitBoundsAWeightDirectory) {
+  fdnn_model_options options = options_with(1);
+  options.max_weight_bytes = 64;  // the spec's 15 floats take 60 bytes
+  TempDir dir;
+  const std::string huge = dir.write("fc.weight.bin", "");
+  ASSERT_EQ(::truncate(huge.c_str(), off_t{8} << 30), 0);
+  const std::string huge_directory = std::filesystem::path(huge).parent_path().string();
+  fdnn_model* model = create(kLinear4To3, &options);
+  EXPECT_EQ(fdnn_model_load_weights(model, huge_directory.c_str()), FDNN_STATUS_OUT_OF_MEMORY);
+  expect_message_has(
+      {"fc.weight.bin' holds 8589934592 bytes", "more than 64", "options.max_weight_bytes (64)"});
+  fdnn_model_destroy(model);
+
+  TempDir with_extra;
+  with_extra.write("fc.weight.bin", float_bytes(std::vector<float>(12, 0.5f)));
+  with_extra.write("fc.bias.txt", "1\n2\n3\n");
+  const std::string notes = with_extra.write("notes.txt", "1 2 3\n");  // 12 bytes; 4 are left
+  const std::string directory = std::filesystem::path(notes).parent_path().string();
+  model = create(kLinear4To3, &options);
+  EXPECT_EQ(fdnn_model_load_weights(model, directory.c_str()), FDNN_STATUS_OUT_OF_MEMORY);
+  expect_message_has({"notes.txt' holds more than 1 float32 values", "options.max_weight_bytes"});
+  fdnn_model_destroy(model);
+  // Without the extra file the same directory loads and runs under the same limit.
+  std::filesystem::remove(notes);
+  model = create(kLinear4To3, &options);
+  EXPECT_EQ(fdnn_model_load_weights(model, directory.c_str()), FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  const float input[4] = {1, 1, 1, 1};
+  float output[3] = {0, 0, 0};
+  ASSERT_EQ(fdnn_model_run(model, 1, input, 4, output, 3), FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  EXPECT_EQ(output[0], 3.0f);  // 4 x 0.5 + 1
+  EXPECT_EQ(output[2], 5.0f);
+  fdnn_model_destroy(model);
 }
 
 // A caller built before the limits existed passes a struct that ends at precision: the library

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The typed runs (fdnn_model_run_typed, fdnn_context_run_typed, fdnn_context_run_device_typed)
 // on a CPU model: every pair of dtypes against the float32 run, bit for bit; the special values;
 // the argument checks; and the float32 calls unchanged. The reference conversions are the

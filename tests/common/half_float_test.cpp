@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // float32 <-> binary16 / bfloat16 (common/half_float.hpp), checked against the formats'
 // definitions over every 16-bit pattern: widening then narrowing is the identity, and every
 // point halfway between two neighbouring values narrows to the one with the even last bit while

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Checks, run while a parent project configures, that adding fusednn left the parent as it was:
 # no tests, benchmarks, samples or command-line tool of fusednn's in the parent's build, no
 # warning flags on fusednn's targets, and no global setting (build type, flags, standard,

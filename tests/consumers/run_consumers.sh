@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds fusednn as a dependency of a parent project, twice: through add_subdirectory and through
 # FetchContent (tests/consumers/*/CMakeLists.txt), CPU-only and Release, each with the C sample
 # (samples/00_hello_c) linked against fusednn::fusednn. For each it checks, besides what the

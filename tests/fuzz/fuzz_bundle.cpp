@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bundles end to end through the public API: fdnn_model_create_from_memory on any bytes, then,
 // for what loads, validation and CPU runs at batch 1 and 2 (fuzz_run_model.hpp).
 #include <cstddef>

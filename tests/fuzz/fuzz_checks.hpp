@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every harness asserts beyond "no crash": a refused input comes with a status the API
 // documents and a message saying why. A broken promise aborts, which libFuzzer reports as a
 // finding with the input that caused it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reads a fuzzer's bytes as a stream of small fields (a selector byte, an integer, a run of
 // bytes); past the end every read gives zeros or nothing, so any input decodes to something.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs a model the harness managed to build, as a careful caller would: validate, check the cost
 // the API reports before running (a server refuses a model it cannot afford), then run batches of
 // 1 and 2 and one batch past max_batch, which must be refused.

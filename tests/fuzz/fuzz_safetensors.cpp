@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The safetensors reader: any bytes give tensors and metadata or a PARSE_ERROR with a message;
 // tensors it accepts then go through the weight store's checks against a small spec.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fdnn_model_set_weight with any name, dtype, rank and shape on the tiny spec. Each call hands
 // over a buffer exactly as large as the spec's tensor in the given dtype (one element for an
 // undeclared name), so a library that reads by the caller's shape before checking it overruns the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The JSON spec parser: any text gives a graph or a PARSE_ERROR / INVALID_MODEL with a message;
 // a graph it accepts declares weights the weight store can be built from.
 #include <cstddef>

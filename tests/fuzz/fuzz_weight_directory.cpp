@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The .bin / .txt weight directories through fdnn_model_load_weights. The input describes a
 // directory: records of [selector byte][length, 2 bytes little-endian][content], the selector
 // picking a tensor name of the tiny spec (or an undeclared one) and the extension; the files are

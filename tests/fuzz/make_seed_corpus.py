@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """Writes the committed seed corpus of the fuzz harnesses (tests/fuzz/corpus/<harness>/).
 
 Seeds are small valid inputs that reach every layer kind and weight format: the repository's own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The small spec the weight harnesses load into: every weight kind of tests/fixtures/formats
 // tiny_mlp.json (a Linear with bias, a BatchNorm1d's four tensors, a Linear without bias).
 #pragma once

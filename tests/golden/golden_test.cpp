@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Golden tests: models built, exported and run by PyTorch (tests/fixtures/golden/
 // make_golden_fixtures.py, torch on the CPU, float32) must give the same outputs through the
 // public API, within 1e-5 of the output's largest magnitude, at batch 1, 3, 32 and 257.

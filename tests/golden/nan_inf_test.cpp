@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NaN and infinities as PyTorch has them, on the CPU backend through the public API: every
 // activation, pooling, LayerNorm, Softmax and a Linear-ReLU chain, on inputs holding NaN, +Inf
 // and -Inf next to ordinary values.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the graph-stage tests: error expectations, temporary directories, fixtures.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every way a spec can be wrong: the status, and that the message names the culprit (source,
 // layer name, index and type, and the field).
 #include <gtest/gtest.h>

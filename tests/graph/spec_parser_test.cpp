@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parsing and shape inference for every layer type. Expected shapes are worked out by hand with
 // PyTorch's formulas (conv/pool: floor((H + 2p - d(k - 1) - 1) / s) + 1).
 #include "graph/spec_parser.hpp"

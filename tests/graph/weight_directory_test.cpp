@@ -1,6 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "graph/weight_directory.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -149,6 +152,60 @@ TEST(GraphWeightDirectory, MissingDirectoryOrAFile) {
   const std::string file = dir.write("file.bin", float_bytes({1}));
   expect_error([&] { read_weight_directory(file, store); }, FDNN_STATUS_IO_ERROR,
                {"file.bin' is not a directory"});
+}
+
+// max_bytes bounds what a directory brings: a .bin file over what is left is refused by its size
+// before it is read (a sparse file of 8 GiB: reading it would take 8 GiB), naming the file and
+// the limit.
+TEST(GraphWeightDirectory, WeightLimitRefusesALargeBinBeforeReadingIt) {
+  WeightStore store(tiny_mlp());
+  TempDir dir;
+  const std::string path = dir.write("fc1.weight.bin", "");
+  ASSERT_EQ(::truncate(path.c_str(), off_t{8} << 30), 0);
+  expect_error([&] { read_weight_directory(dir.path(), store, 132, "the caller's limit"); },
+               FDNN_STATUS_OUT_OF_MEMORY,
+               {"fc1.weight.bin' holds 8589934592 bytes, more than 132",
+                "of 132 for this directory: the caller's limit"});
+}
+
+// Every file fits alone, all of them together do not: the bytes already read count.
+TEST(GraphWeightDirectory, WeightLimitCountsTheWholeDirectory) {
+  WeightStore store(tiny_mlp());
+  TempDir dir;
+  dir.write("fc1.bias.bin", float_bytes({1, 2, 3}));                               // 12 bytes
+  dir.write("fc1.weight.bin", float_bytes({1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}));  // 48 bytes
+  dir.write("fc2.weight.bin", float_bytes({1, 2, 3, 4, 5, 6}));                    // 24 bytes
+  // Name order: fc1.bias (12 left of 80 -> 68), fc1.weight (-> 20), fc2.weight: 24 > 20.
+  expect_error([&] { read_weight_directory(dir.path(), store, 80, "limit"); },
+               FDNN_STATUS_OUT_OF_MEMORY,
+               {"fc2.weight.bin' holds 24 bytes, more than 20", "left of 80", ": limit"});
+  // Exactly the limit is accepted, and so is no limit.
+  EXPECT_EQ(read_weight_directory(dir.path(), store, 84, "limit").size(), 3u);
+  EXPECT_EQ(read_weight_directory(dir.path(), store).size(), 3u);
+  // With nothing left, a further non-empty file is refused by its size.
+  dir.write("fc3.bin", float_bytes({1}));
+  expect_error([&] { read_weight_directory(dir.path(), store, 84, "limit"); },
+               FDNN_STATUS_OUT_OF_MEMORY, {"fc3.bin' holds 4 bytes, more than the 0 bytes"});
+}
+
+// A .txt file's text is read whole: text longer than the limit is refused before it is read;
+// values past what is left are refused while parsing, naming the line.
+TEST(GraphWeightDirectory, WeightLimitBoundsTextFiles) {
+  WeightStore store(tiny_mlp());
+  TempDir long_text;
+  long_text.write("fc1.bias.txt", "1\n2\n" + std::string(200, ' ') + "3\n");
+  expect_error([&] { read_weight_directory(long_text.path(), store, 100, "limit"); },
+               FDNN_STATUS_OUT_OF_MEMORY,
+               {"fc1.bias.txt' holds 206 bytes, more than 100",
+                "the most bytes a weight file's text may take: limit"});
+  TempDir many_values;
+  many_values.write("fc1.bias.bin", float_bytes({1, 2, 3}));  // 12 bytes: 8 left of 20
+  many_values.write("fc2.weight.txt", "1 2\n3 4\n5 6\n");
+  expect_error([&] { read_weight_directory(many_values.path(), store, 20, "limit"); },
+               FDNN_STATUS_OUT_OF_MEMORY,
+               {"fc2.weight.txt' holds more than 2 float32 values (line 2)", "8 bytes of weights",
+                "left of 20"});
+  EXPECT_EQ(read_weight_directory(many_values.path(), store, 36, "limit").size(), 2u);
 }
 
 }  // namespace

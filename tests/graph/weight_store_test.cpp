@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "graph/weight_store.hpp"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The planner alone: build_plan() on small hand-built graphs, with the expected plan spelled out
 // (steps, labels, epilogues, value storage, workspace offsets) and every folded constant worked
 // out by hand in the test.

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Shared setup of the Python tests.
 
 * The package is imported from bindings/python/src (the tree under test) unless

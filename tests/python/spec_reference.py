@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """A plain numpy interpreter of fusednn model specs, in float64.
 
 It follows docs/model-format.md as PyTorch defines each layer, one layer at a time with no

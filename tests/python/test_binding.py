@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """The Python binding's contract: errors, argument checks, lifetimes and golden outputs.
 
 Needs the native library (see conftest.py); tests skip when it cannot be loaded.

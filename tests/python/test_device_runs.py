@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Context.bind_device and the torch tensor path of run_device, without a GPU (native calls
 recorded, torch replaced by a stand-in module), and with one (real torch tensors on a stream,
 against the CPU backend) where torch and a GPU are present."""

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Context.run_device through __dlpack__: capsule parsing and checks without a GPU.
 
 The producers here are fakes: they fill a DLManagedTensor (FakeProducer, the unversioned

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Model.explain / Model.explain_text on the CPU backend: the plan's steps, forms, fused
 activations and costs, checked against figures worked out by hand from the seed MLP's sizes."""
 

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """fusednn.export: PyTorch modules to specs and bundles.
 
 Needs torch; skipped where it is not installed (CI). Each exported spec is checked against

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """The committed golden fixtures are self-consistent: checked with numpy alone (no torch, no
 native library), so CI keeps them honest.
 

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """The binding checks the version of the libfusednn it loads.
 
 The ABI rule of fusednn.h: a library runs a program built against the header when it has the

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """The precision option: names, the library's checks, older option structs, the query.
 
 The accuracy contract (fusednn.h, docs/precision.md) is checked against PyTorch in the same

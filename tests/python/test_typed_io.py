@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Runs in the caller's dtype: float16 and bfloat16 host arrays (uint16 bits, dtype="bfloat16"),
 out_dtype, the checks made before the library is called, and run_device's dtypes through
 __cuda_array_interface__ and DLPack (recorded, without a GPU; a real torch run when there is one).

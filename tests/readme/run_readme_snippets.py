@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """Runs the code in README.md's fenced blocks, so that this check fails when the README drifts
 from the code.
 

@@ -1,8 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime alone, on the CPU backend: a context's lifetime against its model's, a context's
 // workspace reused across batch sizes, contexts run from several threads at once, and the
 // model's context pool. Expected outputs come from a reference forward pass written here in
 // double precision, or, where bits must match, from a single-threaded run of the same plan.
-#include "runtime/model.hpp"
+#include "runtime/loaded_model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -123,12 +124,13 @@ std::vector<float> random_inputs(int64_t count, uint32_t seed) {
   return x;
 }
 
-std::unique_ptr<Model> make_model(const SmallMlp& mlp, int64_t max_batch) {
+std::unique_ptr<LoadedModel> make_model(const SmallMlp& mlp, int64_t max_batch) {
   ResolvedOptions options;
   options.max_batch = max_batch;
   options.device = FDNN_DEVICE_CPU;
   options.cpu_threads = 1;
-  auto model = std::make_unique<Model>(parse_model_spec(mlp.spec(), "runtime_test.json"), options);
+  auto model =
+      std::make_unique<LoadedModel>(parse_model_spec(mlp.spec(), "runtime_test.json"), options);
   model->accept_weights(mlp.tensors());
   return model;
 }
@@ -148,7 +150,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(RuntimeContext, OutlivesItsModel) {
   const SmallMlp mlp = exact_mlp();
   auto model = make_model(mlp, 4);
-  auto context = std::make_unique<Context>(model->prepare());
+  auto context = std::make_unique<RunContext>(model->prepare());
   model.reset();  // the context keeps the plan and the backend's weights alive
 
   const std::vector<float> x = quarter_inputs(3 * mlp.in, 1);
@@ -180,7 +182,7 @@ TEST(RuntimeContext, CannotBePreparedBeforeTheWeightsAreLoaded) {
   const SmallMlp mlp = exact_mlp();
   ResolvedOptions options;
   options.max_batch = 2;
-  Model model(parse_model_spec(mlp.spec(), "runtime_test.json"), options);
+  LoadedModel model(parse_model_spec(mlp.spec(), "runtime_test.json"), options);
   try {
     model.prepare();
     ADD_FAILURE() << "prepare() succeeded without weights";
@@ -199,7 +201,7 @@ TEST(RuntimeContext, ReusesItsWorkspaceAcrossBatchSizes) {
   const SmallMlp mlp = exact_mlp();
   constexpr int64_t kMaxBatch = 8;
   auto model = make_model(mlp, kMaxBatch);
-  Context context(model->prepare());
+  RunContext context(model->prepare());
   uint32_t seed = 10;
   for (int64_t batch : {8, 1, 5, 8, 2, 1, 7, 3}) {
     const std::vector<float> x = quarter_inputs(batch * mlp.in, seed++);
@@ -221,14 +223,14 @@ TEST(RuntimeContext, AUsedContextGivesTheBitsOfAFreshOne) {
   const SmallMlp mlp = random_mlp(7);
   constexpr int64_t kMaxBatch = 16;
   auto model = make_model(mlp, kMaxBatch);
-  Context used(model->prepare());
+  RunContext used(model->prepare());
   uint32_t seed = 100;
   for (int64_t batch : {16, 3, 1, 9, 16, 4}) {
     const std::vector<float> x = random_inputs(batch * mlp.in, seed++);
     std::vector<float> from_used = poisoned(static_cast<size_t>(batch * mlp.out));
     std::vector<float> from_fresh = poisoned(static_cast<size_t>(batch * mlp.out));
     used.run(batch, x.data(), x.size(), from_used.data(), from_used.size());
-    Context fresh(model->prepare());
+    RunContext fresh(model->prepare());
     fresh.run(batch, x.data(), x.size(), from_fresh.data(), from_fresh.size());
     EXPECT_TRUE(same_bits(from_used, from_fresh)) << "batch " << batch;
     const std::vector<double> expected = mlp.reference(x, batch);
@@ -244,7 +246,7 @@ TEST(RuntimeContext, TypedRunsReuseTheirConversionBuffersAcrossBatchSizes) {
   const SmallMlp mlp = random_mlp(8);
   constexpr int64_t kMaxBatch = 6;
   auto model = make_model(mlp, kMaxBatch);
-  Context context(model->prepare());
+  RunContext context(model->prepare());
   uint32_t seed = 200;
   for (int64_t batch : {2, 6, 1, 4}) {
     const std::vector<float> x = random_inputs(batch * mlp.in, seed++);
@@ -275,9 +277,9 @@ struct Job {
   std::vector<float> expected;  // from one context on one thread
 };
 
-std::vector<Job> jobs_for(const SmallMlp& mlp, Model& model) {
+std::vector<Job> jobs_for(const SmallMlp& mlp, LoadedModel& model) {
   std::vector<Job> jobs;
-  Context single(model.prepare());
+  RunContext single(model.prepare());
   uint32_t seed = 300;
   for (int64_t batch : {1, 32, 5, 17, 2, 32, 9}) {
     Job job{batch, random_inputs(batch * mlp.in, seed++), {}};
@@ -322,15 +324,15 @@ TEST(RuntimeConcurrency, ContextsOnSeveralThreadsGiveTheBitsOfASingleThreadedRun
   const std::vector<Job> jobs = jobs_for(mlp, *model);
   // Each thread its own context.
   expect_same_bits_on_every_thread(jobs, 1, [&](int) {
-    return [context = std::make_shared<Context>(model->prepare())](const Job& job,
-                                                                   std::vector<float>& y) {
+    return [context = std::make_shared<RunContext>(model->prepare())](const Job& job,
+                                                                      std::vector<float>& y) {
       context->run(job.batch, job.input.data(), job.input.size(), y.data(), y.size());
     };
   });
 }
 
-// Model::run borrows a context from the model's pool (making one when all are busy) and returns
-// it: runs from several threads at once match the single-threaded bits.
+// LoadedModel::run borrows a context from the model's pool (making one when all are busy) and
+// returns it: runs from several threads at once match the single-threaded bits.
 TEST(RuntimeConcurrency, ThePooledRunsOfOneModelFromSeveralThreadsMatch) {
   const SmallMlp mlp = random_mlp(10);
   auto model = make_model(mlp, 32);

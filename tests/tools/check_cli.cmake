@@ -1,4 +1,6 @@
-# cmake -DCLI=<fusednn> -DVERSION=<x.y.z> -DMODEL=<bundle> -P check_cli.cmake
+# SPDX-License-Identifier: Apache-2.0
+# cmake -DCLI=<fusednn> -DVERSION=<x.y.z> -DMODEL=<bundle> [-DEMULATOR=<command>] -P check_cli.cmake
+# EMULATOR (a list) runs a cross-built CLI: qemu-aarch64 and its arguments for the aarch64 build.
 # Each case runs the CLI and checks its exit status, what stdout and stderr contain, and that the
 # other stream stays empty where the convention says so.
 set(failures 0)
@@ -6,7 +8,7 @@ set(failures 0)
 # expect(<name> <status> <stdout regex or ""> <stderr regex or ""> <arguments...>)
 # A regex of "EMPTY" asks for an empty stream.
 function(expect name status out_regex err_regex)
-  execute_process(COMMAND ${CLI} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+  execute_process(COMMAND ${EMULATOR} ${CLI} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                   ERROR_VARIABLE err)
   set(problems "")
   if(NOT rc STREQUAL status)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every P/Invoke entry point of the fusednn C API (include/fusednn/fusednn.h), and the C structs
 // they take, in one place. Nothing here is public: Model, Context and FusedNNLibrary wrap it.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Error paths: library failures arrive as FusedNNException with the right status and a message
 // naming what was at fault; argument checks made before the native call throw ArgumentException.
 

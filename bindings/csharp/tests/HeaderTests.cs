@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fails when include/fusednn/fusednn.h and the P/Invoke declarations disagree: every C function
 // must have a DllImport with compatible parameter and return types, every enum constant a C#
 // member with the same value, and every struct the same fields at the same offsets and size

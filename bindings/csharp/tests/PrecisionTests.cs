@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The precision option: the default, the query, values the library refuses, and option structs
 // from before the field existed.
 

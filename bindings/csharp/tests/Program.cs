@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The FusedNN test program: a plain console program (no test framework, no NuGet). Each test is
 // a method registered in Main; the closing line is "N passed, N failed" and the exit code is
 // non-zero when any test failed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helpers: random data, an in-memory Linear model with an independent reference, and a
 // small F32-only safetensors reader (with as much JSON as its header needs).
 

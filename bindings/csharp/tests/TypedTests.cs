@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Typed runs on the CPU: float16 / bfloat16 bits against the float run narrowed by an independent
 // converter; buffers checked against their dtypes; unknown dtype values refused by the library.
 

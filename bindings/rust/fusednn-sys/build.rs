@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Finds libfusednn and tells cargo how to link it.
 //!
 //! The first of these that is set is used, and must hold the library: `FUSEDNN_LIB_DIR` (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! 04_rust: the safe `fusednn` crate.
 //!
 //! Builds a model from a spec held in a string, sets its weights from slices, runs it from the

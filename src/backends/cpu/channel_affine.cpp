@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // y = x * scale[c] + shift[c], then the epilogue over runs of whole channels of about kChunk
 // floats (one pass per op while the run is still in L1).
 #include "backends/cpu/channel_affine.hpp"

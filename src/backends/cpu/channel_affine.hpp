@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // y = x * scale[c] + shift[c] per channel: a BatchNorm that could not be folded into a preceding
 // Linear or Conv2d (for example one that follows a ReLU).
 #pragma once

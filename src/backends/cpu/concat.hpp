@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Concatenation along one axis: for each of `outer` blocks, copy each input's inner block in turn.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conv2d as one matrix multiply per sample and group: out[oc][p] = bias[oc] + sum_k w[oc][k] *
 // col[k][p], k running over (input channel, kernel row, kernel column) of the group and p over
 // output pixels. The weight is A as stored ([out, in / groups * kh * kw] row-major). B (col) is

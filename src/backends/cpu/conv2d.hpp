@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conv2d on NCHW tensors with stride, zero padding, dilation and groups (PyTorch semantics),
 // bias and an elementwise epilogue fused.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs a plan with the CPU kernels. A run is split across threads by batch slices: every step is
 // independent per sample, so each thread runs the whole plan on its slice (better locality than
 // splitting each step).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise chains run a chunk at a time: the first step writes the chunk of y, then every op
 // of the epilogue passes over it while it is still in L1.
 #include "backends/cpu/elementwise.hpp"

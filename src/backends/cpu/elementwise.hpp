@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unary elementwise chains (activations, Scale) and the binary Add with an epilogue.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Running an Epilogue over a whole range in place. Internal to the CPU backend.
 #pragma once
 

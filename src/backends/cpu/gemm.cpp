@@ -1,5 +1,8 @@
-// Register-tiled matrix multiply and the few-row dot-product path, each compiled once per
-// instruction set from one template body.
+// SPDX-License-Identifier: Apache-2.0
+// Register-tiled matrix multiply and the few-row dot-product path on GCC/Clang generic vectors,
+// compiled once for the baseline instruction set and once for AVX2 + FMA from one template body;
+// plus the instruction-set dispatch. The way a block is covered with tiles is gemm_tiling.hpp's;
+// AArch64's NEON kernel is gemm_neon.cpp's.
 //
 // Register tile: kRows rows of C by kGemmPanelWidth (16) columns live in vector registers for the
 // whole depth loop; each step loads 16 floats of B, broadcasts kRows values of A and does
@@ -20,6 +23,8 @@
 #include <cstring>
 
 #include "backends/cpu/epilogue.hpp"
+#include "backends/cpu/gemm_neon.hpp"
+#include "backends/cpu/gemm_tiling.hpp"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define FUSEDNN_CPU_ALWAYS_INLINE inline __attribute__((always_inline))
@@ -96,10 +101,7 @@ FUSEDNN_CPU_ALWAYS_INLINE float sum_lanes(const Vec<kLanes>& v) {
   return sum;
 }
 
-// out[i][j] = start[i][j] + sum_k a_rows[i][k] * B[k][j] for i < kRows, j < 16, where B's row k
-// is b + k * b_row_stride (kRowOffsets false) or b + b_row_offsets[k]; out has row stride
-// out_stride. start is out itself when accumulate is set, else the bias: row_bias[i] (kRows
-// values), column_bias[j] (16 values) or zero.
+// One register tile of C (gemm_tiling.hpp says what it computes).
 template <int kRows, int kLanes, bool kRowOffsets>
 FUSEDNN_CPU_ALWAYS_INLINE void multiply_tile(int64_t depth, const float* const* a_rows,
                                              const float* b, int64_t b_row_stride,
@@ -135,89 +137,6 @@ FUSEDNN_CPU_ALWAYS_INLINE void multiply_tile(int64_t depth, const float* const* 
   for (int i = 0; i < kRows; ++i) {
     for (int v = 0; v < kVectors; ++v)
       store_vec<kLanes>(out + i * out_stride + v * kLanes, acc[i][v]);
-  }
-}
-
-// Rows [row0, row0 + kRows) of C across the block's columns, a 16-column panel at a time.
-template <int kRows, int kLanes, bool kRowOffsets>
-FUSEDNN_CPU_ALWAYS_INLINE void gemm_row_sliver(const GemmBlock& block, int64_t row0) {
-  constexpr int64_t kWidth = kGemmPanelWidth;
-  const float* a_rows[kRows];
-  for (int i = 0; i < kRows; ++i) a_rows[i] = block.a + (row0 + i) * block.lda;
-  const float* row_bias = block.row_bias && !block.accumulate ? block.row_bias + row0 : nullptr;
-  float* c_rows = block.c + row0 * block.ldc;
-  // The last panel, when narrower than 16 columns, runs through these buffers so that the
-  // register tile never touches C or the bias outside the block.
-  alignas(64) float edge_tile[kRows * kWidth];
-  alignas(64) float edge_bias[kWidth];
-
-  for (int64_t col0 = 0; col0 < block.n; col0 += kWidth) {
-    const int64_t cols = std::min(kWidth, block.n - col0);
-    const bool full = cols == kWidth;
-    float* c_tile = c_rows + col0;
-    float* out = full ? c_tile : edge_tile;
-    const int64_t out_stride = full ? block.ldc : kWidth;
-    const float* column_bias =
-        block.column_bias && !block.accumulate ? block.column_bias + col0 : nullptr;
-    if (!full && block.accumulate) {
-      for (int i = 0; i < kRows; ++i) {
-        std::copy(c_tile + i * block.ldc, c_tile + i * block.ldc + cols, edge_tile + i * kWidth);
-        std::fill(edge_tile + i * kWidth + cols, edge_tile + (i + 1) * kWidth, 0.0f);
-      }
-    }
-    if (!full && column_bias) {
-      std::copy(column_bias, column_bias + cols, edge_bias);
-      std::fill(edge_bias + cols, edge_bias + kWidth, 0.0f);
-      column_bias = edge_bias;
-    }
-
-    multiply_tile<kRows, kLanes, kRowOffsets>(
-        block.depth, a_rows, block.b + (col0 / kWidth) * block.b_panel_stride, block.b_row_stride,
-        block.b_row_offsets, row_bias, column_bias, out, out_stride, block.accumulate);
-
-    if (!full) {
-      for (int i = 0; i < kRows; ++i) {
-        std::copy(edge_tile + i * kWidth, edge_tile + i * kWidth + cols, c_tile + i * block.ldc);
-      }
-    }
-  }
-
-  if (block.finish && block.epilogue && !block.epilogue->empty()) {
-    for (int i = 0; i < kRows; ++i)
-      apply_epilogue(*block.epilogue, c_rows + i * block.ldc, block.n);
-  }
-}
-
-// The rows left after the full slivers (fewer than kRows) get a tile of exactly their count.
-template <int kRows, int kLanes, bool kRowOffsets>
-FUSEDNN_CPU_ALWAYS_INLINE void gemm_remainder_sliver(const GemmBlock& block, int64_t row0,
-                                                     int64_t rows) {
-  if constexpr (kRows > 1) {
-    if (rows == kRows - 1) {
-      gemm_row_sliver<kRows - 1, kLanes, kRowOffsets>(block, row0);
-    } else {
-      gemm_remainder_sliver<kRows - 1, kLanes, kRowOffsets>(block, row0, rows);
-    }
-  }
-}
-
-template <int kRows, int kLanes, bool kRowOffsets>
-FUSEDNN_CPU_ALWAYS_INLINE void gemm_rows(const GemmBlock& block) {
-  int64_t row0 = 0;
-  for (; row0 + kRows <= block.m; row0 += kRows) {
-    gemm_row_sliver<kRows, kLanes, kRowOffsets>(block, row0);
-  }
-  if (row0 < block.m) {
-    gemm_remainder_sliver<kRows, kLanes, kRowOffsets>(block, row0, block.m - row0);
-  }
-}
-
-template <int kRows, int kLanes>
-FUSEDNN_CPU_ALWAYS_INLINE void gemm_block_body(const GemmBlock& block) {
-  if (block.b_row_offsets) {
-    gemm_rows<kRows, kLanes, true>(block);
-  } else {
-    gemm_rows<kRows, kLanes, false>(block);
   }
 }
 
@@ -287,77 +206,53 @@ FUSEDNN_CPU_ALWAYS_INLINE void dot_tile(const float* const* x_rows, const float*
   }
 }
 
-// kRows consecutive rows of x against every row of w: one pass over w for all of them.
-template <int kLanes, int kRows, int kOutputs>
-FUSEDNN_CPU_ALWAYS_INLINE void dot_row_group(const float* x, const float* w, const float* bias,
-                                             float* y, int64_t in_features, int64_t out_features) {
-  const float* x_rows[kRows];
-  for (int r = 0; r < kRows; ++r) x_rows[r] = x + r * in_features;
-  float sums[kRows * kOutputs];
-  int64_t o = 0;
-  for (; o + kOutputs <= out_features; o += kOutputs) {
-    const float* w_rows[kOutputs];
-    for (int j = 0; j < kOutputs; ++j) w_rows[j] = w + (o + j) * in_features;
-    dot_tile<kLanes, kRows, kOutputs>(x_rows, w_rows, in_features, sums);
-    for (int r = 0; r < kRows; ++r) {
-      for (int j = 0; j < kOutputs; ++j) {
-        const float sum = sums[r * kOutputs + j];
-        y[r * out_features + o + j] = bias ? sum + bias[o + j] : sum;
-      }
-    }
-  }
-  for (; o < out_features; ++o) {
-    const float* w_row = w + o * in_features;
-    dot_tile<kLanes, kRows, 1>(x_rows, &w_row, in_features, sums);
-    for (int r = 0; r < kRows; ++r) y[r * out_features + o] = bias ? sums[r] + bias[o] : sums[r];
-  }
-}
+// The kernel class gemm_tiling.hpp's drivers take: kGemmRowCount x 16 tiles of kLanes-wide
+// vectors.
+template <int kLanes, int kGemmRowCount>
+struct VectorKernel {
+  static constexpr int kGemmRows = kGemmRowCount;
 
-// Rows go two at a time against six outputs (12 accumulators + 2 x vectors + 1 w vector: what
-// fits 16 registers; three rows by four outputs needs all 16 and GCC then spills), a last odd row
-// against eight outputs.
-template <int kLanes>
-FUSEDNN_CPU_ALWAYS_INLINE void linear_dot_rows_body(const float* x, const float* w,
-                                                    const float* bias, float* y, int64_t rows,
-                                                    int64_t in_features, int64_t out_features,
-                                                    const Epilogue& epilogue) {
-  int64_t r = 0;
-  for (; r + 2 <= rows; r += 2) {
-    dot_row_group<kLanes, 2, 6>(x + r * in_features, w, bias, y + r * out_features, in_features,
-                                out_features);
+  template <int kRows, bool kRowOffsets>
+  static FUSEDNN_CPU_ALWAYS_INLINE void multiply_tile(int64_t depth, const float* const* a_rows,
+                                                      const float* b, int64_t b_row_stride,
+                                                      const int64_t* b_row_offsets,
+                                                      const float* row_bias,
+                                                      const float* column_bias, float* out,
+                                                      int64_t out_stride, bool accumulate) {
+    cpu::multiply_tile<kRows, kLanes, kRowOffsets>(depth, a_rows, b, b_row_stride, b_row_offsets,
+                                                   row_bias, column_bias, out, out_stride,
+                                                   accumulate);
   }
-  if (r < rows) {
-    dot_row_group<kLanes, 1, 8>(x + r * in_features, w, bias, y + r * out_features, in_features,
-                                out_features);
+
+  template <int kRows, int kOutputs>
+  static FUSEDNN_CPU_ALWAYS_INLINE void dot_tile(const float* const* x_rows,
+                                                 const float* const* w_rows, int64_t depth,
+                                                 float* sums) {
+    cpu::dot_tile<kLanes, kRows, kOutputs>(x_rows, w_rows, depth, sums);
   }
-  if (!epilogue.empty()) apply_epilogue(epilogue, y, rows * out_features);
-}
+};
 
 // Register tile of the baseline build (see the comment at the top of the file).
 #if defined(__AVX__)
-constexpr int kBaselineLanes = 8;
-constexpr int kBaselineRows = 6;
+using BaselineKernel = VectorKernel<8, 6>;
 #elif defined(__aarch64__)
-constexpr int kBaselineLanes = 4;
-constexpr int kBaselineRows = 6;
+using BaselineKernel = VectorKernel<4, 6>;
 #else
-constexpr int kBaselineLanes = 4;
-constexpr int kBaselineRows = 2;
+using BaselineKernel = VectorKernel<4, 2>;
 #endif
 
-void gemm_block_baseline(const GemmBlock& block) {
-  gemm_block_body<kBaselineRows, kBaselineLanes>(block);
-}
+void gemm_block_baseline(const GemmBlock& block) { tiling::gemm_block_body<BaselineKernel>(block); }
 
 void linear_dot_rows_baseline(const float* x, const float* w, const float* bias, float* y,
                               int64_t rows, int64_t in_features, int64_t out_features,
                               const Epilogue& epilogue) {
-  linear_dot_rows_body<kBaselineLanes>(x, w, bias, y, rows, in_features, out_features, epilogue);
+  tiling::linear_dot_rows_body<BaselineKernel>(x, w, bias, y, rows, in_features, out_features,
+                                               epilogue);
 }
 
 #if defined(FUSEDNN_CPU_X86_DISPATCH)
 __attribute__((target("avx2,fma"))) void gemm_block_avx2_fma(const GemmBlock& block) {
-  gemm_block_body<6, 8>(block);
+  tiling::gemm_block_body<VectorKernel<8, 6>>(block);
 }
 
 __attribute__((target("avx2,fma"))) void linear_dot_rows_avx2_fma(const float* x, const float* w,
@@ -365,8 +260,15 @@ __attribute__((target("avx2,fma"))) void linear_dot_rows_avx2_fma(const float* x
                                                                   int64_t rows, int64_t in_features,
                                                                   int64_t out_features,
                                                                   const Epilogue& epilogue) {
-  linear_dot_rows_body<8>(x, w, bias, y, rows, in_features, out_features, epilogue);
+  tiling::linear_dot_rows_body<VectorKernel<8, 6>>(x, w, bias, y, rows, in_features, out_features,
+                                                   epilogue);
 }
+#endif
+
+#if defined(FUSEDNN_CPU_NEON_GEMM)
+constexpr bool neon_gemm_compiled = true;
+#else
+constexpr bool neon_gemm_compiled = false;
 #endif
 
 bool cpu_has_avx2_fma() {
@@ -380,7 +282,9 @@ bool cpu_has_avx2_fma() {
 }
 
 GemmIsa best_supported_isa() {
-  static const GemmIsa best = cpu_has_avx2_fma() ? GemmIsa::Avx2Fma : GemmIsa::Baseline;
+  static const GemmIsa best = neon_gemm_compiled   ? GemmIsa::Neon
+                              : cpu_has_avx2_fma() ? GemmIsa::Avx2Fma
+                                                   : GemmIsa::Baseline;
   return best;
 }
 
@@ -421,6 +325,7 @@ bool gemm_isa_supported(GemmIsa isa) {
   switch (isa) {
     case GemmIsa::Baseline: return true;
     case GemmIsa::Avx2Fma: return best_supported_isa() == GemmIsa::Avx2Fma;
+    case GemmIsa::Neon: return best_supported_isa() == GemmIsa::Neon;
   }
   return false;
 }
@@ -440,12 +345,19 @@ const char* gemm_isa_name(GemmIsa isa) {
   switch (isa) {
     case GemmIsa::Baseline: return "baseline";
     case GemmIsa::Avx2Fma: return "avx2+fma";
+    case GemmIsa::Neon: return "neon";
   }
   return "unknown";
 }
 
 void gemm_block(const GemmBlock& block) {
   if (block.m <= 0 || block.n <= 0) return;
+#if defined(FUSEDNN_CPU_NEON_GEMM)
+  if (gemm_isa() == GemmIsa::Neon) {
+    gemm_block_neon(block);
+    return;
+  }
+#endif
 #if defined(FUSEDNN_CPU_X86_DISPATCH)
   if (gemm_isa() == GemmIsa::Avx2Fma) {
     gemm_block_avx2_fma(block);
@@ -458,6 +370,12 @@ void gemm_block(const GemmBlock& block) {
 void linear_dot_rows(const float* x, const float* w, const float* bias, float* y, int64_t rows,
                      int64_t in_features, int64_t out_features, const Epilogue& epilogue) {
   if (rows <= 0 || out_features <= 0) return;
+#if defined(FUSEDNN_CPU_NEON_GEMM)
+  if (gemm_isa() == GemmIsa::Neon) {
+    linear_dot_rows_neon(x, w, bias, y, rows, in_features, out_features, epilogue);
+    return;
+  }
+#endif
 #if defined(FUSEDNN_CPU_X86_DISPATCH)
   if (gemm_isa() == GemmIsa::Avx2Fma) {
     linear_dot_rows_avx2_fma(x, w, bias, y, rows, in_features, out_features, epilogue);

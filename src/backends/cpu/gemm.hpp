@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The matrix-multiply core that Linear and Conv2d share: C = A * B + bias, then an epilogue, on
 // one cache block, with A row-major and B read as panels of kGemmPanelWidth columns; plus the
 // instruction-set dispatch that picks the register tile. Internal to the CPU backend.
@@ -60,9 +61,12 @@ void pack_transposed_panels(const float* source, int64_t source_stride, int64_t 
 void linear_dot_rows(const float* x, const float* w, const float* bias, float* y, int64_t rows,
                      int64_t in_features, int64_t out_features, const Epilogue& epilogue);
 
-// Instruction sets the routines above are compiled for. Baseline is what the build targets (SSE2
-// on x86-64, NEON on AArch64); Avx2Fma is chosen at run time where the CPU has it.
-enum class GemmIsa { Baseline, Avx2Fma };
+// Instruction sets the routines above are compiled for. Baseline is what the build targets, on
+// generic vectors (SSE2 on x86-64, NEON on AArch64, where the compiler decides whether products
+// and sums fuse); Avx2Fma is chosen at run time where an x86-64 CPU has it; Neon (AArch64 builds,
+// the default there) is written with NEON intrinsics and fuses every multiply-add
+// (gemm_neon.hpp gives its order).
+enum class GemmIsa { Baseline, Avx2Fma, Neon };
 
 bool gemm_isa_supported(GemmIsa isa);
 // The set the kernels use now: the best supported one unless a test or benchmark forced another.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Two passes over each row: the mean, then the biased variance of (x - mean), both summed in
 // kLanes interleaved partial sums (which the compiler keeps in one vector) combined in a fixed
 // order; then y = (x - mean) * rstd [* gamma + beta] and the epilogue.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LayerNorm over the trailing row_size elements of each row (biased variance, as PyTorch).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Linear as C = X * W^T: X is A (rows of activations, read in place) and W^T is B, packed here a
 // block at a time into 16-column panels on the stack (the transpose the register tile needs).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Linear: y[r, o] = epilogue(sum_i x[r, i] * weight[o, i] + bias[o]), PyTorch's [out, in] layout.
 #pragma once
 

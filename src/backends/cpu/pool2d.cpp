@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MaxPool2d and AvgPool2d, one output row at a time. The output columns whose windows lie wholly
 // inside the input row are computed kChunk at a time, window element by window element across the
 // chunk (a loop the compiler vectorises for strides 1 and 2, which get their own instantiations);

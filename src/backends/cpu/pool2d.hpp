@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MaxPool2d and AvgPool2d on NCHW tensors (PyTorch semantics, ceil_mode=False).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per row: the maximum, then exp(x - max) written to y and summed in kLanes interleaved partial
 // sums combined in a fixed order, then y / sum. x == y works: each pass reads an element before
 // writing it.

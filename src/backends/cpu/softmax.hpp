@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Softmax over the last dimension, max-subtracted for stability.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ChannelAffine: one pass, memory-bound (8 bytes per element); each element finds its channel
 // from its index. The product and the sum are rounded separately, as the CPU backend does.
 #include "backends/cuda/channel_affine.hpp"

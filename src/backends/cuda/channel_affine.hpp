@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ChannelAffine: an unfolded BatchNorm, y = epilogue(x * scale[c] + shift[c]) over
 // [batch][channels][spatial].
 #pragma once

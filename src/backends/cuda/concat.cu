@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Strided copy: pure data movement (8 bytes per element); a grid-stride loop over the input's
 // elements, consecutive threads on consecutive columns.
 #include "backends/cuda/concat.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Concat (one launch per input, each writing its columns of every outer block) and Copy (one
 // input, one block): y[o * y_row + y_offset + j] = x[o * x_row + j] for o < outer, j < x_row.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conv2d, direct, in two forms.
 //
 // Staged (when a sample's input planes and a block's filters fit in 48 KB of shared memory,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conv2d over NCHW with stride, padding, dilation and groups; bias and epilogue fused.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The implicit-GEMM convolution kernel (conv2d_implicit_gemm.hpp).
 //
 // A block computes a 128-pixel x 64-channel tile of one group's output with 8 warps, 4 along the

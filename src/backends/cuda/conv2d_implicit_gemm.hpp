@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conv2d as an implicit GEMM on tensor cores, for the convolutions the fused conv + pool kernel
 // cannot hold on chip (large feature maps, many channels) and for every unfused convolution of a
 // reduced-precision model. Per group, the convolution is the product

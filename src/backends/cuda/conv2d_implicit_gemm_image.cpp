@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The implicit-GEMM convolution's plan and weight image, on the host (conv2d_implicit_gemm.hpp).
 #include <limits>
 

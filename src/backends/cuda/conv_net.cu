@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A whole convolutional network in one launch (see conv_net.hpp for when it applies).
 //
 // One sample per cluster of kBlocks blocks (compute capability 9.0 and newer), each block on its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A whole LeNet-class network in one launch: Conv2d (+ bias + epilogue + 2x2 pooling) stages
 // followed by an optional fp32 MLP head, one sample per cluster of blocks, every intermediate in
 // shared memory (conv_net.cu). At small batches the separate launches (one per conv + pool

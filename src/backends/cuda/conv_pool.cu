@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conv2d + bias + epilogue + pooling in one launch (see conv_pool.hpp for what fits).
 //
 // Napkin math, LeNet-5 (per sample):

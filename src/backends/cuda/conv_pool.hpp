@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conv2d + bias + epilogue + pooling in one launch, for LeNet-class layers: a block stages a tile
 // of samples (zero-padded) and every filter in shared memory, each thread computes a register
 // tile of output channels x conv positions and reduces its pooling windows in registers, so the

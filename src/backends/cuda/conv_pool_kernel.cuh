@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused conv + pool kernel (design in conv_pool.cu) as a template over the taps (5 or 3 at
 // stride 1, 0 for any) and the register tile. conv_pool.cu instantiates the large tiles and
 // conv_pool_small_*.cu the small one, one file per kernel size: with CUDA's lazy loading a model

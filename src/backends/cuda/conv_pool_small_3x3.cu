@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // conv_pool_kernel<3, SmallTile> (3x3 taps at stride 1) in a module of its own: a model
 // whose batches stay under the SM count loads this kernel's module and no other conv + pool
 // code (a module with all ten variants makes a model's first load in a process much slower).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The register-tile pieces of the fused conv + pool kernels, shared by conv_pool.cu (one layer per
 // launch) and conv_net.cu (a whole convolutional network per launch): the kernel parameters,
 // the tile shapes, the per-input-channel accumulation (compile-time 3x3 / 5x5 taps, or any

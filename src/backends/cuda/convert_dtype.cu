@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // float16 / bfloat16 <-> float32 streams (see convert_dtype.hpp). A grid of a few blocks per SM
 // striding over the range, one element per step, or 8 where narrowing between 16-byte-aligned
 // buffers. They run once per call on the model's input and output, and in fp16 and bf16 models

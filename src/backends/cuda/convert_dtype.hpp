@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The caller's 16-bit inputs and outputs on the device path: widened into the context's float32
 // input buffer before a run and narrowed from its float32 output after (round to nearest even,
 // as common/half_float.hpp does on the host); and the 16-bit x of cuBLASLt's Linear layers in

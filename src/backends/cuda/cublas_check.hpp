@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cuBLAS / cuBLASLt errors become fusednn::StatusError as CUDA errors do (cuda_check.hpp):
 // FDNN_STATUS_OUT_OF_MEMORY for CUBLAS_STATUS_ALLOC_FAILED, FDNN_STATUS_DEVICE_ERROR for the
 // rest, with the failing call, where it was made and cublasLtGetStatusString's text. Kept apart

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "backends/cuda/cublaslt_library.hpp"
 
 #include <dlfcn.h>

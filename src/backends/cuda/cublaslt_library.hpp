@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cuBLASLt, loaded when a model first needs it rather than when libfusednn is loaded: a
 // libfusednn built with CUDA then still loads, and runs on the CPU, on a machine without the
 // CUDA libraries, and a GPU model without a wide Linear never touches cuBLASLt. Loaded once per

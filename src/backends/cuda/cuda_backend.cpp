@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend: lowers a plan to ops, uploads every weight once in one allocation, in the
 // layout its kernel reads, and queues a run as a sequence of launches on one stream.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend as the runtime sees it: how many GPUs there are, why one cannot be used, and
 // the factory. Plain C++ (no CUDA header), so the runtime compiles the same with CUDA on or off;
 // a build without CUDA links cuda_unavailable.cpp instead, which reports no device.

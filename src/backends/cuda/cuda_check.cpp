@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "backends/cuda/cuda_check.hpp"
 
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA errors become fusednn::StatusError: FDNN_STATUS_OUT_OF_MEMORY for allocation failures,
 // FDNN_STATUS_DEVICE_ERROR for the rest, with the failing call, where it was made and
 // cudaGetErrorString's text. The library never exits or aborts on a CUDA error.

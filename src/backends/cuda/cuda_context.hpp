@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One execution context of the CUDA backend: its own non-blocking stream, a workspace for
 // max_batch, device and pinned host staging for the host path, and the CUDA graphs it captured.
 //

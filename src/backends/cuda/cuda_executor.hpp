@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's internals: the plan lowered to a program of kernel launches ("ops") over
 // device-resident weights, and the backend that owns them. Contexts (cuda_context.hpp) own the
 // per-run memory and call enqueue().

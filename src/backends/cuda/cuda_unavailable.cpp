@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's entry points in a build without CUDA (FUSEDNN_WITH_CUDA=OFF): no device.
 #include "backends/cuda/cuda_backend.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device side of launch_dependent_kernel() (launch.hpp), programmatic dependent launch on
 // compute capability 9.0 and newer: such a kernel may start while the kernel before it on its
 // stream is still finishing, so it stages only weights and sets up its own shared memory before

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An Epilogue as kernels take it: a fixed-size, trivially copyable list of at most
 // kMaxEpilogueOps operations, passed by value inside each kernel's parameter struct. Longer
 // chains are split: the producing kernel applies the first kMaxEpilogueOps and in-place

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What launchers need to know about the GPU, read once when the backend is created.
 #pragma once
 

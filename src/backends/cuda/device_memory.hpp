@@ -1,7 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
 // Owners for everything the CUDA backend allocates: device and pinned memory, streams, events
 // and graphs. Each acquires in its constructor (throwing through FDNN_CUDA_CHECK) and releases in
 // its destructor, so an exception anywhere during a load or context creation leaks nothing.
 // Destructors ignore errors: a release that fails (a dead context) has nothing left to free.
+// Device and pinned memory and graph instantiations go through the functions below
+// (device_memory.cpp), the one place where a test build can make an acquisition fail
+// (allocation_faults.hpp).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -34,19 +38,24 @@ class DeviceScope {
   bool changed_ = false;
 };
 
+// count elements of element_bytes each; throws OUT_OF_MEMORY when the product overflows or the
+// allocation fails. Null for 0 bytes.
+void* allocate_device(size_t count, size_t element_bytes);
+void free_device(void* memory) noexcept;
+void* allocate_pinned(size_t count, size_t element_bytes);
+void free_pinned(void* memory) noexcept;
+// The executable graph of `graph`; throws as FDNN_CUDA_CHECK does.
+cudaGraphExec_t instantiate_graph(cudaGraph_t graph);
+void destroy_graph_exec(cudaGraphExec_t exec) noexcept;
+
 template <typename T>
 class DeviceArray {
  public:
   DeviceArray() = default;
-  explicit DeviceArray(size_t count) : count_(count) {
-    if (count > 0) {
-      void* memory = nullptr;
-      FDNN_CUDA_CHECK(cudaMalloc(&memory, count * sizeof(T)));
-      data_ = static_cast<T*>(memory);
-    }
-  }
+  explicit DeviceArray(size_t count)
+      : data_(static_cast<T*>(allocate_device(count, sizeof(T)))), count_(count) {}
   ~DeviceArray() {
-    if (data_) cudaFree(data_);
+    if (data_) free_device(data_);
   }
   DeviceArray(DeviceArray&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
@@ -72,15 +81,10 @@ template <typename T>
 class PinnedArray {
  public:
   PinnedArray() = default;
-  explicit PinnedArray(size_t count) : count_(count) {
-    if (count > 0) {
-      void* memory = nullptr;
-      FDNN_CUDA_CHECK(cudaMallocHost(&memory, count * sizeof(T)));
-      data_ = static_cast<T*>(memory);
-    }
-  }
+  explicit PinnedArray(size_t count)
+      : data_(static_cast<T*>(allocate_pinned(count, sizeof(T)))), count_(count) {}
   ~PinnedArray() {
-    if (data_) cudaFreeHost(data_);
+    if (data_) free_pinned(data_);
   }
   PinnedArray(PinnedArray&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
@@ -153,9 +157,10 @@ class Graph {
 class GraphExec {
  public:
   GraphExec() = default;
-  explicit GraphExec(cudaGraphExec_t exec) : exec_(exec) {}
+  // Instantiates `graph` (instantiate_graph).
+  explicit GraphExec(cudaGraph_t graph) : exec_(instantiate_graph(graph)) {}
   ~GraphExec() {
-    if (exec_) cudaGraphExecDestroy(exec_);
+    if (exec_) destroy_graph_exec(exec_);
   }
   GraphExec(GraphExec&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
   GraphExec& operator=(GraphExec&& other) noexcept {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device side of element_type.hpp: the C++ type of each ElementType, exact widening to float
 // and narrowing with round to nearest even (as convert_dtype.cu and common/half_float.hpp round),
 // and loads and stores of a few consecutive elements as one memory access.

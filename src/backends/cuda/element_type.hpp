@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The element types of the caller's model input and output that a kernel reads or writes itself
 // (the device path's 16-bit I/O): float32, or float16 and bfloat16 widened as they are read and
 // narrowed, to nearest even, as they are written. A run passes the model input and output to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise and Add: memory-bound streams, so a device-to-device copy of the same bytes is the
 // bound to meet. 16-byte loads and stores when every pointer is 16-byte aligned, a scalar loop
 // otherwise; one float4 per thread, with a grid that covers the whole range, and one dispatch

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise (an epilogue chain over one input) and n-ary Add.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device side of DeviceEpilogue: the formulas of common/elementwise_op.hpp's apply() (PyTorch's
 // definitions), with CUDA's correctly rounded division and its erff / expf (within 2 ulp; the
 // library is built without --use_fast_math). Tanh and GELU(tanh) go through exp2_fast below

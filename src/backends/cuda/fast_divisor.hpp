@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Division of non-negative ints by a divisor fixed at plan time: a multiply-high and a shift in
 // place of the ~20 dependent instructions of a division by a runtime value. The whole-network
 // kernel (conv_net.cu) spends most of a layer's fixed cost on such dependent chains at batch 1.

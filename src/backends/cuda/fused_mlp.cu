@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fully fused MLP kernel (see fused_mlp.hpp for the design).
 //
 // Napkin math, seed MLP 100-128-64-10 (21.6 K weights, 86 KB):

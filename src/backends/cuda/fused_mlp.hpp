@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fully fused MLP: a chain of Linear (+bias) + epilogue layers run as one kernel launch.
 // Each block owns a tile of rows; the tile's activations stay in shared memory from layer to
 // layer (transposed, [feature][row]) and every layer's weights stream through a ring of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused MLP for a handful of rows on one block each, on any GPU. The chain's weights and
 // biases live in one image in PyTorch's [out][in] order (rows padded to 4 floats), which the
 // block stages whole into shared memory at its start, one cp.async group per layer, so that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused MLP for a handful of rows on Hopper and newer: a cluster of kFusedMlpClusterBlocks
 // blocks per tile of 1, 2 or 4 rows, each block owning a contiguous range of every layer's output
 // groups (4 outputs a group). A block stages only its rows of W and their biases, one contiguous

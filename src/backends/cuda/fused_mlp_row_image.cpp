@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The small-batch forms' row image (fused_mlp_row_image.hpp), built on the host at load.
 #include "backends/cuda/fused_mlp_row_image.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The image of a fused MLP chain that the small-batch forms stage (fused_mlp_block.cu, and
 // fused_mlp_cluster.cu, which stages a slice of every layer): per layer, W in PyTorch's [out][in]
 // order with each row padded to a multiple of 4 floats, then the layer's bias (zeros without

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The split MLP chain (see fused_mlp_split.hpp): planning, images and the two launches.
 #include "backends/cuda/fused_mlp_split.hpp"
 

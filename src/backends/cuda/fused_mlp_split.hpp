@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A chain whose first layer is too wide for the tensor-core MLP kernels (an input over 128
 // features in tf32 and fp32, 256 in fp16 and bf16: LeNet-5's 400 -> 120 -> 84 -> 10 head), run
 // at large batches as two kernels: the first layer as an implicit GEMM on tensor cores (a 1 x 1

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused MLP on tensor cores, SharedTiles form, and the entry points that pick a form (see
 // fused_mlp_tensor_core.hpp).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fully fused MLP on tensor cores (compute capability 8.0 and newer): the same chains as
 // fused_mlp.hpp, with every layer's matrix work done by warp-level mma instructions.
 //

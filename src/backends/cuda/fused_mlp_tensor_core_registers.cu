@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused MLP on tensor cores, WarpRegisters form (see fused_mlp_tensor_core.hpp).
 //
 // Why this form: the SharedTiles form is slower than PyTorch on large batches: one 8-warp block

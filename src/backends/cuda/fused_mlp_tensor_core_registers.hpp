@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The WarpRegisters form of the tensor-core fused MLP (fused_mlp_tensor_core.hpp says when each
 // form runs): plan, weight image and launch, called through fused_mlp_tensor_core.hpp's entry
 // points.

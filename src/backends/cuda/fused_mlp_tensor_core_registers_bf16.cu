@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The WarpRegisters kernels for TensorCoreMath::Bf16, every width class (see
 // fused_mlp_tensor_core_registers_kernel.cuh for why each precision has a file).
 #include "backends/cuda/fused_mlp_tensor_core_registers_kernel.cuh"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The WarpRegisters tensor-core MLP kernel (design, napkin math and fragment bookkeeping in
 // fused_mlp_tensor_core_registers.cu), as a template that fused_mlp_tensor_core_registers_*.cu
 // instantiate, one file per TensorCoreMath: the instantiations take ptxas minutes each, and one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Warpgroup form of the tensor-core fused MLP (fused_mlp_warpgroup.hpp): kernel, plan and
 // launch. Layout of the weights and of A's fragments: fused_mlp_warpgroup_image.cpp.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Warpgroup form of the tensor-core fused MLP: fp16 and bf16 chains on compute capability 9.0,
 // from 512 rows. A warpgroup (4 warps) takes 64 rows through every layer with wgmma
 // (sm_90a): activations in registers as in the WarpRegisters form, weights read by the tensor

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Warpgroup form's shared-memory layout and weight image (host code, testable without a GPU).
 //
 // wgmma reads B (K x N, here W^T: k runs along a layer's input, n along its output) from shared

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The small-batch MLP forms' inner step (fused_mlp_block.cu, fused_mlp_cluster.cu): one warp's
 // dot products of a group of kGroup outputs with kRows activation rows, k split over the lanes
 // (16 bytes of a weight row and of an activation row each, conflict-free), summed across the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Values a kernel reads once and keeps in a register. The compiler treats a special register
 // (threadIdx.x, the block's shared window) as free to read again, and reads it again (S2R, tens
 // of cycles) where a loop uses it rather than hold it across the loop; a value a volatile asm

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Phase stamps for latency probes (bench/cuda/*_timeline.cu): a kernel file compiled with
 // FUSEDNN_KERNEL_TIMELINE defined stamps %globaltimer (ns) and the SM's clock at each phase, from
 // thread 0 of one chosen block; the probe reads both arrays back (their ratio is the SM clock

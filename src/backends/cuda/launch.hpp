@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every kernel of the CUDA backend is launched through launch_kernel(): one by-value parameter
 // struct per kernel, a launch error turned into fusednn::StatusError naming the kernel, and, while
 // a context captures a CUDA graph on this thread, a record of the launch (its graph node and the

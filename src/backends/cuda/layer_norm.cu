@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LayerNorm: one warp per row up to kWarpRowLimit elements (8 rows per block), one block of 256
 // threads per row beyond. Three passes over the row, as the CPU backend: the mean, the biased
 // variance of (x - mean) (two-pass, no cancellation), then the normalised output; the row is

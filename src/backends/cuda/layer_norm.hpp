@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LayerNorm over rows: y = epilogue((x - mean) * rstd [* gamma + beta]).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tiled SGEMM, the fallback for Linear steps cuBLASLt offers no algorithm for: each block
 // computes a BM x BN tile of y, staging BM x BK of x and BK x BN of W^T in shared memory per step
 // of k; each of its 256 threads accumulates TM x TN outputs in registers (rows and columns

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Linear with any in/out width: y[rows][out] = epilogue(x[rows][in] * W^T + bias), W as PyTorch
 // stores it ([out][in]). The backend runs lone Linear layers through cuBLASLt
 // (linear_cublaslt.hpp), whose weights are in this layout too; this tiled GEMM is the fallback for

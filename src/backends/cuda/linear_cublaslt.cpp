@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Linear through cuBLASLt (see linear_cublaslt.hpp for the layout identity and the life cycle).
 //
 // Napkin math, a wide layer such as 768 -> 3072 + GELU(tanh):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Linear through cuBLASLt with a fused epilogue: y[rows][out] = act(x[rows][in] * W^T + bias),
 // W as PyTorch stores it ([out][in], row-major). The backend runs here the Linear steps the fused
 // MLP kernel does not take: a lone layer wider than kFusedMlpMaxWidth, or one whose input is too

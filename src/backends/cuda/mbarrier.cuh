@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mbarrier waits, shared-memory addresses and counted remote stores the cluster kernels share
 // (the small-batch Linear's and the small-batch MLP's cluster forms, the whole-network conv
 // kernel) and the Warpgroup MLP's input ring: sm_90 and newer only.

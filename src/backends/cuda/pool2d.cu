@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pooling: one thread per output element, reducing its window top to bottom, left to right (the
 // CPU backend's and PyTorch's order, so sums round identically). Memory-bound; windows overlap
 // little, and neighbouring threads read neighbouring columns.

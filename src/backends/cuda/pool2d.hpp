@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MaxPool2d and AvgPool2d over NCHW, PyTorch semantics (NaN propagates through max; the average
 // divides by the padded window's area or by the input elements it covers).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReLU as PyTorch has it: max(x, 0) with NaN kept (torch.relu(nan) is nan). fmaxf and PTX's
 // plain max.f32 return the other operand for a NaN, which turns a NaN into 0. On sm_80 and later
 // max.NaN.f32 propagates NaN in the one instruction fmaxf costs; before, two compares and a select.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reductions across the threads that share one row: a warp (kThreadsPerRow == 32, several rows
 // per block) or a whole block (long rows). Every thread gets the same result, combined in a
 // fixed order, so a row's statistics do not depend on timing.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Softmax or LayerNorm folded into a tensor-core MLP's last layer, on output rows held in mma's
 // C layout (the WarpRegisters and Warpgroup forms): a thread holds columns 8n + 2t and 8n + 2t + 1
 // of rows g (v[n][0], v[n][1]) and g + 8 (v[n][2], v[n][3]), so a row's columns are spread over the

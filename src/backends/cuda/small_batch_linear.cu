@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The small-batch Linear (small_batch_linear.hpp): one block per kColumns output columns over
 // the whole reduction, for all (up to 32) rows, on tensor cores in 3xTF32.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A lone Linear layer at a few rows (up to kSmallBatchLinearMaxRows), spread over the whole GPU:
 // y[rows][out] = epilogue(x[rows][in] * W^T + bias), W as PyTorch stores it ([out][in]), fp32
 // accuracy through 3xTF32 on tensor cores. Planned on compute capability 9.0 and newer (thread-

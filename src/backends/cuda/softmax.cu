@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Softmax: one warp per row up to kWarpRowLimit elements (8 rows per block), one block per row
 // beyond. Three passes as the CPU backend: the maximum, the sum of exp(x - max), then
 // exp(x - max) / sum, recomputing the exponential rather than storing it (the same expf of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Softmax over the last dimension: y = exp(x - max) / sum(exp(x - max)) per row.
 #pragma once
 

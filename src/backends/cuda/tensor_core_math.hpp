@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a tensor-core kernel multiplies (the MLP forms and the implicit-GEMM convolution share it).
 #pragma once
 

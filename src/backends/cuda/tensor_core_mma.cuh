@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Warp-level tensor-core pieces the fused MLP forms share: the mma.sync instructions for each
 // TensorCoreMath, the tf32 rounding and the half-pair packing. The device code compiles for
 // every target so that nothing goes unreferenced, but tf32 and these mma shapes exist from sm_80

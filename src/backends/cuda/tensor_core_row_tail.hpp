@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Softmax or LayerNorm over a tensor-core chain's output rows, folded into its last layer's
 // epilogue (the WarpRegisters and Warpgroup forms; the device side is row_tail.cuh): a row's
 // columns live in the 4 lanes of one fragment group, so the row statistics are two shuffles away.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sums of several values at once across a warp's 32 lanes, for dot products whose k is split over
 // the lanes (the small-batch MLP forms: each lane holds its share of V sums).
 #pragma once

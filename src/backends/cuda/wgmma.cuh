@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Warpgroup-level asynchronous matrix multiplies (wgmma, sm_90a only): D[64 x N] += A[64 x 16] x
 // B[16 x N] with A in registers (each warp 16 rows in mma.m16n8k16's A layout), B in shared
 // memory behind a matrix descriptor, fp32 accumulators in mma's C layout, one 8-column tile after

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "backends/cpu/conv2d.hpp"
 
 #include <gtest/gtest.h>
@@ -244,8 +246,7 @@ TEST_P(CpuConv2d, SlicesOfTheBatchMatchTheWholeBatch) {
             0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, CpuConv2d, ::testing::Values(GemmIsa::Baseline, GemmIsa::Avx2Fma),
-                         isa_test_name);
+INSTANTIATE_TEST_SUITE_P(Isa, CpuConv2d, ::testing::ValuesIn(kEveryGemmIsa), isa_test_name);
 
 }  // namespace
 }  // namespace fusednn::cpu::testing

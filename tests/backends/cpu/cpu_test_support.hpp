@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the CPU kernel tests: seeded random data, NaN-poisoned outputs, a comparison
 // relative to the reference's largest magnitude, and a double-precision reference for epilogues.
 #pragma once
@@ -195,8 +196,16 @@ class GemmIsaTest : public ::testing::TestWithParam<GemmIsa> {
 };
 
 inline std::string isa_test_name(const ::testing::TestParamInfo<GemmIsa>& info) {
-  return info.param == GemmIsa::Baseline ? "Baseline" : "Avx2Fma";
+  switch (info.param) {
+    case GemmIsa::Baseline: return "Baseline";
+    case GemmIsa::Avx2Fma: return "Avx2Fma";
+    case GemmIsa::Neon: return "Neon";
+  }
+  return "Unknown";
 }
+
+// Every instruction set of the matrix-multiply core; the tests skip those this CPU lacks.
+inline const GemmIsa kEveryGemmIsa[] = {GemmIsa::Baseline, GemmIsa::Avx2Fma, GemmIsa::Neon};
 
 }  // namespace fusednn::cpu::testing
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // common/float_math.hpp against the double-precision std:: functions, and the CPU epilogue against
 // apply() on both instruction sets.
 //
@@ -381,8 +382,8 @@ TEST_P(EpilogueIsaTest, BitIdenticalToApply) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuEpilogue, EpilogueIsaTest,
-                         ::testing::Values(GemmIsa::Baseline, GemmIsa::Avx2Fma), isa_test_name);
+INSTANTIATE_TEST_SUITE_P(CpuEpilogue, EpilogueIsaTest, ::testing::ValuesIn(kEveryGemmIsa),
+                         isa_test_name);
 
 }  // namespace
 }  // namespace fusednn::cpu::testing

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 #include "backends/cpu/linear.hpp"
 
 #include <gtest/gtest.h>
@@ -163,8 +165,7 @@ TEST_P(CpuLinear, PackedPathIsBitIdenticalAcrossSplits) {
   EXPECT_EQ(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, CpuLinear, ::testing::Values(GemmIsa::Baseline, GemmIsa::Avx2Fma),
-                         isa_test_name);
+INSTANTIATE_TEST_SUITE_P(Isa, CpuLinear, ::testing::ValuesIn(kEveryGemmIsa), isa_test_name);
 
 }  // namespace
 }  // namespace fusednn::cpu::testing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The implicit-GEMM convolution seen from inside the library (linked like
 // fused_mlp_internal_test.cpp): its image, read back on the host the way the kernel reads it,
 // must reproduce the CPU backend's convolution, and the backend must route the convolutions

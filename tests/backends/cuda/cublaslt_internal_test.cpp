@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cuBLASLt Linear seen from inside the library (this executable links its objects, C API
 // included, instead of libfusednn.so, which exports only fdnn_*): which op each Linear step
 // became and with which cuBLASLt epilogue, that cuBLASLt's heuristic offers an algorithm for the

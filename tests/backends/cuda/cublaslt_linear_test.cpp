@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cuBLASLt Linear (lone Linear layers wider than the fused MLP's 256 columns, or with inputs
 // too wide for its tiles) against the CPU backend through the public API: every epilogue cuBLASLt
 // fuses (bias, bias + ReLU, bias + GELU(tanh), and their bias-free forms), the ones it cannot

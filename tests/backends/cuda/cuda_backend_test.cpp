@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend against the CPU backend (exact fp32, itself checked against PyTorch by the
 // golden tests): every step kind, the fused MLP in all its tile shapes, every activation, the
 // host path, the device path (caller's stream, NULL stream, rotating buffers), graphs on and off.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the CUDA backend's tests: networks as specs with their weights, random
 // data, and the comparison of every CUDA path against the CPU backend (exact fp32, itself
 // checked against PyTorch by the golden tests).

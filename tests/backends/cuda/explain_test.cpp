@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fdnn_model_explain on a CUDA model: for the seed MLP and LeNet-5, in every precision and at
 // batches across the forms' thresholds, every step of the plan is covered once by a lowered step
 // with a named kernel form and a reason, and the costs equal the CPU explanation's (the same

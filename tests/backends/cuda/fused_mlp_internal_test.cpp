@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused MLP's plan seen from inside the library (linked like cublaslt_internal_test.cpp):
 // which weight layout the fp32 chains on tensor cores get, and which small-batch form a chain
 // takes. Whether the results are right is cuda_backend_test.cpp's to check, for every form.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Convolutions as implicit GEMMs on tensor cores (conv2d_implicit_gemm.hpp) against the CPU
 // backend, by the method of cuda_test_support.hpp: fresh random weights and inputs, NaN-poisoned
 // outputs, every path, batch sizes that leave partial pixel tiles. The geometries are picked to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers of the tests that look inside the CUDA backend (linked against the library's objects,
 // not libfusednn.so): the backend a model prepared.
 #pragma once

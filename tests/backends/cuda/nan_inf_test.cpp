@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NaN and infinities on the GPU as on the CPU backend (which tests/golden/nan_inf_test.cpp holds
 // to PyTorch): in every precision, through the fused MLP chains with ReLU (their packed 16-bit
 // conversions included), cuBLASLt's wide Linear with ReLU, every activation, convolution with

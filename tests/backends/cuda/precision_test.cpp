@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The precision option on the GPU: every fdnn_precision is accepted, the model reports a
 // precision it may run in (the one asked for, or fp32), and its error against the CPU backend
 // (fp32) stays within that precision's bound from the accuracy contract in fusednn.h:

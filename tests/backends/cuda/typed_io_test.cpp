@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The typed runs on a CUDA model: fdnn_context_run_device_typed (read and written in 16 bits by
 // the kernels that can, else widened into the context's device_input and narrowed from its
 // device_output, on the caller's stream) and the host path (converted into and out of the pinned

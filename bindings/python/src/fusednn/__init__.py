@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """fusednn: run small PyTorch-trained networks through libfusednn.
 
     import numpy as np

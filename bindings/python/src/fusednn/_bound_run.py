@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """BoundRun: a device run whose buffers were checked once (Context.bind_device)."""
 
 from __future__ import annotations

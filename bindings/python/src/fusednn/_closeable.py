@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Closeable: the context-manager and garbage-collection half of Model, Context and BoundRun."""
 
 from __future__ import annotations

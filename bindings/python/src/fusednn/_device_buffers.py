@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Device arrays as (data pointer, shape, dtype name) for Context.run_device and bind_device.
 
 Three ways in, tried in this order:

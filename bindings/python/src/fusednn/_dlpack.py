@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Consuming a DLPack capsule (the ``__dlpack__`` protocol) with ctypes, for Context.run_device.
 
 Both forms of the protocol are read (dlpack.h, and the array API's ``__dlpack__``):

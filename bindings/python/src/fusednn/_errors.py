@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Status codes of the C API and the exceptions they become."""
 
 from __future__ import annotations

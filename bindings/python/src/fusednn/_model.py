@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Model and Context: Python objects over fdnn_model and fdnn_context."""
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """ctypes declarations of the fusednn C API (include/fusednn/fusednn.h) and library lookup.
 
 Every function of the header is declared here with its argument and result types; every function

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Write fusednn bundles from PyTorch modules.
 
 A bundle is a safetensors file whose ``__metadata__`` holds the model spec (JSON text under the

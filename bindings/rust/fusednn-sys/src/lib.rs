@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Raw declarations of the fusednn C API, one for one with `include/fusednn/fusednn.h`.
 //!
 //! Everything here is `unsafe` to call and follows the C contract exactly: statuses are plain

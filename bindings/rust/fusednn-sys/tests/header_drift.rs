@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Fails when `include/fusednn/fusednn.h` and the declarations in this crate disagree.
 //!
 //! Two independent checks:

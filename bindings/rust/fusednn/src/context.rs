@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`Context`]: the scratch memory of one run in flight, owned by one thread at a time.
 
 use std::cell::Cell;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`Dtype`]: the element types runs take and give back, and the [`Element`] slices that hold
 //! them.
 

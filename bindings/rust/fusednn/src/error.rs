@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Errors: the status code of a failed call and the message the library gave for it.
 
 use std::ffi::CStr;

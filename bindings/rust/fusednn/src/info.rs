@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Plain descriptions a model gives of itself: shapes, memory figures, layers, versions.
 
 use std::ffi::CStr;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Safe Rust interface to fusednn: load a small PyTorch-trained network and run it.
 //!
 //! ```no_run

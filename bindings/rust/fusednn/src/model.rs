@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`Model`]: a loaded network, and [`ModelOptions`] for creating one.
 
 use std::ffi::{c_void, CString};

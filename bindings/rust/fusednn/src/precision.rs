@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`Precision`]: the numeric precision a model may run its matrix work in.
 
 use fusednn_sys as sys;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Error paths: every failure arrives as `Err` with the right status and a message that says
 //! what was at fault.
 

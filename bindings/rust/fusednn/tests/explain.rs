@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The plan explanation on the CPU: a Linear 13 -> 7 model's one step, its form at a few rows
 //! and at many, and its FLOPs (2 x 13 x 7 a sample) worked out by hand.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The precision option: the builder, the query, bad values and option structs from before the
 //! field existed.
 

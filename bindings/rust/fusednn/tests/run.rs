@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Runs against an independent reference: an in-memory Linear model whose weights the test sets,
 //! and the golden fixtures made with PyTorch.
 

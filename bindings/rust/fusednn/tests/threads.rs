@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! One model run from several threads at once gives what one thread gives.
 
 mod common;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Typed runs on the CPU: float16 / bfloat16 bits in `u16` slices against the `f32` run narrowed
 //! by an independent converter; element types checked against dtypes; counts in elements.
 

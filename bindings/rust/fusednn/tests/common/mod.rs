@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Helpers shared by the integration tests: fixture paths, random data, in-memory model specs
 //! with an independent reference, and a small F32-only safetensors reader.
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The aarch64 (Jetson CPU) checks: cross-builds fusednn with the CPU backend (preset aarch64-cpu,
+# Debian's g++-aarch64-linux-gnu), runs its CTest suites under qemu-aarch64 with the aarch64
+# sysroot (the test preset leaves out the checks that only read sources and the exhaustive float
+# sweeps), and, given an x86-64 libfusednn.so, checks the aarch64 library's ELF header, soname and
+# exported symbols against it (tools/check_aarch64_library.sh).
+# Usage: tools/test_aarch64.sh [X86_64_LIBRARY]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for tool in aarch64-linux-gnu-g++ qemu-aarch64 readelf; do
+  command -v "$tool" >/dev/null || {
+    echo "$tool not found: run tools/install_dependencies.sh --tests" >&2
+    exit 1
+  }
+done
+
+tools/aarch64_dependencies.sh build/aarch64-deps
+cmake --preset aarch64-cpu
+cmake --build --preset aarch64-cpu
+ctest --preset aarch64-cpu
+
+library=build/aarch64-cpu/src/api/libfusednn.so
+if (($# >= 1)); then
+  tools/check_aarch64_library.sh "$library" "$1"
+else
+  echo "no x86-64 library given: the export comparison is skipped"
+fi
