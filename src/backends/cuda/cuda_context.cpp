@@ -129,11 +129,12 @@ void CudaContext::order_after_previous(cudaStream_t stream) {
 
 CudaContext::CachedGraph* CudaContext::find(std::vector<CachedGraph>& graphs, int64_t batch,
                                             int alignment, fdnn_dtype input_dtype,
-                                            fdnn_dtype output_dtype, const void* input,
-                                            const void* output) {
+                                            fdnn_dtype output_dtype, int conversions,
+                                            const void* input, const void* output) {
   for (CachedGraph& graph : graphs) {
     if (graph.batch != batch || graph.alignment != alignment) continue;
     if (graph.input_dtype != input_dtype || graph.output_dtype != output_dtype) continue;
+    if (graph.conversions != conversions) continue;
     if (input != nullptr && (graph.input != input || graph.output != output)) continue;
     return &graph;
   }
@@ -367,9 +368,11 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   CachedGraph* graph = nullptr;
   if (backend_.cuda_graphs() && launches >= 2 && !caller_capturing && !overlapping) {
     const int alignment = alignment_class(input, output);
+    const int conversions = (widen ? 1 : 0) | (narrow ? 2 : 0);
     graph = repointable
-                ? find(device_graphs_, batch, alignment, input_dtype, output_dtype)
-                : find(device_graphs_, batch, alignment, input_dtype, output_dtype, input, output);
+                ? find(device_graphs_, batch, alignment, input_dtype, output_dtype, conversions)
+                : find(device_graphs_, batch, alignment, input_dtype, output_dtype, conversions,
+                       input, output);
     if (graph == nullptr && device_graphs_.size() < kMaxGraphs) {
       CachedGraph captured =
           capture(batch, [&](cudaStream_t capture_stream) { body(input, output, capture_stream); });
@@ -378,6 +381,7 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
       captured.input_dtype = input_dtype;
       captured.output_dtype = output_dtype;
       captured.alignment = alignment;
+      captured.conversions = conversions;
       find_pointer_slots(captured, input_bytes, output_bytes);
       device_graphs_.push_back(std::move(captured));
       graph = &device_graphs_.back();

@@ -99,6 +99,10 @@ class CudaContext final : public ExecutionContext {
     int alignment = 0;  // alignment_class() of the buffers it was captured with
     fdnn_dtype input_dtype = FDNN_DTYPE_FLOAT32;  // the caller buffers' element types
     fdnn_dtype output_dtype = FDNN_DTYPE_FLOAT32;
+    // Which sides the context converts (1: the input is widened, 2: the output narrowed). For
+    // one batch and pair of dtypes this can vary with the input's address (cuBLASLt reads a
+    // 16-bit input itself on 256 bytes only), and with it whether the graph can be re-pointed.
+    int conversions = 0;
     const void* input = nullptr;
     void* output = nullptr;
     Graph graph;
@@ -109,10 +113,11 @@ class CudaContext final : public ExecutionContext {
 
   template <typename Body>
   CachedGraph capture(int64_t batch, Body&& body);
-  // The graph for `batch` captured on buffers of `alignment` (alignment_class()) and of these
-  // dtypes; with `input` / `output` not null, only one captured on those buffers.
+  // The graph for `batch` captured on buffers of `alignment` (alignment_class()), of these
+  // dtypes and these conversions (CachedGraph::conversions); with `input` / `output` not null,
+  // only one captured on those buffers.
   static CachedGraph* find(std::vector<CachedGraph>& graphs, int64_t batch, int alignment,
-                           fdnn_dtype input_dtype, fdnn_dtype output_dtype,
+                           fdnn_dtype input_dtype, fdnn_dtype output_dtype, int conversions = 0,
                            const void* input = nullptr, const void* output = nullptr);
   static int alignment_class(const void* input, const void* output);
   // input_bytes / output_bytes: the caller buffers' real sizes in bytes (2 per 16-bit element).

@@ -384,7 +384,7 @@ TEST(CudaTypedIo, KernelsReadAndWrite16BitBuffersBitForBit) {
                                                      {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_BFLOAT16}};
   const std::vector<int64_t> batches = quick()
                                            ? std::vector<int64_t>{1, 33, 4097}
-                                           : std::vector<int64_t>{1, 2, 31, 33, 129, 4097, 50001};
+                                           : std::vector<int64_t>{1, 2, 31, 33, 129, 4097, 20001};
   for (const Io16Case& c : io16_cases()) {
     SCOPED_TRACE(c.name);
     const int64_t max_batch = std::min(batches.back(), c.max_batch);
@@ -461,17 +461,24 @@ TEST(CudaTypedIo, KernelsReadAndWrite16BitBuffersBitForBit) {
         ASSERT_FALSE(HasFatalFailure());
       }
       for (const auto& [in, out] : pairs) {
-        for (int misaligned = 0; misaligned < 2; ++misaligned) {
+        // 0: on 256 bytes; 1: one element off 16 bytes; 2 (cuBLASLt): the input 16 bytes past
+        // 256, where cuBLASLt does not take it and the context widens it. 0 and 2 share graphs'
+        // alignment class: a graph of the one must not be re-pointed for the other.
+        for (int placement = 0; placement < 3; ++placement) {
+          const bool misaligned = placement == 1;
           if (misaligned && !c.misaligned) continue;
+          if (placement == 2 && !contains(c.name, "cuBLASLt")) continue;
+          const size_t shift = placement == 2 ? 16 : 0;
           const int set = round++ % 2;
           SCOPED_TRACE("batch " + std::to_string(batch) + ", " + name_of(in) + " -> " +
                        name_of(out) + (misaligned ? ", one element off 16 bytes" : "") +
-                       ", buffer set " + std::to_string(set));
+                       (shift ? ", input 16 bytes past 256" : "") + ", buffer set " +
+                       std::to_string(set));
           const size_t in_count = batch * in_per_sample, out_count = batch * out_per_sample;
           const std::vector<float> input = representable_inputs(in_count, in, random);
           // The reference: float32 buffers of the same alignment class.
           float* in32 = reinterpret_cast<float*>(
-              place(raw_in[misaligned][1 - set], misaligned, FDNN_DTYPE_FLOAT32));
+              place(raw_in[misaligned][1 - set], misaligned, FDNN_DTYPE_FLOAT32) + shift);
           float* out32 = reinterpret_cast<float*>(
               place(raw_out[misaligned][1 - set], misaligned, FDNN_DTYPE_FLOAT32));
           std::vector<float> reference;
@@ -479,7 +486,7 @@ TEST(CudaTypedIo, KernelsReadAndWrite16BitBuffersBitForBit) {
               run_device(s.context, batch, input, out_count, in32, out32, nullptr, &reference));
           const std::vector<unsigned char> expected = encode(reference, out);
 
-          unsigned char* device_in = place(raw_in[misaligned][set], misaligned, in);
+          unsigned char* device_in = place(raw_in[misaligned][set], misaligned, in) + shift;
           unsigned char* device_out = place(raw_out[misaligned][set], misaligned, out);
           const std::vector<unsigned char> bytes = encode(input, in);
           ASSERT_NO_FATAL_FAILURE(upload(device_in, bytes.data(), bytes.size()));
