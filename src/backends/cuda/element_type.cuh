@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Device side of element_type.hpp: the C++ type of each ElementType, exact widening to float
-// and narrowing with round to nearest even (as convert_dtype.cu and common/half_float.hpp round),
-// and loads and stores of a few consecutive elements as one memory access.
+// Device side of element_type.hpp: exact widening to float and narrowing with round to nearest
+// even (as convert_dtype.cu and common/half_float.hpp round), a few consecutive elements as one
+// memory access, and the branch from a run's ElementType to its C++ type.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -41,14 +41,6 @@ template <typename T, int kCount>
 struct alignas(kCount * sizeof(T)) ElementPack {
   T values[kCount];
 };
-
-// v[c] = source[c] for c < kCount, widened: one load.
-template <typename T, int kCount>
-__device__ __forceinline__ void load_widened(const T* source, float (&v)[kCount]) {
-  const ElementPack<T, kCount> pack = *reinterpret_cast<const ElementPack<T, kCount>*>(source);
-#pragma unroll
-  for (int c = 0; c < kCount; ++c) v[c] = widen_element(pack.values[c]);
-}
 
 // destination[0..1] = a, b narrowed: one store.
 template <typename T>
