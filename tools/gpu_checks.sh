@@ -247,6 +247,8 @@ run_shard() {
 # One worker: shards one after another on the GPU it was given ("" for the default device).
 sanitize_worker() {
   local gpu=$1 reserve=$2 name cap
+  # A worker with a GPU runs in a subshell of its own (step_sanitize starts it with &).
+  [[ -n $gpu ]] && export CUDA_VISIBLE_DEVICES=$gpu
   while name=$(next_shard); do
     cap=$(($(left) - reserve))
     ((cap > SHARD_CAP)) && cap=$SHARD_CAP
@@ -255,11 +257,7 @@ sanitize_worker() {
       note "sanitize${gpu:+ (GPU $gpu)}: out of budget; the next call goes on from $name"
       break
     fi
-    if [[ -n $gpu ]]; then
-      CUDA_VISIBLE_DEVICES=$gpu run_shard "$name" "$cap"
-    else
-      run_shard "$name" "$cap"
-    fi
+    run_shard "$name" "$cap"
     case $? in
       2) break ;;
       1) rmdir "$CLAIMS/$name" 2>/dev/null ;;  # cut by the budget: the next call runs it

@@ -1113,12 +1113,9 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
     whole_from = head.size();
   }
   if (launch->shared_bytes > device.shared_per_block_optin) return false;
-  try {
-    launch->rank_image = build_rank_image(head, p);
-  } catch (const std::exception&) {
-    cudaGetLastError();
-    return false;
-  }
+  // A failure here (out of memory, a failed copy) ends the model's creation like any other
+  // allocation of the backend: the same model always runs the same kernels.
+  launch->rank_image = build_rank_image(head, p);
   p.rank_image = launch->rank_image.data();
   // The kernel's body exists only where it was built for compute capability 9.0 or newer. The
   // shared-memory limit is the device's most, not this model's need: the attribute is the
