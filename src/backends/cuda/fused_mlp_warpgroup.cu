@@ -58,7 +58,10 @@ struct WarpgroupParams {
   int64_t tiles;  // of kWarpgroupTileRows rows
   int32_t layer_count;
   int32_t input_width;
-  uint32_t stage_bytes;
+  uint32_t stage_bytes;  // a stage buffer's stride: a float32 tile's rows
+  // A full tile's input as it lies in the caller's memory (64 rows of input_bytes elements, a
+  // multiple of 16 bytes): its bulk copy's bytes, at most stage_bytes.
+  uint32_t tile_bytes;
   // The last tile's input, which may hold fewer rows: its bulk copy's bytes (a multiple of 16)
   // and the 8 bytes past them that 16-bit rows may leave (0 or 8), copied by the issuer itself.
   uint32_t last_tile_bytes;
@@ -121,7 +124,7 @@ __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
 __device__ __forceinline__ void stage_tile(const WarpgroupParams& p, int64_t tile,
                                            const char* source, uint32_t buffer, uint32_t barrier) {
   const bool last = tile + 1 == p.tiles;
-  const uint32_t bytes = last ? p.last_tile_bytes : p.stage_bytes;
+  const uint32_t bytes = last ? p.last_tile_bytes : p.tile_bytes;
   if (last && p.last_tile_rest != 0) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(buffer + bytes),
                  "l"(source + bytes)
@@ -741,6 +744,7 @@ void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, Typed
   p.layer_count = plan.layer_count;
   p.input_width = plan.layers[0].in;
   p.stage_bytes = plan.stage_bytes;
+  p.tile_bytes = static_cast<uint32_t>(kWarpgroupTileRows * plan.layers[0].in * p.input_bytes);
   // The input's rows are a multiple of 4 columns (the plan's condition): 16 bytes as float32, 8
   // as 16-bit elements.
   const auto last_bytes = static_cast<uint32_t>((rows - (p.tiles - 1) * kWarpgroupTileRows) *

@@ -42,7 +42,7 @@ struct WarpgroupMlpPlan {
   int32_t width_class = 0;   // 64 or 128: the kernel's register arrays
   int32_t warpgroups = 0;    // per block; one block per SM
   int32_t stages = 0;        // input tiles each warpgroup has in flight
-  uint32_t stage_bytes = 0;  // per input buffer: a tile's rows as they lie in memory
+  uint32_t stage_bytes = 0;  // per input buffer: a float32 tile's rows as they lie in memory
   int32_t input_steps = 0;   // k-steps over the first layer's input, in its k order
   // The first layer's k order (the .cpp says which columns each thread reads): interleaved where
   // the input's row stride makes that order's 16-byte shared loads conflict-free.
