@@ -6,6 +6,8 @@
 // (exactly widened) input, narrowed on the host by the library's own converters
 // (src/common/half_float.hpp): the GPU rounds to nearest even as they do, so the bits must agree
 // exactly. Skips without a GPU.
+#include <cctype>
+
 #include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
 
@@ -271,7 +273,10 @@ TEST(CudaTypedIo, DevicePathOwnStreamAndOneLaunchPlan) {
 // that the input is read (reads) and the output written (writes) in 16 bits by the kernels;
 // misaligned: buffers one element off 16 bytes also run the form the float32 reference runs
 // (not where the context's own buffers stand in, or cuBLASLt picks its algorithm by the
-// output's alignment); max_batch: the largest batch to run.
+// output's alignment); max_batch: the largest batch to run; warpgroup: whether the aligned
+// runs from 512 rows take the Warpgroup form on compute capability 9.0 (no other device has it).
+enum class Expect { No, Yes, Either };
+
 struct Io16Case {
   std::string name;
   Net net;
@@ -280,46 +285,52 @@ struct Io16Case {
   bool writes;
   bool misaligned;
   int64_t max_batch;
+  Expect warpgroup;
 };
 
 std::vector<Io16Case> io16_cases() {
   const int64_t all = INT64_MAX;
   std::vector<Io16Case> cases;
-  cases.push_back({"seed MLP bf16", seed_mlp(), FDNN_PRECISION_BF16, true, true, true, all});
+  cases.push_back(
+      {"seed MLP bf16", seed_mlp(), FDNN_PRECISION_BF16, true, true, true, all, Expect::Yes});
   Net uniform({32});  // the 64-wide MLP: the Warpgroup form's uniform chain
   uniform.linear("fc1", 32, 64).act(R"({"type": "ReLU"})");
   for (int l = 2; l <= 4; ++l) {
     uniform.linear("fc" + std::to_string(l), 64, 64).act(R"({"type": "ReLU"})");
   }
   uniform.linear("fc5", 64, 16);
-  cases.push_back({"64-wide MLP fp16", uniform, FDNN_PRECISION_FP16, true, true, true, all});
+  cases.push_back(
+      {"64-wide MLP fp16", uniform, FDNN_PRECISION_FP16, true, true, true, all, Expect::Yes});
   Net odd({37});  // odd widths: scalar loads and stores, no Warpgroup form; GELU's epilogue
   odd.linear("fc1", 37, 48).act(R"({"type": "GELU", "approximate": "none"})");
   odd.linear("fc2", 48, 7);
-  cases.push_back({"odd widths fp16", odd, FDNN_PRECISION_FP16, true, true, true, all});
+  cases.push_back({"odd widths fp16", odd, FDNN_PRECISION_FP16, true, true, true, all, Expect::No});
   Net wide({200});  // width class 256: input rows read from global memory, not staged
   wide.linear("fc1", 200, 256).act(R"({"type": "SiLU"})");
   wide.linear("fc2", 256, 24);
-  cases.push_back({"width 256 bf16", wide, FDNN_PRECISION_BF16, true, true, true, all});
+  cases.push_back({"width 256 bf16", wide, FDNN_PRECISION_BF16, true, true, true, all, Expect::No});
   Net softmax({64});  // a folded Softmax after the last layer
   softmax.linear("fc1", 64, 128).act(R"({"type": "ReLU"})");
   softmax.linear("fc2", 128, 32).layer(R"({"type": "Softmax", "dim": -1})");
-  cases.push_back({"folded Softmax bf16", softmax, FDNN_PRECISION_BF16, true, true, true, all});
+  cases.push_back(
+      {"folded Softmax bf16", softmax, FDNN_PRECISION_BF16, true, true, true, all, Expect::Yes});
   Net tail({48});  // a folded LayerNorm, then GELU in place on the output: narrowed after
   tail.linear("fc1", 48, 96).act(R"({"type": "ReLU"})");
   tail.linear("fc2", 96, 64).layer_norm("ln", 64).act(R"({"type": "GELU"})");
-  cases.push_back(
-      {"folded LayerNorm + GELU pass fp16", tail, FDNN_PRECISION_FP16, true, false, true, all});
+  cases.push_back({"folded LayerNorm + GELU pass fp16", tail, FDNN_PRECISION_FP16, true, false,
+                   true, all, Expect::Either});
   // A lone wide Linear on cuBLASLt with 16-bit operands: a bfloat16 input is its operand as it
   // is (a float16 one is widened, then narrowed into the staging); the output is narrowed after.
   Net lone({320});
   lone.linear("fc", 320, 600).act(R"({"type": "ReLU"})");
-  cases.push_back(
-      {"wide Linear bf16 (cuBLASLt)", lone, FDNN_PRECISION_BF16, true, false, false, 4097});
+  cases.push_back({"wide Linear bf16 (cuBLASLt)", lone, FDNN_PRECISION_BF16, true, false, false,
+                   4097, Expect::No});
   // fp32 and tf32 models: their kernels (the FMA forms, the tf32 tensor-core forms from some
   // thousand rows) read and write float32, and the context converts.
-  cases.push_back({"seed MLP fp32", seed_mlp(), FDNN_PRECISION_FP32, false, false, false, all});
-  cases.push_back({"seed MLP tf32", seed_mlp(), FDNN_PRECISION_TF32, false, false, false, all});
+  cases.push_back(
+      {"seed MLP fp32", seed_mlp(), FDNN_PRECISION_FP32, false, false, false, all, Expect::No});
+  cases.push_back(
+      {"seed MLP tf32", seed_mlp(), FDNN_PRECISION_TF32, false, false, false, all, Expect::No});
   return cases;
 }
 
@@ -375,143 +386,207 @@ size_t captured_nodes(fdnn_context* context, int64_t batch, void* input, fdnn_dt
   return nodes;
 }
 
-TEST(CudaTypedIo, KernelsReadAndWrite16BitBuffersBitForBit) {
+// A caller buffer of exactly `bytes` (elements times their dtype's size) inside an allocation of
+// its own: `lead` bytes of poison before it (0xFF: NaN in every dtype) and `tail` bytes after.
+// An input has no tail: it ends where its allocation does, so a read past its end (which a value
+// check cannot see when the kernel drops what it read) is an access outside any allocation,
+// flagged by compute-sanitizer's memcheck (tools/gpu_checks.sh runs this test under it); a read
+// before its start takes NaN poison, which corrupts the results if used. An output has a poisoned
+// tail: a write on either side shows in the guards, checked after the run with or without the
+// sanitizer.
+class GuardedBuffer {
+ public:
+  GuardedBuffer() = default;
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+  ~GuardedBuffer() {
+    if (base_ != nullptr) cudaFree(base_);
+  }
+  // False where the device refuses the memory.
+  bool allocate(size_t lead, size_t bytes, size_t tail) {
+    lead_ = lead, bytes_ = bytes, tail_ = tail;
+    void* p = nullptr;
+    if (cudaMalloc(&p, lead + bytes + tail) != cudaSuccess) return false;
+    base_ = static_cast<unsigned char*>(p);
+    return cudaMemset(base_, 0xFF, lead + bytes + tail) == cudaSuccess;
+  }
+  unsigned char* data() const { return base_ + lead_; }
+  // The buffer's bytes; fails the test where a guard byte is no longer poison.
+  std::vector<unsigned char> read_checking_guards() const {
+    std::vector<unsigned char> all(lead_ + bytes_ + tail_);
+    EXPECT_EQ(cudaMemcpy(all.data(), base_, all.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < lead_; ++i) {
+      if (all[i] != 0xFF) {
+        ADD_FAILURE() << "byte " << lead_ - i << " before the buffer was written";
+        break;
+      }
+    }
+    for (size_t i = lead_ + bytes_; i < all.size(); ++i) {
+      if (all[i] != 0xFF) {
+        ADD_FAILURE() << "byte " << i - lead_ - bytes_ << " past the buffer was written";
+        break;
+      }
+    }
+    return std::vector<unsigned char>(all.begin() + static_cast<std::ptrdiff_t>(lead_),
+                                      all.begin() + static_cast<std::ptrdiff_t>(lead_ + bytes_));
+  }
+
+ private:
+  unsigned char* base_ = nullptr;
+  size_t lead_ = 0, bytes_ = 0, tail_ = 0;
+};
+
+bool compute_capability_90() {
+  int major = 0, minor = 0;
+  EXPECT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0), cudaSuccess);
+  return major == 9 && minor == 0;
+}
+
+// One model of io16_cases() a test, so that each sanitizer shard of one stays short.
+class CudaTypedIoKernels : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(CudaTypedIoKernels, ReadAndWrite16BitBuffersBitForBit) {
   REQUIRE_CUDA();
+  const Io16Case c = io16_cases().at(GetParam());
   const std::pair<fdnn_dtype, fdnn_dtype> pairs[] = {{FDNN_DTYPE_BFLOAT16, FDNN_DTYPE_BFLOAT16},
                                                      {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_FLOAT16},
                                                      {FDNN_DTYPE_BFLOAT16, FDNN_DTYPE_FLOAT32},
                                                      {FDNN_DTYPE_FLOAT32, FDNN_DTYPE_FLOAT16},
                                                      {FDNN_DTYPE_FLOAT16, FDNN_DTYPE_BFLOAT16}};
-  const std::vector<int64_t> batches = quick()
-                                           ? std::vector<int64_t>{1, 33, 4097}
-                                           : std::vector<int64_t>{1, 2, 31, 33, 129, 4097, 20001};
-  for (const Io16Case& c : io16_cases()) {
-    SCOPED_TRACE(c.name);
-    const int64_t max_batch = std::min(batches.back(), c.max_batch);
-    std::mt19937 random(41);
-    CudaModel s;
-    s.model = create_model(c.net.spec(), FDNN_DEVICE_CUDA, max_batch, 1, c.precision);
-    ASSERT_NE(s.model, nullptr) << fdnn_last_error_message();
-    set_weights(s.model, c.net, draw_weights(c.net, random));
-    ASSERT_EQ(fdnn_context_create(s.model, &s.context), FDNN_STATUS_OK)
-        << fdnn_last_error_message();
-    fdnn_shape in_shape, out_shape;
-    ASSERT_EQ(fdnn_model_input_shape(s.model, &in_shape), FDNN_STATUS_OK);
-    ASSERT_EQ(fdnn_model_output_shape(s.model, &out_shape), FDNN_STATUS_OK);
-    const auto in_per_sample = static_cast<size_t>(elements(in_shape));
-    const auto out_per_sample = static_cast<size_t>(elements(out_shape));
-    // Two sets of buffers per alignment, used in turn: captured graphs are re-pointed. Aligned
-    // sets start on 256 bytes; misaligned ones one element past it (2 bytes for 16-bit
-    // buffers, 4 for float32 ones: both off 16 bytes, the same alignment class).
-    TypedBuffers memory;
-    const size_t in_bytes = max_batch * in_per_sample * 4;
-    const size_t out_bytes = max_batch * out_per_sample * 4;
-    unsigned char* raw_in[2][2];
-    unsigned char* raw_out[2][2];
-    for (int misaligned = 0; misaligned < 2; ++misaligned) {
-      for (int set = 0; set < 2; ++set) {
-        raw_in[misaligned][set] = memory.make(in_bytes + 16, 0);
-        raw_out[misaligned][set] = memory.make(out_bytes + 16, 0);
-        ASSERT_TRUE(raw_in[misaligned][set] && raw_out[misaligned][set]);
-      }
+  // 513: the Warpgroup form's least rows and more, its last 64-row tile one row (a full tile's
+  // copy before it, the last tile's 8-byte rest for the seed MLP's 100 columns).
+  const std::vector<int64_t> batches =
+      quick() ? std::vector<int64_t>{1, 33, 513}
+              : std::vector<int64_t>{1, 2, 31, 33, 129, 513, 4097, 20001};
+  const bool warpgroup_device = compute_capability_90();
+  const int64_t max_batch = std::min(batches.back(), c.max_batch);
+  std::mt19937 random(41);
+  CudaModel s;
+  s.model = create_model(c.net.spec(), FDNN_DEVICE_CUDA, max_batch, 1, c.precision);
+  ASSERT_NE(s.model, nullptr) << fdnn_last_error_message();
+  set_weights(s.model, c.net, draw_weights(c.net, random));
+  ASSERT_EQ(fdnn_context_create(s.model, &s.context), FDNN_STATUS_OK) << fdnn_last_error_message();
+  fdnn_shape in_shape, out_shape;
+  ASSERT_EQ(fdnn_model_input_shape(s.model, &in_shape), FDNN_STATUS_OK);
+  ASSERT_EQ(fdnn_model_output_shape(s.model, &out_shape), FDNN_STATUS_OK);
+  const auto in_per_sample = static_cast<size_t>(elements(in_shape));
+  const auto out_per_sample = static_cast<size_t>(elements(out_shape));
+  // Buffers on 256 bytes (cudaMalloc's alignment and more) lie 256 bytes into their allocation.
+  constexpr size_t kGuard = 256;
+  for (const int64_t batch : batches) {
+    if (batch > max_batch) continue;
+    const std::string explanation = explain_text(s.model, batch);
+    // Both 16-bit types, or (cuBLASLt's operand, the Warpgroup form's output) the model's own.
+    const bool reads = contains(explanation, "model input itself");
+    const bool writes = contains(explanation, "model output itself");
+    const std::string own = c.precision == FDNN_PRECISION_FP16 ? "float16" : "bfloat16";
+    EXPECT_EQ(reads, c.reads) << "batch " << batch << ":\n" << explanation;
+    EXPECT_EQ(writes, c.writes) << "batch " << batch << ":\n" << explanation;
+    if (reads) {
+      EXPECT_TRUE(contains(explanation, "reads a float16 or bfloat16 model input") ||
+                  contains(explanation, "reads a " + own + " model input"))
+          << explanation;
     }
-    auto place = [](unsigned char* base, bool misaligned, fdnn_dtype dtype) {
-      return base + (misaligned ? bytes_of(dtype) : 0);
-    };
-    int round = 0;
-    for (const int64_t batch : batches) {
-      if (batch > max_batch) continue;
-      const std::string explanation = explain_text(s.model, batch);
-      // Both 16-bit types, or (cuBLASLt's operand, the Warpgroup form's output) the model's own.
-      const bool reads = contains(explanation, "model input itself");
-      const bool writes = contains(explanation, "model output itself");
-      const std::string own = c.precision == FDNN_PRECISION_FP16 ? "float16" : "bfloat16";
-      EXPECT_EQ(reads, c.reads) << "batch " << batch << ":\n" << explanation;
-      EXPECT_EQ(writes, c.writes) << "batch " << batch << ":\n" << explanation;
-      if (reads) {
-        EXPECT_TRUE(contains(explanation, "reads a float16 or bfloat16 model input") ||
-                    contains(explanation, "reads a " + own + " model input"))
-            << explanation;
-      }
-      if (writes) {
-        EXPECT_TRUE(contains(explanation, "writes a float16 or bfloat16 model output") ||
-                    contains(explanation, "writes a " + own + " model output"))
-            << explanation;
-      }
-      EXPECT_NE(reads, contains(explanation, "model input is widened to float32 first"));
-      EXPECT_NE(writes, contains(explanation, "a float16 or bfloat16 model output is narrowed"));
-      // What really runs: the run captured into a graph of the test's (the context launches
-      // straight into a capturing caller stream) has as many nodes as the float32 run's, less
-      // one for each conversion pass the kernels spare, more for each the context adds.
-      if (batch == 33 || batch == 4097) {
-        const fdnn_dtype own_dtype =
-            c.precision == FDNN_PRECISION_FP16 ? FDNN_DTYPE_FLOAT16 : FDNN_DTYPE_BFLOAT16;
-        const size_t float_nodes =
-            captured_nodes(s.context, batch, raw_in[0][0], FDNN_DTYPE_FLOAT32, in_per_sample,
-                           raw_out[0][0], FDNN_DTYPE_FLOAT32, out_per_sample);
-        const size_t half_nodes =
-            captured_nodes(s.context, batch, raw_in[0][1], own_dtype, in_per_sample, raw_out[0][1],
-                           own_dtype, out_per_sample);
-        // cuBLASLt's 16-bit operand: the float32 run narrows x into the staging, this one not.
-        const bool spares_staging = reads && contains(c.name, "cuBLASLt");
-        EXPECT_EQ(half_nodes + (spares_staging ? 1 : 0),
-                  float_nodes + (reads ? 0 : 1) + (writes ? 0 : 1))
-            << "batch " << batch << ": " << half_nodes << " nodes with " << name_of(own_dtype)
-            << " I/O, " << float_nodes << " with float32";
-        ASSERT_FALSE(HasFatalFailure());
-      }
-      for (const auto& [in, out] : pairs) {
-        // 0: on 256 bytes; 1: one element off 16 bytes; 2 (cuBLASLt): the input 16 bytes past
-        // 256, where cuBLASLt does not take it and the context widens it. 0 and 2 share graphs'
-        // alignment class: a graph of the one must not be re-pointed for the other.
-        for (int placement = 0; placement < 3; ++placement) {
-          const bool misaligned = placement == 1;
-          if (misaligned && !c.misaligned) continue;
-          if (placement == 2 && !contains(c.name, "cuBLASLt")) continue;
-          const size_t shift = placement == 2 ? 16 : 0;
-          const int set = round++ % 2;
-          SCOPED_TRACE("batch " + std::to_string(batch) + ", " + name_of(in) + " -> " +
-                       name_of(out) + (misaligned ? ", one element off 16 bytes" : "") +
-                       (shift ? ", input 16 bytes past 256" : "") + ", buffer set " +
-                       std::to_string(set));
-          const size_t in_count = batch * in_per_sample, out_count = batch * out_per_sample;
-          const std::vector<float> input = representable_inputs(in_count, in, random);
-          // The reference: float32 buffers of the same alignment class.
-          float* in32 = reinterpret_cast<float*>(
-              place(raw_in[misaligned][1 - set], misaligned, FDNN_DTYPE_FLOAT32) + shift);
-          float* out32 = reinterpret_cast<float*>(
-              place(raw_out[misaligned][1 - set], misaligned, FDNN_DTYPE_FLOAT32));
-          std::vector<float> reference;
-          ASSERT_NO_FATAL_FAILURE(
-              run_device(s.context, batch, input, out_count, in32, out32, nullptr, &reference));
-          const std::vector<unsigned char> expected = encode(reference, out);
+    if (writes) {
+      EXPECT_TRUE(contains(explanation, "writes a float16 or bfloat16 model output") ||
+                  contains(explanation, "writes a " + own + " model output"))
+          << explanation;
+    }
+    EXPECT_NE(reads, contains(explanation, "model input is widened to float32 first"));
+    EXPECT_NE(writes, contains(explanation, "a float16 or bfloat16 model output is narrowed"));
+    // The form the aligned runs (and their float32 reference) take: the bit comparison of the
+    // Warpgroup form's 16-bit I/O rests on it.
+    const Expect warpgroup = warpgroup_device ? c.warpgroup : Expect::No;
+    if (batch >= 512 && warpgroup != Expect::Either) {
+      EXPECT_EQ(contains(explanation, "tensor cores, Warpgroup (wgmma)"), warpgroup == Expect::Yes)
+          << "batch " << batch << ":\n"
+          << explanation;
+    }
+    // What really runs: the run captured into a graph of the test's (the context launches
+    // straight into a capturing caller stream) has as many nodes as the float32 run's, less
+    // one for each conversion pass the kernels spare, more for each the context adds.
+    if (batch == 33 || batch >= 512) {
+      const fdnn_dtype own_dtype =
+          c.precision == FDNN_PRECISION_FP16 ? FDNN_DTYPE_FLOAT16 : FDNN_DTYPE_BFLOAT16;
+      const size_t in_count = batch * in_per_sample, out_count = batch * out_per_sample;
+      GuardedBuffer in32, out32, in16, out16;
+      ASSERT_TRUE(
+          in32.allocate(kGuard, in_count * 4, 0) && out32.allocate(kGuard, out_count * 4, 0) &&
+          in16.allocate(kGuard, in_count * 2, 0) && out16.allocate(kGuard, out_count * 2, 0));
+      const size_t float_nodes =
+          captured_nodes(s.context, batch, in32.data(), FDNN_DTYPE_FLOAT32, in_per_sample,
+                         out32.data(), FDNN_DTYPE_FLOAT32, out_per_sample);
+      const size_t half_nodes =
+          captured_nodes(s.context, batch, in16.data(), own_dtype, in_per_sample, out16.data(),
+                         own_dtype, out_per_sample);
+      // cuBLASLt's 16-bit operand: the float32 run narrows x into the staging, this one not.
+      const bool spares_staging = reads && contains(c.name, "cuBLASLt");
+      EXPECT_EQ(half_nodes + (spares_staging ? 1 : 0),
+                float_nodes + (reads ? 0 : 1) + (writes ? 0 : 1))
+          << "batch " << batch << ": " << half_nodes << " nodes with " << name_of(own_dtype)
+          << " I/O, " << float_nodes << " with float32";
+      ASSERT_FALSE(HasFatalFailure());
+    }
+    for (const auto& [in, out] : pairs) {
+      // 0: on 256 bytes; 1: one element off 16 bytes; 2 (cuBLASLt): the input 16 bytes past
+      // 256, where cuBLASLt does not take it and the context widens it. 0 and 2 share graphs'
+      // alignment class: a graph of the one must not be re-pointed for the other. Every run has
+      // buffers of its own, at other addresses than the run's before: graphs are re-pointed.
+      for (int placement = 0; placement < 3; ++placement) {
+        const bool misaligned = placement == 1;
+        if (misaligned && !c.misaligned) continue;
+        if (placement == 2 && !contains(c.name, "cuBLASLt")) continue;
+        const size_t shift = placement == 2 ? 16 : 0;
+        SCOPED_TRACE("batch " + std::to_string(batch) + ", " + name_of(in) + " -> " + name_of(out) +
+                     (misaligned ? ", one element off 16 bytes" : "") +
+                     (shift ? ", input 16 bytes past 256" : ""));
+        auto lead = [&](fdnn_dtype dtype) { return kGuard + (misaligned ? bytes_of(dtype) : 0); };
+        const size_t in_count = batch * in_per_sample, out_count = batch * out_per_sample;
+        const std::vector<float> input = representable_inputs(in_count, in, random);
+        // The reference: float32 buffers of the same alignment class.
+        GuardedBuffer in32, out32;
+        ASSERT_TRUE(in32.allocate(lead(FDNN_DTYPE_FLOAT32) + shift, in_count * 4, 0) &&
+                    out32.allocate(lead(FDNN_DTYPE_FLOAT32), out_count * 4, kGuard));
+        std::vector<float> reference;
+        ASSERT_NO_FATAL_FAILURE(
+            run_device(s.context, batch, input, out_count, reinterpret_cast<float*>(in32.data()),
+                       reinterpret_cast<float*>(out32.data()), nullptr, &reference));
+        const std::vector<unsigned char> expected = encode(reference, out);
 
-          unsigned char* device_in = place(raw_in[misaligned][set], misaligned, in) + shift;
-          unsigned char* device_out = place(raw_out[misaligned][set], misaligned, out);
-          const std::vector<unsigned char> bytes = encode(input, in);
-          ASSERT_NO_FATAL_FAILURE(upload(device_in, bytes.data(), bytes.size()));
-          CUDA_OK(cudaMemset(raw_out[misaligned][set], 0xFF, out_bytes + 16));  // NaN everywhere
-          CUDA_OK(cudaDeviceSynchronize());
-          ASSERT_EQ(fdnn_context_run_device_typed(s.context, batch, device_in, in, in_count,
-                                                  device_out, out, out_count, nullptr),
-                    FDNN_STATUS_OK)
-              << fdnn_last_error_message();
-          std::vector<unsigned char> got(expected.size() + 4);
-          CUDA_OK(cudaMemcpy(got.data(), device_out, got.size(), cudaMemcpyDeviceToHost));
-          // Past the output, the poison stands.
-          for (size_t i = expected.size(); i < got.size(); ++i) ASSERT_EQ(got[i], 0xFF) << i;
-          got.resize(expected.size());
-          if (got != expected) {
-            size_t first = 0;
-            while (got[first] == expected[first]) ++first;
-            FAIL() << "first differing byte " << first << " of " << got.size() << " (element "
-                   << first / bytes_of(out) << ")";
-          }
+        GuardedBuffer device_in, device_out;
+        ASSERT_TRUE(device_in.allocate(lead(in) + shift, in_count * bytes_of(in), 0) &&
+                    device_out.allocate(lead(out), out_count * bytes_of(out), kGuard));
+        const std::vector<unsigned char> bytes = encode(input, in);
+        ASSERT_NO_FATAL_FAILURE(upload(device_in.data(), bytes.data(), bytes.size()));
+        ASSERT_EQ(fdnn_context_run_device_typed(s.context, batch, device_in.data(), in, in_count,
+                                                device_out.data(), out, out_count, nullptr),
+                  FDNN_STATUS_OK)
+            << fdnn_last_error_message();
+        const std::vector<unsigned char> got = device_out.read_checking_guards();
+        ASSERT_FALSE(HasFailure());
+        if (got != expected) {
+          size_t first = 0;
+          while (got[first] == expected[first]) ++first;
+          FAIL() << "first differing byte " << first << " of " << got.size() << " (element "
+                 << first / bytes_of(out) << ")";
         }
       }
     }
   }
 }
+
+// Test names from the models' (letters and digits; anything else an underscore).
+std::string test_name(const ::testing::TestParamInfo<size_t>& info) {
+  std::string name = io16_cases().at(info.param).name;
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaTypedIoKernels,
+                         ::testing::Range<size_t>(0, io16_cases().size()), test_name);
 #endif
 
 TEST(CudaTypedIo, UnknownDtypeOnACudaModel) {
