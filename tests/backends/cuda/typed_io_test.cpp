@@ -261,6 +261,52 @@ TEST(CudaTypedIo, DevicePathOwnStreamAndOneLaunchPlan) {
   }
 }
 
+// Device buffers that share a byte are refused, naming both, with nothing queued (the kernels
+// read the input while they write the output, in 16 bits without the context's buffers between);
+// buffers side by side in one allocation run as separate ones do.
+TEST(CudaTypedIo, DevicePathRefusesOverlappingBuffers) {
+  REQUIRE_CUDA();
+  Net tiny({8});
+  tiny.linear("fc", 8, 4);
+  std::mt19937 random(7);
+  CudaModel s;
+  ASSERT_NO_FATAL_FAILURE(make(tiny, 1, 4, random, &s));
+  TypedBuffers memory;
+  float* in32 = reinterpret_cast<float*>(memory.make(8 * 4, 0));
+  float* out32 = reinterpret_cast<float*>(memory.make(4 * 4, 0));
+  unsigned char* shared = memory.make(256, 0);
+  ASSERT_TRUE(in32 && out32 && shared);
+  const std::vector<float> input = exact_inputs(8, random);
+  std::vector<float> reference;
+  ASSERT_NO_FATAL_FAILURE(run_device(s.context, 1, input, 4, in32, out32, nullptr, &reference));
+  for (fdnn_dtype dtype : {FDNN_DTYPE_BFLOAT16, FDNN_DTYPE_FLOAT16}) {
+    SCOPED_TRACE(name_of(dtype));
+    const std::vector<unsigned char> bytes = encode(input, dtype);  // 16 bytes
+    for (const size_t output_at : {size_t{0}, size_t{8}, size_t{14}}) {
+      SCOPED_TRACE("output " + std::to_string(output_at) + " bytes into the input");
+      ASSERT_NO_FATAL_FAILURE(upload(shared, bytes.data(), bytes.size()));
+      ASSERT_EQ(fdnn_context_run_device_typed(s.context, 1, shared, dtype, 8, shared + output_at,
+                                              dtype, 4, nullptr),
+                FDNN_STATUS_INVALID_ARGUMENT);
+      const std::string message = fdnn_last_error_message();
+      for (const char* part : {"device_input", "device_output", "overlap"}) {
+        EXPECT_NE(message.find(part), std::string::npos) << message;
+      }
+      std::vector<unsigned char> after(bytes.size());
+      CUDA_OK(cudaMemcpy(after.data(), shared, after.size(), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(after, bytes);  // nothing ran
+    }
+    ASSERT_NO_FATAL_FAILURE(upload(shared, bytes.data(), bytes.size()));
+    ASSERT_EQ(fdnn_context_run_device_typed(s.context, 1, shared, dtype, 8, shared + 16, dtype, 4,
+                                            nullptr),
+              FDNN_STATUS_OK)
+        << fdnn_last_error_message();
+    std::vector<unsigned char> got(8);
+    CUDA_OK(cudaMemcpy(got.data(), shared + 16, got.size(), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(got, encode(reference, dtype));
+  }
+}
+
 // ------------------------------------------------------------------------------------------
 // 16-bit inputs and outputs read and written by the kernels themselves (no conversion pass):
 // the tensor-core MLP forms (WarpRegisters at every width class, staged and unstaged, and its
