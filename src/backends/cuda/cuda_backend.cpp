@@ -897,7 +897,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       const Step& step = p.steps[op.first_step];
       if (refs[i].half_weight != kNone) {
         op.half_weight = half_weights_.data() + refs[i].half_weight;
-        ++launches_per_run_;  // the narrowing of x
+        ++launches_per_run_;  // the narrowing of a float32 x (cublaslt_input_narrowings_)
       }
       const cublasComputeType_t compute = op.half_weight != nullptr
                                               ? CUBLAS_COMPUTE_32F
@@ -981,6 +981,7 @@ void CudaBackend::find_model_io_ops() {
     op.takes_16_bit_io = half_cublaslt || (op.kind == OpKind::FusedMlp &&
                                            tensor_core_mlp_takes_16_bit_io(op.tensor_core));
     cublaslt_reads_16_bit_input_ = cublaslt_reads_16_bit_input_ || half_cublaslt;
+    if (half_cublaslt) ++cublaslt_input_narrowings_;
   }
 }
 
@@ -1356,7 +1357,14 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
               now += ", more than the small-batch kernel's " +
                      std::to_string(kSmallBatchLinearMaxRows);
             }
-            if (op.half_weight != nullptr) ++choice.launches;
+            if (op.half_weight != nullptr) {
+              ++choice.launches;  // a float32 x narrowed into the 16-bit staging first
+              if (op.takes_16_bit_io) {
+                now += std::string("; a ") +
+                       (half_format_ == HalfFormat::Binary16 ? "float16" : "bfloat16") +
+                       " model input on 256 bytes is the operand as it is, one launch fewer";
+              }
+            }
           } else {
             choice.form = "tiled GEMM (linear.cu)";
             now = lt_choice.reason;

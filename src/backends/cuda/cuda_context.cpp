@@ -322,8 +322,10 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   // launch (no conversion pass, no graph of the context's), shares nothing with the context's
   // other runs: it neither waits for the previous one nor records the order event, whose cost
   // is a noticeable part of so short a run.
-  const bool shares_nothing = !widen && !narrow && !backend_.runs_touch_context_memory(batch) &&
-                              backend_.launches_per_run(batch) < 2;
+  const int plan_launches =
+      backend_.launches_per_run(batch, input_dtype != FDNN_DTYPE_FLOAT32 && !widen);
+  const bool shares_nothing =
+      !widen && !narrow && !backend_.runs_touch_context_memory(batch) && plan_launches < 2;
   const bool ordered = !caller_capturing && !shares_nothing;
   if (ordered) order_after_previous(stream);
   // Such a run still reads the weights: the backend waits for the device before freeing them.
@@ -357,7 +359,7 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
                     backend_.device_info(), run_stream);
     }
   };
-  const int launches = backend_.launches_per_run(batch) + (widen ? 1 : 0) + (narrow ? 1 : 0);
+  const int launches = plan_launches + (widen ? 1 : 0) + (narrow ? 1 : 0);
   // cuBLASLt kernels cannot be re-pointed; with both sides converted, no plan kernel touches a
   // caller buffer (only the conversion kernels do, and they can be).
   const bool cublaslt_reads_caller_input =

@@ -184,10 +184,12 @@ class CudaBackend final : public Backend {
   // destructor then waits for the device before it frees the weights.
   void note_unordered_run() const { unordered_runs_.store(true, std::memory_order_release); }
   // Kernel launches one run of `batch` samples makes (graphs pay off from two).
-  int launches_per_run(int64_t batch) const {
-    return single_launch_.takes(batch)
-               ? 1
-               : launches_per_run_ + count_from(split_launch_min_batches_, batch);
+  // `input_read_in_16_bits`: the run's input is 16-bit and reads_16_bit_input() holds for it; the
+  // cuBLASLt steps that take it as their operand then narrow nothing into the staging first.
+  int launches_per_run(int64_t batch, bool input_read_in_16_bits = false) const {
+    if (single_launch_.takes(batch)) return 1;
+    return launches_per_run_ + count_from(split_launch_min_batches_, batch) -
+           (input_read_in_16_bits ? cublaslt_input_narrowings_ : 0);
   }
   const std::vector<Op>& ops() const { return ops_; }
 
@@ -223,6 +225,9 @@ class CudaBackend final : public Backend {
   std::string cublaslt_unavailable_reason_;  // set when cuBLASLt could not be loaded
   bool device_graphs_repointable_ = true;
   bool cublaslt_reads_16_bit_input_ = false;
+  // The cuBLASLt steps with 16-bit operands that read the model input: launches_per_run_ counts
+  // each one's narrowing of a float32 x, which a 16-bit input they read themselves spares.
+  int cublaslt_input_narrowings_ = 0;
   bool host_mapped_io_ = true;
   bool runs_touch_context_memory_ = false;
   mutable std::atomic<bool> unordered_runs_{false};
