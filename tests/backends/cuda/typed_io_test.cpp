@@ -457,24 +457,26 @@ class GuardedBuffer {
     return cudaMemset(base_, 0xFF, lead + bytes + tail) == cudaSuccess;
   }
   unsigned char* data() const { return base_ + lead_; }
-  // The buffer's bytes; fails the test where a guard byte is no longer poison.
-  std::vector<unsigned char> read_checking_guards() const {
+  // The buffer's bytes, into *bytes; false (the test failed, naming the byte) where a guard
+  // byte is no longer poison or the copy failed.
+  bool read_checking_guards(std::vector<unsigned char>* bytes) const {
     std::vector<unsigned char> all(lead_ + bytes_ + tail_);
-    EXPECT_EQ(cudaMemcpy(all.data(), base_, all.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-    for (size_t i = 0; i < lead_; ++i) {
-      if (all[i] != 0xFF) {
-        ADD_FAILURE() << "byte " << lead_ - i << " before the buffer was written";
-        break;
+    if (cudaMemcpy(all.data(), base_, all.size(), cudaMemcpyDeviceToHost) != cudaSuccess) {
+      ADD_FAILURE() << "the copy back failed";
+      return false;
+    }
+    for (size_t i = 0; i < all.size(); ++i) {
+      const bool guard = i < lead_ || i >= lead_ + bytes_;
+      if (guard && all[i] != 0xFF) {
+        ADD_FAILURE() << (i < lead_ ? "byte " + std::to_string(lead_ - i) + " before"
+                                    : "byte " + std::to_string(i - lead_ - bytes_) + " past")
+                      << " the buffer was written";
+        return false;
       }
     }
-    for (size_t i = lead_ + bytes_; i < all.size(); ++i) {
-      if (all[i] != 0xFF) {
-        ADD_FAILURE() << "byte " << i - lead_ - bytes_ << " past the buffer was written";
-        break;
-      }
-    }
-    return std::vector<unsigned char>(all.begin() + static_cast<std::ptrdiff_t>(lead_),
-                                      all.begin() + static_cast<std::ptrdiff_t>(lead_ + bytes_));
+    bytes->assign(all.begin() + static_cast<std::ptrdiff_t>(lead_),
+                  all.begin() + static_cast<std::ptrdiff_t>(lead_ + bytes_));
+    return true;
   }
 
  private:
@@ -609,8 +611,8 @@ TEST_P(CudaTypedIoKernels, ReadAndWrite16BitBuffersBitForBit) {
                                                 device_out.data(), out, out_count, nullptr),
                   FDNN_STATUS_OK)
             << fdnn_last_error_message();
-        const std::vector<unsigned char> got = device_out.read_checking_guards();
-        ASSERT_FALSE(HasFailure());
+        std::vector<unsigned char> got;
+        ASSERT_TRUE(device_out.read_checking_guards(&got));
         if (got != expected) {
           size_t first = 0;
           while (got[first] == expected[first]) ++first;
