@@ -702,7 +702,9 @@ FDNN_API fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, cons
  *            (::FDNN_STATUS_INVALID_ARGUMENT otherwise). Must not be NULL.
  * @param[in] input_count Number of floats in device_input; must equal batch x input elements.
  * @param[out] device_output Receives batch x output-shape float32 values in device memory,
- *             4-byte aligned.
+ *             4-byte aligned. Its batch x output-shape values must not share any byte with
+ *             device_input's input_count (the kernels read the one while they write the other):
+ *             overlapping buffers return ::FDNN_STATUS_INVALID_ARGUMENT naming both.
  * @param[in] output_capacity Number of floats device_output can hold.
  * @param[in] cuda_stream A `cudaStream_t` of the model's device, or NULL for the context's own
  *            stream (then the call waits for the results).
@@ -746,17 +748,21 @@ FDNN_API fdnn_status fdnn_context_run_typed(fdnn_context* context, int64_t batch
 /**
  * @brief Run on device buffers in the caller's element types on the caller's CUDA stream.
  *
- * Like fdnn_context_run_device(), with the input and the output each in any ::fdnn_dtype. A
- * 16-bit input is widened on the GPU into the context's own float32 input buffer, the model runs
- * into the context's float32 output buffer, and a 16-bit output is narrowed from it into
- * device_output (round-to-nearest-even, overflow to infinity, NaN stays NaN): the same values as
- * fdnn_model_run_typed(). Everything is queued on `cuda_stream`: nothing is allocated and the
- * host does not wait. With CUDA graphs on, the conversions are part of the captured graph. With
+ * Like fdnn_context_run_device(), with the input and the output each in any ::fdnn_dtype. The
+ * kernels that can (fdnn_model_explain() says which) read a 16-bit device_input and write a
+ * 16-bit device_output themselves; elsewhere a 16-bit input is widened on the GPU into the
+ * context's own float32 input buffer and a 16-bit output narrowed into device_output from the
+ * context's float32 output buffer. Either way the values are those of fdnn_model_run_typed()
+ * (16-bit inputs widen exactly; outputs round to nearest even, overflow to infinity, NaN stays
+ * NaN). Everything is queued on `cuda_stream`: nothing is allocated and the host does not wait.
+ * With CUDA graphs on, the conversions are part of the captured graph. With
  * ::FDNN_DTYPE_FLOAT32 for both it is exactly fdnn_context_run_device() (zero-copy).
  *
  * Each buffer must be aligned to its element's size (4 bytes for float32, 2 for the 16-bit
- * types); a misaligned one returns ::FDNN_STATUS_INVALID_ARGUMENT naming it, before any work is
- * queued. Not thread-safe for one context.
+ * types), and the two must not overlap (device_input's input_count elements and device_output's
+ * batch x output-shape elements, in their dtypes, share no byte); otherwise the call returns
+ * ::FDNN_STATUS_INVALID_ARGUMENT naming the buffers, before any work is queued. Not thread-safe
+ * for one context.
  *
  * @param[in,out] context The context. Must not be NULL.
  * @param[in] batch Number of samples, 1 to the model's max_batch.
@@ -771,8 +777,8 @@ FDNN_API fdnn_status fdnn_context_run_typed(fdnn_context* context, int64_t batch
  * @param[in] cuda_stream A `cudaStream_t` of the model's device, or NULL for the context's own
  *            stream (then the call waits for the results).
  * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT (also for an unknown input_dtype or
- *         output_dtype), ::FDNN_STATUS_BUFFER_TOO_SMALL, ::FDNN_STATUS_UNSUPPORTED (the model
- *         runs on the CPU), ::FDNN_STATUS_DEVICE_ERROR.
+ *         output_dtype, a misaligned buffer, overlapping buffers), ::FDNN_STATUS_BUFFER_TOO_SMALL,
+ *         ::FDNN_STATUS_UNSUPPORTED (the model runs on the CPU), ::FDNN_STATUS_DEVICE_ERROR.
  * @since 0.3
  */
 FDNN_API fdnn_status fdnn_context_run_device_typed(fdnn_context* context, int64_t batch,

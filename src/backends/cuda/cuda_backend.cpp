@@ -714,7 +714,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           if (lt_half_operands) {
             op.load_reason += std::string(" reading W and x in ") +
                               (half_format_ == HalfFormat::Binary16 ? "fp16" : "bf16") +
-                              " (x narrowed into the workspace first)";
+                              " (x narrowed into the workspace first, or a model input of that "
+                              "type read as it is)";
           }
           if (precision_ == Precision::FP32) {
             plan_small_batch_linear(as_int32(step.in_features, step, "in_features"),
@@ -874,7 +875,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       const Step& step = p.steps[op.first_step];
       if (refs[i].half_weight != kNone) {
         op.half_weight = half_weights_.data() + refs[i].half_weight;
-        ++launches_per_run_;  // the narrowing of x
+        ++launches_per_run_;  // the narrowing of a float32 x (cublaslt_input_narrowings_)
       }
       const cublasComputeType_t compute = op.half_weight != nullptr
                                               ? CUBLAS_COMPUTE_32F
@@ -933,6 +934,80 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     }
     runs_touch_context_memory_ = runs_touch_context_memory_ || workspace;
   }
+  find_model_io_ops();
+}
+
+void CudaBackend::find_model_io_ops() {
+  const Plan& p = *plan_;
+  bool output_read = false;  // a step reads the model output (then no kernel writes it in 16 bits)
+  for (const Step& step : p.steps) {
+    for (const int id : step.inputs) {
+      output_read = output_read || p.values[id].storage == Storage::ModelOutput;
+    }
+  }
+  for (Op& op : ops_) {
+    for (int s = op.first_step; s <= op.last_step; ++s) {
+      for (const int id : p.steps[s].inputs) {
+        op.reads_model_input = op.reads_model_input || p.values[id].storage == Storage::ModelInput;
+      }
+    }
+    op.writes_model_output =
+        !output_read && p.values[p.steps[op.last_step].output].storage == Storage::ModelOutput;
+    const bool half_cublaslt =
+        op.kind == OpKind::CublasLtLinear && op.lt != nullptr && op.half_weight != nullptr &&
+        p.values[p.steps[op.first_step].inputs.front()].storage == Storage::ModelInput;
+    op.takes_16_bit_io = half_cublaslt || (op.kind == OpKind::FusedMlp &&
+                                           tensor_core_mlp_takes_16_bit_io(op.tensor_core));
+    cublaslt_reads_16_bit_input_ = cublaslt_reads_16_bit_input_ || half_cublaslt;
+    if (half_cublaslt) ++cublaslt_input_narrowings_;
+  }
+}
+
+bool CudaBackend::op_takes_16_bit_io(const Op& op, int64_t batch) const {
+  if (!op.takes_16_bit_io || op.kind != OpKind::FusedMlp) return false;
+  const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
+  return mlp_route(op, rows) == MlpRoute::TensorCore;
+}
+
+bool CudaBackend::op_reads_16_bit(const Op& op, int64_t batch, ElementType input, const void* data,
+                                  const void* model_output) const {
+  if (op.kind != OpKind::CublasLtLinear) return op_takes_16_bit_io(op, batch);
+  if (!op.takes_16_bit_io) return false;
+  // cuBLASLt's operand in its own type, on 256 bytes as the staging is: cuBLASLt then picks the
+  // algorithm a float32 input's run picks, and the bits are those of that run.
+  const ElementType own =
+      half_format_ == HalfFormat::Binary16 ? ElementType::Float16 : ElementType::Bfloat16;
+  if (input != own || reinterpret_cast<uintptr_t>(data) % 256 != 0) return false;
+  const Plan& p = *plan_;
+  const int64_t rows = batch * p.steps[op.first_step].rows_per_sample;
+  const bool writes_output = p.values[p.steps[op.last_step].output].storage == Storage::ModelOutput;
+  const auto* y =
+      static_cast<const float*>(writes_output ? model_output : reinterpret_cast<const void*>(256));
+  return op.lt->choose(rows, data, y).usable;
+}
+
+bool CudaBackend::reads_16_bit_input(int64_t batch, ElementType input, const void* data,
+                                     const void* model_output) const {
+  if (single_launch_.takes(batch) || input == ElementType::Float32) return false;
+  bool any = false;
+  for (const Op& op : ops_) {
+    if (!op.reads_model_input) continue;
+    if (!op_reads_16_bit(op, batch, input, data, model_output)) return false;
+    any = true;
+  }
+  return any;
+}
+
+bool CudaBackend::writes_16_bit_output(int64_t batch, ElementType output) const {
+  if (single_launch_.takes(batch)) return false;
+  for (const Op& op : ops_) {
+    if (!op.writes_model_output) continue;
+    // In-place passes after the kernel (epilogue pieces past the first) run on float32.
+    const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
+    return op.epilogue.size() <= 1 && op_takes_16_bit_io(op, batch) &&
+           tensor_core_mlp_writes(op.tensor_core, output, rows);
+  }
+  return false;
 }
 
 // LeNet-class plans, a stack of fused conv (+ pool) ops and an optional fp32 MLP head with
@@ -1260,7 +1335,14 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
               now += ", more than the small-batch kernel's " +
                      std::to_string(kSmallBatchLinearMaxRows);
             }
-            if (op.half_weight != nullptr) ++choice.launches;
+            if (op.half_weight != nullptr) {
+              ++choice.launches;  // a float32 x narrowed into the 16-bit staging first
+              if (op.takes_16_bit_io) {
+                now += std::string("; a ") +
+                       (half_format_ == HalfFormat::Binary16 ? "float16" : "bfloat16") +
+                       " model input on 256 bytes is the operand as it is, one launch fewer";
+              }
+            }
           } else {
             choice.form = "tiled GEMM (linear.cu)";
             now = lt_choice.reason;
@@ -1290,6 +1372,28 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
     }
     choice.reason = op.load_reason.empty() ? "the one kernel for this step" : op.load_reason;
     if (!now.empty()) choice.reason += "; at this batch: " + now;
+    if (op.reads_model_input) {
+      const bool binary16 = reads_16_bit_input(batch, ElementType::Float16, aligned, aligned);
+      const bool bfloat16 = reads_16_bit_input(batch, ElementType::Bfloat16, aligned, aligned);
+      choice.reason += binary16 && bfloat16 ? "; reads a float16 or bfloat16 model input itself"
+                       : binary16 ? "; reads a float16 model input itself (a bfloat16 one is "
+                                    "widened to float32 first)"
+                       : bfloat16 ? "; reads a bfloat16 model input itself (a float16 one is "
+                                    "widened to float32 first)"
+                                  : "; a float16 or bfloat16 model input is widened to float32 "
+                                    "first";
+    }
+    if (op.writes_model_output) {
+      const bool binary16 = writes_16_bit_output(batch, ElementType::Float16);
+      const bool bfloat16 = writes_16_bit_output(batch, ElementType::Bfloat16);
+      choice.reason += binary16 && bfloat16 ? "; writes a float16 or bfloat16 model output itself"
+                       : binary16 ? "; writes a float16 model output itself (a bfloat16 one is "
+                                    "narrowed from float32 after)"
+                       : bfloat16 ? "; writes a bfloat16 model output itself (a float16 one is "
+                                    "narrowed from float32 after)"
+                                  : "; a float16 or bfloat16 model output is narrowed from "
+                                    "float32 after";
+    }
     if (passes > 0) {
       choice.reason += "; " + std::to_string(passes) + " in-place elementwise pass(es) after it";
     }
@@ -1298,16 +1402,35 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
   return result;
 }
 
-void CudaBackend::enqueue(int64_t batch, const float* input, float* output, float* workspace,
+void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, float* workspace,
                           void* cublaslt_workspace, cudaStream_t stream) const {
   const Plan& p = *plan_;
+  if ((input.type != ElementType::Float32 &&
+       !reads_16_bit_input(batch, input.type, input.data, output.data)) ||
+      (output.type != ElementType::Float32 && !writes_16_bit_output(batch, output.type))) {
+    fail(FDNN_STATUS_INTERNAL_ERROR,
+         "a 16-bit model input or output reached a kernel that reads "
+         "and writes float32 only at batch ",
+         batch);
+  }
+  // Every op but those that take 16-bit I/O sees float32 model buffers (checked above).
   auto data = [&](int value_id) -> float* {
     switch (p.values[value_id].storage) {
-      case Storage::ModelInput: return const_cast<float*>(input);  // only ever read
-      case Storage::ModelOutput: return output;
+      case Storage::ModelInput:
+        return const_cast<float*>(static_cast<const float*>(input.data));  // only ever read
+      case Storage::ModelOutput: return static_cast<float*>(output.data);
       case Storage::Workspace: break;
     }
     return workspace + value_offset_[value_id];
+  };
+  // The same buffers with their element types, for the kernels that convert them themselves.
+  auto typed_input = [&](int value_id) -> TypedInput {
+    if (p.values[value_id].storage == Storage::ModelInput) return input;
+    return TypedInput(data(value_id));
+  };
+  auto typed_output = [&](int value_id) -> TypedOutput {
+    if (p.values[value_id].storage == Storage::ModelOutput) return output;
+    return TypedOutput(data(value_id));
   };
   auto in_place_passes = [&](const Op& op, float* y, int64_t count) {
     for (size_t piece = 1; piece < op.epilogue.size(); ++piece) {
@@ -1345,7 +1468,8 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
   };
 
   if (single_launch_.takes(batch)) {
-    launch_conv_net(single_launch_, input, output, batch, stream);
+    launch_conv_net(single_launch_, static_cast<const float*>(input.data),
+                    static_cast<float*>(output.data), batch, stream);
     return;
   }
   for (const Op& op : ops_) {
@@ -1360,7 +1484,8 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         const int64_t rows = batch * step.rows_per_sample;
         const MlpRoute route = mlp_route(op, rows);
         if (route == MlpRoute::TensorCore) {
-          launch_tensor_core_mlp(op.tensor_core, x, y, rows, device_, stream);
+          launch_tensor_core_mlp(op.tensor_core, typed_input(step.inputs.front()),
+                                 typed_output(last.output), rows, device_, stream);
         } else if (route == MlpRoute::Split) {
           launch_split_mlp(op.split, x, op.mlp.layers.front().bias,
                            workspace + split_middle_offset_, y, rows, device_, stream);
@@ -1386,21 +1511,33 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         args.in = static_cast<int32_t>(step.in_features);
         args.out = static_cast<int32_t>(step.out_features);
         args.epilogue = op.epilogue.front();
-        if (small_batch_linear_takes(op.small_batch, rows, x)) {
+        // A 16-bit model input is cuBLASLt's operand as it is (reads_16_bit_input() checked that
+        // cuBLASLt takes it); a float32 one is narrowed into the staging first.
+        const TypedInput typed_x = typed_input(step.inputs.front());
+        const bool direct = typed_x.type != ElementType::Float32;
+        if (!direct && small_batch_linear_takes(op.small_batch, rows, x)) {
           launch_small_batch_linear(op.small_batch, args, stream);
           break;
         }
         if (op.lt) {
           void* staging = workspace + half_staging_offset_;
-          const void* operand = op.half_weight != nullptr ? staging : x;
+          const void* operand = direct                      ? typed_x.data
+                                : op.half_weight != nullptr ? staging
+                                                            : static_cast<const void*>(x);
           const CublasLtLinear::Choice& choice = op.lt->choose(rows, operand, y);
           if (choice.usable) {
-            if (op.half_weight != nullptr) {
+            if (op.half_weight != nullptr && !direct) {
               launch_narrow(x, staging, half_format_, rows * step.in_features, device_, stream);
             }
             op.lt->run(choice, operand, y, cublaslt_workspace, stream);
             break;
           }
+        }
+        if (direct) {
+          fail(FDNN_STATUS_INTERNAL_ERROR, "step '", step.label,
+               "' has no cuBLASLt algorithm for "
+               "its 16-bit input at ",
+               rows, " rows, which the backend checked it had");
         }
         // No cuBLASLt algorithm for this shape (choice.reason says why): the tiled GEMM.
         launch_linear(args, device_, stream);

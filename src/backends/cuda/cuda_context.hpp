@@ -25,12 +25,14 @@
 //
 // Caller dtypes (run_host_typed / run_device_typed): on the host path a 16-bit input is widened
 // into the pinned staging and a 16-bit output narrowed out of it, on the host; the graphs are
-// those of run_host. On the device path a 16-bit input is widened on the caller's stream into
-// the context's device_input and a 16-bit output narrowed from its device_output
-// (convert_dtype.cu), so the plan always runs on float32 buffers. The conversions are kernels
-// launched through launch_kernel: they are captured with the plan, graphs are keyed on the
-// dtypes too, and the caller's 16-bit buffers are re-pointed in the conversion kernels. FLOAT32
-// both ways is run_host / run_device.
+// those of run_host. On the device path the kernels that read the model input and write its
+// output convert 16-bit buffers themselves where the backend says they can at the run's batch
+// (CudaBackend::reads_16_bit_input / writes_16_bit_output: the tensor-core MLP forms); elsewhere
+// a 16-bit input is widened on the caller's stream into the context's device_input and a 16-bit
+// output narrowed from its device_output (convert_dtype.cu), so those kernels see float32. Either
+// way the kernels are launched through launch_kernel: they are captured with the plan, graphs
+// are keyed on the dtypes too, and the caller's 16-bit buffers are re-pointed in whichever
+// kernels touch them. FLOAT32 both ways is run_host / run_device.
 //
 // Consecutive runs of one context on different streams are ordered (the new stream waits for
 // the old one), since they share the workspace; device-path runs of plans that touch no memory
@@ -97,6 +99,10 @@ class CudaContext final : public ExecutionContext {
     int alignment = 0;  // alignment_class() of the buffers it was captured with
     fdnn_dtype input_dtype = FDNN_DTYPE_FLOAT32;  // the caller buffers' element types
     fdnn_dtype output_dtype = FDNN_DTYPE_FLOAT32;
+    // Which sides the context converts (1: the input is widened, 2: the output narrowed). For
+    // one batch and pair of dtypes this can vary with the input's address (cuBLASLt reads a
+    // 16-bit input itself on 256 bytes only), and with it whether the graph can be re-pointed.
+    int conversions = 0;
     const void* input = nullptr;
     void* output = nullptr;
     Graph graph;
@@ -107,10 +113,11 @@ class CudaContext final : public ExecutionContext {
 
   template <typename Body>
   CachedGraph capture(int64_t batch, Body&& body);
-  // The graph for `batch` captured on buffers of `alignment` (alignment_class()) and of these
-  // dtypes; with `input` / `output` not null, only one captured on those buffers.
+  // The graph for `batch` captured on buffers of `alignment` (alignment_class()), of these
+  // dtypes and these conversions (CachedGraph::conversions); with `input` / `output` not null,
+  // only one captured on those buffers.
   static CachedGraph* find(std::vector<CachedGraph>& graphs, int64_t batch, int alignment,
-                           fdnn_dtype input_dtype, fdnn_dtype output_dtype,
+                           fdnn_dtype input_dtype, fdnn_dtype output_dtype, int conversions = 0,
                            const void* input = nullptr, const void* output = nullptr);
   static int alignment_class(const void* input, const void* output);
   // input_bytes / output_bytes: the caller buffers' real sizes in bytes (2 per 16-bit element).
