@@ -87,6 +87,9 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
       fail(FDNN_STATUS_INVALID_ARGUMENT, "options.device has unknown value ",
            raw_enum_value(given.device));
   }
+  if (resolved.device == FDNN_DEVICE_CUDA) {
+    resolved.cuda_selection_overrides = read_cuda_selection_overrides();
+  }
   resolved.max_batch = given.max_batch;
   resolved.max_workspace_bytes = given.max_workspace_bytes;
   resolved.max_weight_bytes = given.max_weight_bytes;

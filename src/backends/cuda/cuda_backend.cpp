@@ -395,7 +395,8 @@ int launches_for(const Op& op, const Step& step) {
 }  // namespace
 
 CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, int device_ordinal,
-                         bool cuda_graphs, Precision precision)
+                         bool cuda_graphs, Precision precision,
+                         const SelectionOverrides& selection_overrides)
     : plan_(std::move(plan)),
       max_batch_(max_batch),
       cuda_graphs_(cuda_graphs),
@@ -419,7 +420,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   FDNN_CUDA_CHECK(
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_ordinal));
   device_.shared_per_sm = static_cast<size_t>(value);
-  device_.overrides = selection_overrides_from_environment();
+  device_.overrides = selection_overrides;
   const SelectionOverrides& overrides = device_.overrides;
   FDNN_LOAD_STAMP("backend: device attributes");
   // Lone wide Linear layers go to cuBLASLt, which is faster there than the fused kernel's
@@ -1692,9 +1693,18 @@ std::string cuda_unavailable_reason(int device_id) noexcept {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan> plan, int64_t max_batch,
-                                           int device_id, bool cuda_graphs, Precision precision) {
-  return std::make_unique<cuda::CudaBackend>(std::move(plan), max_batch, device_id, cuda_graphs,
-                                             precision);
+                                           int device_id, bool cuda_graphs, Precision precision,
+                                           const std::string& selection_overrides) {
+  return std::make_unique<cuda::CudaBackend>(
+      std::move(plan), max_batch, device_id, cuda_graphs, precision,
+      cuda::parse_selection_overrides(selection_overrides.c_str()));
+}
+
+std::string read_cuda_selection_overrides() {
+  const char* text = std::getenv(cuda::kSelectionOverridesVariable);
+  if (text == nullptr) return "";
+  cuda::parse_selection_overrides(text);  // refuses what the backend cannot take
+  return text;
 }
 
 }  // namespace fusednn

@@ -26,9 +26,17 @@ std::string cuda_unavailable_reason(int device_id) noexcept;
 // creates owns a stream, a workspace for max_batch, pinned staging and its captured graphs.
 // cuda_graphs: capture each run into a CUDA graph per context, path and batch size.
 // precision: the precision the caller allows (the backend's effective_precision() says what runs).
+// selection_overrides: the debugging overrides of kernel selection as
+// read_cuda_selection_overrides() returned them when the model was created.
 // Throws FDNN_STATUS_UNSUPPORTED without a usable device, FDNN_STATUS_OUT_OF_MEMORY /
 // FDNN_STATUS_DEVICE_ERROR on CUDA failures (nothing is leaked).
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan> plan, int64_t max_batch,
-                                           int device_id, bool cuda_graphs, Precision precision);
+                                           int device_id, bool cuda_graphs, Precision precision,
+                                           const std::string& selection_overrides);
+
+// FUSEDNN_CUDA_OVERRIDES's value ("" when unset), read when a model for the GPU is created and
+// checked then (cuda/selection_overrides.hpp; docs/cuda-kernels.md). Throws
+// FDNN_STATUS_INVALID_ARGUMENT naming a pair the backend cannot take.
+std::string read_cuda_selection_overrides();
 
 }  // namespace fusednn

@@ -100,7 +100,7 @@ enum class MlpRoute { TensorCore, Split, Fused };
 class CudaBackend final : public Backend {
  public:
   CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, int device_ordinal,
-              bool cuda_graphs, Precision precision);
+              bool cuda_graphs, Precision precision, const SelectionOverrides& selection_overrides);
   ~CudaBackend() override;
 
   fdnn_device device() const override { return FDNN_DEVICE_CUDA; }

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "backends/cuda/selection_overrides.hpp"
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -10,7 +9,7 @@
 namespace fusednn::cuda {
 namespace {
 
-constexpr const char* kVariable = "FUSEDNN_CUDA_OVERRIDES";
+constexpr const char* kVariable = kSelectionOverridesVariable;
 // Longer than any list of every key; a bound on what is read from the environment.
 constexpr size_t kMaxLength = 4096;
 
@@ -147,10 +146,6 @@ SelectionOverrides parse_selection_overrides(const char* text) {
     start = end + 1;
   }
   return overrides;
-}
-
-SelectionOverrides selection_overrides_from_environment() {
-  return parse_selection_overrides(std::getenv(kVariable));
 }
 
 }  // namespace fusednn::cuda

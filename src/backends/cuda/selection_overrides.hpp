@@ -43,7 +43,7 @@ struct SelectionOverrides {
 // Throws FDNN_STATUS_INVALID_ARGUMENT naming the variable and the pair it cannot take.
 SelectionOverrides parse_selection_overrides(const char* text);
 
-// FUSEDNN_CUDA_OVERRIDES's overrides, read from the environment now.
-SelectionOverrides selection_overrides_from_environment();
+// The variable's name.
+inline constexpr const char* kSelectionOverridesVariable = "FUSEDNN_CUDA_OVERRIDES";
 
 }  // namespace fusednn::cuda

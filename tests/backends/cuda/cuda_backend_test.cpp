@@ -1380,6 +1380,7 @@ TEST(CudaBackend, ASelectionOverrideItCannotTakeIsRefusedByName) {
     EXPECT_NE(message.find("FUSEDNN_CUDA_OVERRIDES"), std::string::npos) << message;
     EXPECT_NE(message.find(text), std::string::npos) << message;
     EXPECT_EQ(model, nullptr);
+    fdnn_model_destroy(model);
   }
   ScopedEnvironment good("FUSEDNN_CUDA_OVERRIDES", "small_batch_mlp=block, wgmma=0");
   expect_matches_cpu(seed_mlp(), {1, 33}, 90, "seed MLP, small_batch_mlp=block");
