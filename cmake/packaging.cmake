@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-# Debian packages built by CPack from the install rules (`cpack -G DEB` in a build folder; the
-# build should be configured with CMAKE_INSTALL_PREFIX=/usr so that the library lands in the
-# multiarch folder):
+# Debian packages built by CPack from the install rules (`cpack -G DEB` in a build folder,
+# configured with CMAKE_INSTALL_PREFIX=/usr and CMAKE_INSTALL_LIBDIR=lib/<multiarch triplet>, which
+# GNUInstallDirs picks by itself on a native Debian build but not in a cross build;
+# tests/package/test_deb.sh does both):
 #
 #   libfusednn0     component runtime: libfusednn.so.0 and libfusednn.so.0.<minor>.<patch>
 #   libfusednn-dev  component development: the headers, the libfusednn.so link, the CMake package

@@ -3,8 +3,10 @@
 # Builds fusednn's .deb packages with CPack (cmake/packaging.cmake) and tests them as a user gets
 # them:
 #
-#   1. packages: `cpack -G DEB` in the build folder; the build is (re)configured with
-#      CMAKE_INSTALL_PREFIX=/usr first, so that the library goes to /usr/lib/<multiarch>;
+#   1. packages: `cpack -G DEB` in the build folder; the build is (re)configured first with
+#      CMAKE_INSTALL_PREFIX=/usr and CMAKE_INSTALL_LIBDIR=lib/<multiarch> (the packages'
+#      architecture's triplet, from dpkg-architecture: GNUInstallDirs leaves it out of a cross
+#      build), so that the library goes where Debian and Ubuntu put libraries;
 #   2. their metadata and contents: names, Architecture, Version, the -dev package's dependency on
 #      libfusednn0 of the same version, the runtime's Depends (on a native build, also that
 #      cmake/debian-depends.cmake, which cross builds use, derives the same line as
@@ -26,6 +28,7 @@
 # Exits 0 when every check passes, 1 otherwise, 2 on a usage error.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 
 usage() { sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
@@ -43,7 +46,7 @@ while (($#)); do
   esac
 done
 
-for tool in cpack dpkg-deb readelf pkg-config lintian python3; do
+for tool in cpack dpkg-deb dpkg-architecture readelf pkg-config lintian python3; do
   command -v "$tool" >/dev/null || {
     echo "test_deb.sh: $tool not found: run tools/install_dependencies.sh --tests" >&2; exit 1; }
 done
@@ -54,15 +57,17 @@ pass() { echo "ok: $*"; }
 
 # ---- 1. the packages -------------------------------------------------------------------------
 
+multiarch="$(dpkg-architecture -a"$arch" -qDEB_HOST_MULTIARCH 2>/dev/null)" || {
+  echo "test_deb.sh: dpkg-architecture knows no architecture '$arch'" >&2; exit 2; }
+install_dirs=(-DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR="lib/$multiarch")
 if [[ -z "$build" ]]; then
   build="$root/build/deb"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFUSEDNN_WITH_CUDA=OFF \
-        -DFUSEDNN_DEVELOPER_MODE=OFF -DFUSEDNN_BUILD_TOOLS=OFF -DCMAKE_INSTALL_PREFIX=/usr \
-        >/dev/null
+        -DFUSEDNN_DEVELOPER_MODE=OFF -DFUSEDNN_BUILD_TOOLS=OFF "${install_dirs[@]}" >/dev/null
 else
   [[ -f "$build/CMakeCache.txt" ]] || { echo "test_deb.sh: $build is not a configured build" >&2; exit 2; }
   build="$(cd "$build" && pwd)"
-  cmake "$build" -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
+  cmake "$build" "${install_dirs[@]}" >/dev/null
 fi
 cmake --build "$build" --target fusednn >/dev/null
 packages="$build/packages"
@@ -108,14 +113,14 @@ dev_files="$(contents "$dev_deb")"
 expect_file() {  # expect_file PACKAGE_NAME LISTING REGEX
   grep -Eq "$3" <<<"$2" && pass "$1 holds $3" || fail "$1 holds nothing matching $3"
 }
-expect_file "$runtime_name" "$runtime_files" '^lib/([a-z0-9_]+-linux-gnu/)?libfusednn\.so\.[0-9]+$'
-expect_file "$runtime_name" "$runtime_files" '^lib/([a-z0-9_]+-linux-gnu/)?libfusednn\.so\.[0-9]+\.[0-9]+\.[0-9]+$'
+expect_file "$runtime_name" "$runtime_files" "^lib/$multiarch/libfusednn\\.so\\.[0-9]+$"
+expect_file "$runtime_name" "$runtime_files" "^lib/$multiarch/libfusednn\\.so\\.[0-9]+\\.[0-9]+\\.[0-9]+$"
 expect_file "$runtime_name" "$runtime_files" "^share/doc/$runtime_name/copyright$"
 expect_file "$runtime_name" "$runtime_files" "^share/doc/$runtime_name/changelog\.Debian\.gz$"
 expect_file libfusednn-dev "$dev_files" '^include/fusednn/fusednn\.h$'
-expect_file libfusednn-dev "$dev_files" '^lib/([a-z0-9_]+-linux-gnu/)?libfusednn\.so$'
-expect_file libfusednn-dev "$dev_files" '^lib/([a-z0-9_]+-linux-gnu/)?cmake/fusednn/fusednnConfig\.cmake$'
-expect_file libfusednn-dev "$dev_files" '^lib/([a-z0-9_]+-linux-gnu/)?pkgconfig/fusednn\.pc$'
+expect_file libfusednn-dev "$dev_files" "^lib/$multiarch/libfusednn\\.so$"
+expect_file libfusednn-dev "$dev_files" "^lib/$multiarch/cmake/fusednn/fusednnConfig\\.cmake$"
+expect_file libfusednn-dev "$dev_files" "^lib/$multiarch/pkgconfig/fusednn\\.pc$"
 expect_file libfusednn-dev "$dev_files" '^share/doc/libfusednn-dev/copyright$'
 grep -Eq '(^|/)(bin/|libfusednn\.so$)' <<<"$runtime_files" &&
   fail "$runtime_name holds a program or the development link: $(grep -E '(^|/)(bin/|libfusednn\.so$)' <<<"$runtime_files")"
