@@ -14,7 +14,8 @@
 #   3. lintian, failing on any error or warning (the overrides the packages carry, each with its
 #      reason, are in cmake/debian/*.lintian-overrides);
 #   4. installs them: with `dpkg -i` when run as root on the packages' own architecture (and
-#      `dpkg -r` at the end), otherwise by `dpkg -x` into a temporary root;
+#      `dpkg --purge` at the end), otherwise, or when fusednn's packages are already installed, by
+#      `dpkg -x` into a temporary root;
 #   5. builds tests/package/golden_check.c against the installed files only, with a plain
 #      compiler call using pkg-config and as a CMake project using find_package(fusednn), and
 #      runs both on the LeNet-5 golden fixture (tests/fixtures/golden/lenet5) at batch 3,
@@ -132,7 +133,7 @@ installed_by_dpkg=""
 cleanup() {
   rm -rf "$unpacked"
   if [[ -n "$installed_by_dpkg" ]]; then
-    dpkg -r libfusednn-dev "$runtime_name" >/dev/null && echo "removed the packages (dpkg -r)"
+    dpkg --purge libfusednn-dev "$runtime_name" >/dev/null && echo "removed the packages (dpkg --purge)"
   fi
 }
 trap cleanup EXIT
@@ -170,13 +171,13 @@ fi
 
 # ---- 4. install ------------------------------------------------------------------------------
 
-if [[ "$arch" == "$host_arch" && $(id -u) -eq 0 ]]; then
-  for name in libfusednn-dev "$runtime_name"; do
-    if dpkg -s "$name" >/dev/null 2>&1; then
-      echo "test_deb.sh: $name is already installed on this machine; installing the packages" \
-           "over it and removing them afterwards" >&2
-    fi
-  done
+# A fusednn already installed on this machine is left alone: the packages are unpacked instead of
+# installed over it.
+preinstalled=""
+for name in "$runtime_name" libfusednn-dev; do
+  dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q 'ok installed' && preinstalled+=" $name"
+done
+if [[ "$arch" == "$host_arch" && $(id -u) -eq 0 && -z "$preinstalled" ]]; then
   dpkg -i "$runtime_deb" "$dev_deb" >"$build/dpkg.log" 2>&1 || {
     cat "$build/dpkg.log"; echo "FAIL: dpkg -i"; exit 1; }
   installed_by_dpkg=1
@@ -185,12 +186,15 @@ if [[ "$arch" == "$host_arch" && $(id -u) -eq 0 ]]; then
   pass "installed with dpkg -i"
 else
   prefix="$unpacked/root/usr"
-  pkg_config_env=(PKG_CONFIG_PATH="$(dirname "$(find "$prefix/lib" -name fusednn.pc | head -n1)")")
-  if [[ "$arch" == "$host_arch" ]]; then
+  pkg_config_env=(PKG_CONFIG_PATH="$prefix/lib/$multiarch/pkgconfig")
+  if [[ "$arch" != "$host_arch" ]]; then
+    echo "$arch packages on $host_arch: unpacked with dpkg -x into $unpacked/root"
+  elif [[ -n "$preinstalled" ]]; then
+    echo "already installed on this machine:$preinstalled; left as they are, and the packages" \
+         "unpacked with dpkg -x into $unpacked/root instead of installed with dpkg -i"
+  else
     echo "not root: the packages are unpacked with dpkg -x into $unpacked/root instead of" \
          "installed with dpkg -i"
-  else
-    echo "$arch packages on $host_arch: unpacked with dpkg -x into $unpacked/root"
   fi
 fi
 # Installed: the loader finds the library by itself (the package's ldconfig trigger has run).
