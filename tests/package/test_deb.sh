@@ -61,20 +61,27 @@ pass() { echo "ok: $*"; }
 multiarch="$(dpkg-architecture -a"$arch" -qDEB_HOST_MULTIARCH 2>/dev/null)" || {
   echo "test_deb.sh: dpkg-architecture knows no architecture '$arch'" >&2; exit 2; }
 install_dirs=(-DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR="lib/$multiarch")
+# quietly LOG COMMAND...: runs COMMAND with its output in LOG; on failure shows LOG's end and stops.
+quietly() {
+  local log="$1"
+  shift
+  "$@" >"$log" 2>&1 || { tail -n 40 "$log"; echo "FAIL: $* (log: $log)"; exit 1; }
+}
 if [[ -z "$build" ]]; then
   build="$root/build/deb"
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFUSEDNN_WITH_CUDA=OFF \
-        -DFUSEDNN_DEVELOPER_MODE=OFF -DFUSEDNN_BUILD_TOOLS=OFF "${install_dirs[@]}" >/dev/null
+  mkdir -p "$build"
+  quietly "$build/configure.log" cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DFUSEDNN_WITH_CUDA=OFF -DFUSEDNN_DEVELOPER_MODE=OFF -DFUSEDNN_BUILD_TOOLS=OFF \
+    "${install_dirs[@]}"
 else
   [[ -f "$build/CMakeCache.txt" ]] || { echo "test_deb.sh: $build is not a configured build" >&2; exit 2; }
   build="$(cd "$build" && pwd)"
-  cmake "$build" "${install_dirs[@]}" >/dev/null
+  quietly "$build/configure.log" cmake "$build" "${install_dirs[@]}"
 fi
-cmake --build "$build" --target fusednn >/dev/null
+quietly "$build/build.log" cmake --build "$build" --target fusednn
 packages="$build/packages"
 rm -rf "$packages"
-(cd "$build" && cpack -G DEB -B "$packages" >"$build/cpack.log" 2>&1) || {
-  cat "$build/cpack.log"; echo "FAIL: cpack -G DEB"; exit 1; }
+(cd "$build" && quietly "$build/cpack.log" cpack -G DEB -B "$packages")
 
 runtime_deb=("$packages"/libfusednn[0-9]*_*.deb)
 dev_deb=("$packages"/libfusednn-dev_*.deb)
