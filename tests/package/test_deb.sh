@@ -185,9 +185,9 @@ for name in "$runtime_name" libfusednn-dev; do
   dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q 'ok installed' && preinstalled+=" $name"
 done
 if [[ "$arch" == "$host_arch" && $(id -u) -eq 0 && -z "$preinstalled" ]]; then
+  installed_by_dpkg=1  # purged at exit even if dpkg -i stops half way
   dpkg -i "$runtime_deb" "$dev_deb" >"$build/dpkg.log" 2>&1 || {
     cat "$build/dpkg.log"; echo "FAIL: dpkg -i"; exit 1; }
-  installed_by_dpkg=1
   prefix=/usr
   pkg_config_env=()  # the system's pkg-config search path must find fusednn.pc by itself
   pass "installed with dpkg -i"
