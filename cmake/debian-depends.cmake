@@ -8,9 +8,11 @@
 #                                        GLIBCXX_3.4.n / CXXABI_1.3.n needed)
 #   libgcc_s.so.1                    ->  libgcc-s1 (>= highest GCC_x.y needed)
 #
-# These are the rules Debian's own symbols files follow; on amd64 the result equals
-# dpkg-shlibdeps' (tests/package/test_deb.sh checks it). Any other needed library is an error
-# naming it, so that nothing is left out of Depends silently.
+# Debian's symbols files give a version per symbol, these rules one per symbol version node: a
+# symbol that a later GCC release added to an existing node would need a higher libstdc++6 than
+# derived here. For libfusednn the two agree: on amd64, tests/package/test_deb.sh checks that the
+# result equals dpkg-shlibdeps'. Any other needed library is an error naming it, so that nothing
+# is left out of Depends silently.
 #
 # Two uses:
 #   cmake -DLIBRARY=<lib.so> [-DREADELF=<readelf>] -P cmake/debian-depends.cmake
@@ -116,8 +118,8 @@ function(fusednn_debian_depends readelf library out)
         list(APPEND depends "libgcc-s1")
       endif()
     else()
-      message(FATAL_ERROR "debian-depends.cmake: ${library} needs ${library_name}, which has no "
-                          "Debian package here; set CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS by hand")
+      message(FATAL_ERROR "debian-depends.cmake: ${library} needs ${library_name}, for which "
+                          "this file has no rule; add one naming its Debian package")
     endif()
   endforeach()
   if(libc_needed)
