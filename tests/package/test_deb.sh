@@ -19,8 +19,9 @@
 #   5. builds tests/package/golden_check.c against the installed files only, with a plain
 #      compiler call using pkg-config and as a CMake project using find_package(fusednn), and
 #      runs both on the LeNet-5 golden fixture (tests/fixtures/golden/lenet5) at batch 3,
-#      against PyTorch's output. For arm64 packages on another machine both are cross-built with
-#      aarch64-linux-gnu-gcc and run under qemu-aarch64.
+#      against PyTorch's output; then the C++ wrapper's sample (samples/01_cpp_raii) the same
+#      way. For arm64 packages on another machine all are cross-built with the aarch64 toolchain
+#      and run under qemu-aarch64.
 #
 # Usage: tests/package/test_deb.sh [--arch ARCH] [BUILD_DIR]
 #   BUILD_DIR  a configured and built fusednn build folder to package (e.g. build/aarch64-cpu).
@@ -284,6 +285,19 @@ if cmake -S "$root/tests/package" -B "$cmake_build" -DCMAKE_BUILD_TYPE=Release \
 else
   cat "$unpacked/cmake.log"
   fail "the find_package(fusednn) consumer did not configure or build"
+fi
+
+# 5c. The C++ wrapper (fusednn/fusednn.hpp, in libfusednn-dev): samples/01_cpp_raii built with
+# find_package against the same files; it checks its own output.
+cpp_build="$unpacked/cpp_raii"
+if cmake -S "$root/samples/01_cpp_raii" -B "$cpp_build" -DCMAKE_BUILD_TYPE=Release \
+     -DCMAKE_PREFIX_PATH="$prefix" "${toolchain_args[@]}" >"$unpacked/cpp_raii.log" 2>&1 &&
+   cmake --build "$cpp_build" >>"$unpacked/cpp_raii.log" 2>&1 &&
+   env "${library_env[@]}" "${runner[@]}" "$cpp_build/cpp_raii" >>"$unpacked/cpp_raii.log" 2>&1; then
+  pass "samples/01_cpp_raii (C++ wrapper) built against the packages and passed"
+else
+  tail -n 30 "$unpacked/cpp_raii.log"
+  fail "samples/01_cpp_raii did not build or run against the packages"
 fi
 
 echo
