@@ -11,7 +11,9 @@
 # The CLI (component cli) goes in neither. Each package also gets /usr/share/doc/<package>/
 # copyright and changelog.Debian.gz, which only a component install (CPack's) writes: a plain
 # `cmake --install` leaves them out. The architecture comes from the target processor, so a
-# cross build (cmake/toolchains/aarch64-linux-gnu.cmake) makes arm64 packages.
+# cross build (cmake/toolchains/aarch64-linux-gnu.cmake) makes arm64 packages. The packages are
+# made from CPU-only builds: a CUDA build's libraries (the CUDA runtime, cuBLAS) have no Debian
+# dependency expressed here yet.
 
 set(FUSEDNN_DEB_RUNTIME_PACKAGE libfusednn${PROJECT_VERSION_MAJOR})
 set(FUSEDNN_DEB_DEV_PACKAGE libfusednn-dev)
