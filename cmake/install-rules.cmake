@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs libfusednn, its headers, the CLI, a CMake config package (find_package(fusednn)) and a
-# pkg-config file, so C and C++ users can consume either way.
+# pkg-config file, so C and C++ users can consume either way. Components: runtime (the shared
+# library), development (headers, the libfusednn.so link, CMake and pkg-config files) and cli;
+# the Debian packages (cmake/packaging.cmake) are built from the first two.
 include(CMakePackageConfigHelpers)
 
 set(FUSEDNN_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/fusednn")
@@ -12,7 +14,7 @@ install(TARGETS fusednn EXPORT fusednnTargets
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/fusednn
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT development)
 if(TARGET fusednn_cli)
-  install(TARGETS fusednn_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+  install(TARGETS fusednn_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
 endif()
 
 install(EXPORT fusednnTargets

@@ -9,6 +9,7 @@ if [[ "${1:-}" == "--tests" ]]; then
   packages+=(libgtest-dev googletest doxygen binutils)
   packages+=(clang libclang-rt-dev)  # libFuzzer and the sanitizers for tools/fuzz.sh
   packages+=(g++-aarch64-linux-gnu qemu-user)  # the aarch64 cross build, tools/test_aarch64.sh
+  packages+=(dpkg-dev lintian)  # the .deb packages' Depends and checks, tests/package/test_deb.sh
 fi
 
 export DEBIAN_FRONTEND=noninteractive

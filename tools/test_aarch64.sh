@@ -4,7 +4,9 @@
 # Debian's g++-aarch64-linux-gnu), runs its CTest suites under qemu-aarch64 with the aarch64
 # sysroot (the test preset leaves out the checks that only read sources and the exhaustive float
 # sweeps), and, given an x86-64 libfusednn.so, checks the aarch64 library's ELF header, soname and
-# exported symbols against it (tools/check_aarch64_library.sh).
+# exported symbols against it (tools/check_aarch64_library.sh). Then it packages the build as arm64
+# .deb packages and checks them (tests/package/test_deb.sh --arch arm64: fields, files, AArch64
+# library, lintian, and golden_check.c cross-built against them and run under qemu-aarch64).
 # Usage: tools/test_aarch64.sh [X86_64_LIBRARY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,3 +29,5 @@ if (($# >= 1)); then
 else
   echo "no x86-64 library given: the export comparison is skipped"
 fi
+
+tests/package/test_deb.sh --arch arm64 build/aarch64-cpu
