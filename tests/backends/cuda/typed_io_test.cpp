@@ -311,7 +311,8 @@ TEST(CudaTypedIo, DevicePathRefusesOverlappingBuffers) {
 // 16-bit inputs and outputs read and written by the kernels themselves (no conversion pass):
 // the tensor-core MLP forms (WarpRegisters at every width class, staged and unstaged, and its
 // Warpgroup companion from 512 rows on compute capability 9.0), with folded row ops, odd widths
-// and the general epilogue. The reference is the float32 device run of the same context on the
+// and the general epilogue; and cuBLASLt with 16-bit operands, reading the input as its operand
+// and writing the output as its D (in the operands' type). The reference is the float32 device run of the same context on the
 // input widened on the host, with buffers of the same 16-byte alignment class (which picks the
 // Warpgroup form or not), narrowed on the host to nearest even: the bits must agree exactly.
 
@@ -371,6 +372,34 @@ std::vector<Io16Case> io16_cases() {
   lone.linear("fc", 320, 600).act(R"({"type": "ReLU"})");
   cases.push_back({"wide Linear bf16 (cuBLASLt)", lone, FDNN_PRECISION_BF16, true, false, false,
                    4097, Expect::No});
+  // Lone wide Linear layers whose cuBLASLt epilogue is the last thing done to the output: a
+  // model output of the operands' type on 256 bytes is cuBLASLt's D (bias and activation applied
+  // in fp32, rounded once as it is stored); the other 16-bit type is narrowed after. Not
+  // misaligned: a 16-bit output off 256 bytes is narrowed from the context's float32 buffer on
+  // 256 bytes, whose cuBLASLt algorithm may differ from the float32 reference's off it.
+  for (const fdnn_precision precision : {FDNN_PRECISION_BF16, FDNN_PRECISION_FP16}) {
+    const std::string type = precision == FDNN_PRECISION_BF16 ? " bf16" : " fp16";
+    Net gelu({768});
+    gelu.linear("fc", 768, 3072).act(R"({"type": "GELU", "approximate": "tanh"})");
+    cases.push_back({"768-3072 GELU(tanh)" + type + " (cuBLASLt)", gelu, precision, true, true,
+                     false, 4097, Expect::No});
+    Net square({1024});
+    square.linear("fc", 1024, 1024);
+    cases.push_back({"1024-1024 bias" + type + " (cuBLASLt)", square, precision, true, true, false,
+                     4097, Expect::No});
+    // ReLU runs as the backend's NaN-keeping pass after cuBLASLt: the output is narrowed after.
+    Net odd_relu({1000});
+    odd_relu.linear("fc", 1000, 1003).act(R"({"type": "ReLU"})");
+    cases.push_back({"1000-1003 ReLU" + type + " (cuBLASLt)", odd_relu, precision, true, false,
+                     false, 4097, Expect::No});
+    // A fused chain on tensor cores reads the 16-bit input, cuBLASLt writes the 16-bit output.
+    Net chain({64});
+    chain.linear("fc1", 64, 128).act(R"({"type": "ReLU"})");
+    chain.linear("fc2", 128, 96).act(R"({"type": "ReLU"})");
+    chain.linear("wide", 96, 3072).act(R"({"type": "GELU", "approximate": "tanh"})");
+    cases.push_back({"fused chain then 96-3072 GELU(tanh)" + type, chain, precision, true, true,
+                     false, 4097, Expect::No});
+  }
   // fp32 and tf32 models: their kernels (the FMA forms, the tf32 tensor-core forms from some
   // thousand rows) read and write float32, and the context converts.
   cases.push_back(
@@ -553,7 +582,9 @@ TEST_P(CudaTypedIoKernels, ReadAndWrite16BitBuffersBitForBit) {
     }
     // What really runs: the run captured into a graph of the test's (the context launches
     // straight into a capturing caller stream) has as many nodes as the float32 run's, less
-    // one for each conversion pass the kernels spare, more for each the context adds.
+    // one for each conversion pass the kernels spare, more for each the context adds. (Where
+    // cuBLASLt writes the 16-bit output, its algorithm for that D is taken to launch as many
+    // kernels as the one for a float32 D.)
     if (batch == 33 || batch >= 512) {
       const fdnn_dtype own_dtype =
           c.precision == FDNN_PRECISION_FP16 ? FDNN_DTYPE_FLOAT16 : FDNN_DTYPE_BFLOAT16;
