@@ -141,9 +141,10 @@ CublasLtLinear::CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out,
       const cublasStatus_t status = lt().matmul_desc_set_attribute(
           &half_output_matmul_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
       if (status != CUBLAS_STATUS_SUCCESS) {
-        half_output_refusal_ = "cuBLASLt refuses an fp32 bias with a 16-bit y "
-                               "(cublasLtMatmulDescSetAttribute BIAS_DATA_TYPE: " +
-                               cublas_status_text(status) + ")";
+        half_output_refusal_ =
+            "cuBLASLt refuses an fp32 bias with a 16-bit y "
+            "(cublasLtMatmulDescSetAttribute BIAS_DATA_TYPE: " +
+            cublas_status_text(status) + ")";
       }
     }
   } else {
@@ -233,8 +234,8 @@ void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_align
     }
   }
 
-  auto* matmul = const_cast<cublasLtMatmulDescOpaque_t*>(half_output ? &half_output_matmul_
-                                                                     : &matmul_);
+  auto* matmul =
+      const_cast<cublasLtMatmulDescOpaque_t*>(half_output ? &half_output_matmul_ : &matmul_);
   auto* weight_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&weight_layout_);
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;

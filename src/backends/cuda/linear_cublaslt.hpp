@@ -21,12 +21,12 @@
 //   A = W read as (in x out, ld in),  B = x read as (in x rows, ld in),  D = y,
 // and the bias (one value per row of D, i.e. per output feature) is broadcast over the rows of y.
 //
-// Query, then run: the matmul descriptor and W's layout are built at load; the first call for a
-// row count (and pointer alignment) asks cublasLtMatmulAlgoGetHeuristic for an algorithm within
-// the context's workspace and caches the answer behind a mutex (contexts run on several threads
-// at once); run() then only queues cublasLtMatmul, which allocates nothing and never
-// synchronises, so it is captured into CUDA graphs like a kernel launch. When the heuristic offers
-// nothing, the choice says why and the backend runs the tiled GEMM (linear.cu) instead.
+// Query, then run: the matmul descriptors and W's layout are built at load; the first call for
+// a row count (pointer alignment and y's type) asks cublasLtMatmulAlgoGetHeuristic for an
+// algorithm within the context's workspace and caches the answer behind a mutex (contexts run on
+// several threads at once); run() then only queues cublasLtMatmul, which allocates nothing and
+// never synchronises, so it is captured into CUDA graphs like a kernel launch. When the heuristic
+// offers nothing, the choice says why and the backend runs the tiled GEMM (linear.cu) instead.
 #pragma once
 
 #include <cublasLt.h>
@@ -89,11 +89,12 @@ class CublasLtHandle {
 // One Linear step on cuBLASLt: its descriptors (built at load) and the algorithms chosen so far.
 class CublasLtLinear {
  public:
-  // What calls with one row count and pointer alignment run: a cuBLASLt algorithm, or the reason
-  // there is none (the caller then runs the tiled GEMM). Immutable once made.
+  // What calls with one row count, pointer alignment and y type run: a cuBLASLt algorithm, or
+  // the reason there is none (the caller then runs the tiled GEMM, or for a 16-bit y writes fp32
+  // and narrows it after). Immutable once made.
   struct Choice {
     bool usable = false;
-    std::string reason;  // why cuBLASLt is not used; empty when usable
+    std::string reason;                  // why cuBLASLt is not used; empty when usable
     cudaDataType_t output = CUDA_R_32F;  // y's type: CUDA_R_32F, or the operands' 16-bit type
     cublasLtMatrixLayoutOpaque_t x_layout{};
     cublasLtMatrixLayoutOpaque_t y_layout{};

@@ -429,8 +429,8 @@ TEST_F(CublasLtInternal, SixteenBitOutputIsCublasLtsD) {
         if (writes && !own_written) {
           const int64_t rows = batch * backend->plan().steps[last.first_step].rows_per_sample;
           const cudaDataType_t type = own == ElementType::Bfloat16 ? CUDA_R_16BF : CUDA_R_16F;
-          ADD_FAILURE() << "cuBLASLt does not write the " << own_name << " output: "
-                        << last.lt->choose(rows, aligned, aligned, type).reason;
+          ADD_FAILURE() << "cuBLASLt does not write the " << own_name
+                        << " output: " << last.lt->choose(rows, aligned, aligned, type).reason;
         }
         EXPECT_FALSE(!writes && own_written);
         EXPECT_FALSE(backend->writes_16_bit_output(batch, other, aligned));
@@ -444,8 +444,8 @@ TEST_F(CublasLtInternal, SixteenBitOutputIsCublasLtsD) {
         ASSERT_EQ(fdnn_model_explain(model.get(), batch, FDNN_EXPLAIN_FORMAT_TEXT, text.data(),
                                      text.size(), &size),
                   FDNN_STATUS_OK);
-        EXPECT_EQ(text.find("cuBLASLt writes a " + own_name + " model output on 256 bytes itself") !=
-                      std::string::npos,
+        EXPECT_EQ(text.find("cuBLASLt writes a " + own_name +
+                            " model output on 256 bytes itself") != std::string::npos,
                   writes)
             << text;
         EXPECT_EQ(text.find("writes a " + own_name + " model output itself") != std::string::npos,
@@ -513,8 +513,8 @@ TEST_F(CublasLtInternal, SixteenBitDMatchesTheFloat32DNarrowed) {
       CUDA_OK(cudaMemcpy(device_weight.data(), weight16.data(), device_weight.bytes(),
                          cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(x.data(), input16.data(), x.bytes(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(device_bias.data(), bias.data(), device_bias.bytes(),
-                         cudaMemcpyHostToDevice));
+      CUDA_OK(
+          cudaMemcpy(device_bias.data(), bias.data(), device_bias.bytes(), cudaMemcpyHostToDevice));
       const CublasLtLinear linear(handle.get(), shape.in, shape.out, shape.activation,
                                   device_weight.data(), shape.bias ? device_bias.data() : nullptr,
                                   workspace.bytes(), CUBLAS_COMPUTE_32F, type);
@@ -542,8 +542,8 @@ TEST_F(CublasLtInternal, SixteenBitDMatchesTheFloat32DNarrowed) {
         CUDA_OK(cudaDeviceSynchronize());
         std::vector<float> wide_out(count), half_widened(count), narrowed(count);
         std::vector<uint16_t> half_out(count);
-        CUDA_OK(cudaMemcpy(wide_out.data(), y32.data(), count * sizeof(float),
-                           cudaMemcpyDeviceToHost));
+        CUDA_OK(
+            cudaMemcpy(wide_out.data(), y32.data(), count * sizeof(float), cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(half_out.data(), y16.data(), count * sizeof(uint16_t),
                            cudaMemcpyDeviceToHost));
         size_t equal = 0;

@@ -314,9 +314,10 @@ TEST(CudaTypedIo, DevicePathRefusesOverlappingBuffers) {
 // the tensor-core MLP forms (WarpRegisters at every width class, staged and unstaged, and its
 // Warpgroup companion from 512 rows on compute capability 9.0), with folded row ops, odd widths
 // and the general epilogue; and cuBLASLt with 16-bit operands, reading the input as its operand
-// and writing the output as its D (in the operands' type). The reference is the float32 device run of the same context on the
-// input widened on the host, with buffers of the same 16-byte alignment class (which picks the
-// Warpgroup form or not), narrowed on the host to nearest even: the bits must agree exactly.
+// and writing the output as its D (in the operands' type). The reference is the float32 device
+// run of the same context on the input widened on the host, with buffers of the same 16-byte
+// alignment class (which picks the Warpgroup form or not), narrowed on the host to nearest even:
+// the bits must agree exactly (but see Io16Case::cublaslt_writes).
 
 // A model, the precision it is made in, and whether the explanation must say at every batch
 // that the input is read (reads) and the output written (writes) in 16 bits by the kernels;
