@@ -104,6 +104,7 @@ struct OpRefs {
   std::vector<size_t> layer_bias;
   CublasLtActivation lt_activation = CublasLtActivation::None;  // CublasLtLinear only
   size_t half_weight = kNone;                                   // into the 16-bit blob
+  size_t half_bias = kNone;      // into the 16-bit blob: a bias cuBLASLt may add to a 16-bit y
   size_t block_image = kNone;    // FusedMlp: the single-block form's image
   size_t cluster_image = kNone;  // FusedMlp: the cluster form's image
 };
@@ -708,6 +709,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias), alignment);
           if (lt_half_operands) {
             ref.half_weight = add_half(half_blob, constant(step.weight), half_format_);
+            // For writing the model output in 16 bits where cuBLASLt takes no fp32 bias then.
+            if (step.bias >= 0 && p.values[step.output].storage == Storage::ModelOutput) {
+              ref.half_bias = add_half(half_blob, constant(step.bias), half_format_);
+            }
           }
           ref.lt_activation = cublaslt_activation(step.epilogue);
           op.epilogue =
@@ -884,11 +889,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       const cudaDataType_t operands = op.half_weight == nullptr              ? CUDA_R_32F
                                       : half_format_ == HalfFormat::Binary16 ? CUDA_R_16F
                                                                              : CUDA_R_16BF;
+      const void* half_bias =
+          refs[i].half_bias != kNone ? half_weights_.data() + refs[i].half_bias : nullptr;
       op.lt = std::make_unique<CublasLtLinear>(
           cublaslt_->get(), static_cast<int32_t>(step.in_features),
           static_cast<int32_t>(step.out_features), refs[i].lt_activation,
           op.half_weight != nullptr ? op.half_weight : op.weight, op.bias,
-          cublaslt_workspace_bytes_, compute, operands);
+          cublaslt_workspace_bytes_, compute, operands, half_bias);
       if (compute != CUBLAS_COMPUTE_32F || op.half_weight != nullptr) {
         effective_precision_ = precision_;
       }
@@ -1382,11 +1389,17 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
                 const ElementType type = half_format_ == HalfFormat::Binary16
                                              ? ElementType::Float16
                                              : ElementType::Bfloat16;
-                now += op_writes_16_bit(op, batch, type, aligned)
-                           ? std::string("; cuBLASLt writes a ") + own +
-                                 " model output on 256 bytes itself, no narrowing pass after"
-                           : std::string("; a ") + own + " model output is narrowed after: " +
-                                 op.lt->choose(rows, aligned, aligned, cublaslt_type(type)).reason;
+                const CublasLtLinear::Choice& written =
+                    op.lt->choose(rows, aligned, aligned, cublaslt_type(type));
+                now += !op_writes_16_bit(op, batch, type, aligned)
+                           ? std::string("; a ") + own +
+                                 " model output is narrowed after: " + written.reason
+                           : std::string("; cuBLASLt writes a ") + own +
+                                 " model output on 256 bytes itself, no narrowing pass after" +
+                                 (written.bias_16_bit
+                                      ? " (adding the bias rounded to 16 bits: cuBLASLt takes no "
+                                        "fp32 bias with a 16-bit output here)"
+                                      : "");
               }
             }
           } else {

@@ -12,8 +12,10 @@
 // writing y, with the bias and activation, in fp32; or, where y is the caller's 16-bit model
 // output of the operands' type, in that type: the fp32 sum plus the fp32 bias, through the
 // activation, rounded once to nearest even as it is stored (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
-// asks for the fp32 bias; where cuBLASLt has no algorithm for that, the choice says so and the
-// backend writes fp32 and narrows after).
+// asks for the fp32 bias, which cuBLASLt documents for fp8 products only). Where cuBLASLt has no
+// algorithm for that, a 16-bit copy of the bias (its documented type for a 16-bit D), when the
+// backend gives one, is added instead; failing both, the choice says why and the backend writes
+// fp32 and narrows after.
 //
 // Row-major data through a column-major library: a row-major [r][c] matrix is the column-major
 // c x r matrix with leading dimension c. With m = out, n = rows, k = in, cuBLASLt computes
@@ -96,6 +98,7 @@ class CublasLtLinear {
     bool usable = false;
     std::string reason;                  // why cuBLASLt is not used; empty when usable
     cudaDataType_t output = CUDA_R_32F;  // y's type: CUDA_R_32F, or the operands' 16-bit type
+    bool bias_16_bit = false;  // a 16-bit y with the 16-bit copy of the bias, not the fp32 one
     cublasLtMatrixLayoutOpaque_t x_layout{};
     cublasLtMatrixLayoutOpaque_t y_layout{};
     cublasLtMatmulAlgo_t algo{};
@@ -110,11 +113,13 @@ class CublasLtLinear {
   // in that format, fp32 accumulation).
   // operands: the type of W and x, CUDA_R_32F, or CUDA_R_16F / CUDA_R_16BF (with
   // CUBLAS_COMPUTE_32F: fp32 accumulation). The bias is fp32 either way, and y too unless a
-  // choice is made for a 16-bit y (choose()'s `output`).
+  // choice is made for a 16-bit y (choose()'s `output`). half_bias: the bias in the operands'
+  // 16-bit type, on 16 bytes, or null; used only for a 16-bit y where cuBLASLt takes no fp32
+  // bias with it; must outlive this object.
   CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out, CublasLtActivation activation,
                  const void* weight, const float* bias, size_t workspace_bytes,
                  cublasComputeType_t compute = CUBLAS_COMPUTE_32F,
-                 cudaDataType_t operands = CUDA_R_32F);
+                 cudaDataType_t operands = CUDA_R_32F, const void* half_bias = nullptr);
   CublasLtLinear(const CublasLtLinear&) = delete;
   CublasLtLinear& operator=(const CublasLtLinear&) = delete;
 
@@ -164,10 +169,12 @@ class CublasLtLinear {
   // reads them in cublasLtMatmul and cublasLtMatmulAlgoGetHeuristic.
   cublasLtMatmulDescOpaque_t matmul_{};
   // The same product for a 16-bit y (16-bit operands only), its bias declared fp32; where
-  // cuBLASLt refused that declaration, half_output_refusal_ says so and 16-bit choices are
-  // refused with it.
+  // cuBLASLt refused that declaration, half_output_refusal_ says so and only the 16-bit bias is
+  // tried. half_bias_matmul_: with the 16-bit copy of the bias (has_half_bias_).
   cublasLtMatmulDescOpaque_t half_output_matmul_{};
   std::string half_output_refusal_;
+  cublasLtMatmulDescOpaque_t half_bias_matmul_{};
+  bool has_half_bias_ = false;
   cublasLtMatrixLayoutOpaque_t weight_layout_{};
 
   std::atomic<bool> refused_for_testing_{false};
