@@ -104,6 +104,7 @@ struct OpRefs {
   std::vector<size_t> layer_bias;
   CublasLtActivation lt_activation = CublasLtActivation::None;  // CublasLtLinear only
   size_t half_weight = kNone;                                   // into the 16-bit blob
+  size_t half_bias = kNone;      // into the 16-bit blob: a bias cuBLASLt may add to a 16-bit y
   size_t block_image = kNone;    // FusedMlp: the single-block form's image
   size_t cluster_image = kNone;  // FusedMlp: the cluster form's image
 };
@@ -708,6 +709,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           if (step.bias >= 0) ref.bias = blob.add(constant(step.bias), alignment);
           if (lt_half_operands) {
             ref.half_weight = add_half(half_blob, constant(step.weight), half_format_);
+            // For writing the model output in 16 bits where cuBLASLt takes no fp32 bias then.
+            if (step.bias >= 0 && p.values[step.output].storage == Storage::ModelOutput) {
+              ref.half_bias = add_half(half_blob, constant(step.bias), half_format_);
+            }
           }
           ref.lt_activation = cublaslt_activation(step.epilogue);
           op.epilogue =
@@ -884,11 +889,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       const cudaDataType_t operands = op.half_weight == nullptr              ? CUDA_R_32F
                                       : half_format_ == HalfFormat::Binary16 ? CUDA_R_16F
                                                                              : CUDA_R_16BF;
+      const void* half_bias =
+          refs[i].half_bias != kNone ? half_weights_.data() + refs[i].half_bias : nullptr;
       op.lt = std::make_unique<CublasLtLinear>(
           cublaslt_->get(), static_cast<int32_t>(step.in_features),
           static_cast<int32_t>(step.out_features), refs[i].lt_activation,
           op.half_weight != nullptr ? op.half_weight : op.weight, op.bias,
-          cublaslt_workspace_bytes_, compute, operands);
+          cublaslt_workspace_bytes_, compute, operands, half_bias);
       if (compute != CUBLAS_COMPUTE_32F || op.half_weight != nullptr) {
         effective_precision_ = precision_;
       }
@@ -961,6 +968,14 @@ void CudaBackend::find_model_io_ops() {
                                            tensor_core_mlp_takes_16_bit_io(op.tensor_core));
     cublaslt_reads_16_bit_input_ = cublaslt_reads_16_bit_input_ || half_cublaslt;
     if (half_cublaslt) ++cublaslt_input_narrowings_;
+    // cuBLASLt's epilogue is the last thing done to its output: no pass may run in place after.
+    op.writes_16_bit_output = op.kind == OpKind::CublasLtLinear && op.lt != nullptr &&
+                              op.half_weight != nullptr && op.writes_model_output &&
+                              op.epilogue.size() <= 1;
+    cublaslt_writes_16_bit_output_ = cublaslt_writes_16_bit_output_ || op.writes_16_bit_output;
+    if (op.writes_16_bit_output) {
+      op.load_reason += "; a model output of that type on 256 bytes is cuBLASLt's D as it is";
+    }
   }
 }
 
@@ -970,8 +985,19 @@ bool CudaBackend::op_takes_16_bit_io(const Op& op, int64_t batch) const {
   return mlp_route(op, rows) == MlpRoute::TensorCore;
 }
 
+namespace {
+
+// The cuBLASLt type of an element type.
+cudaDataType_t cublaslt_type(ElementType type) {
+  return type == ElementType::Float16    ? CUDA_R_16F
+         : type == ElementType::Bfloat16 ? CUDA_R_16BF
+                                         : CUDA_R_32F;
+}
+
+}  // namespace
+
 bool CudaBackend::op_reads_16_bit(const Op& op, int64_t batch, ElementType input, const void* data,
-                                  const void* model_output) const {
+                                  const void* model_output, ElementType model_output_type) const {
   if (op.kind != OpKind::CublasLtLinear) return op_takes_16_bit_io(op, batch);
   if (!op.takes_16_bit_io) return false;
   // cuBLASLt's operand in its own type, on 256 bytes as the staging is: cuBLASLt then picks the
@@ -982,31 +1008,47 @@ bool CudaBackend::op_reads_16_bit(const Op& op, int64_t batch, ElementType input
   const Plan& p = *plan_;
   const int64_t rows = batch * p.steps[op.first_step].rows_per_sample;
   const bool writes_output = p.values[p.steps[op.last_step].output].storage == Storage::ModelOutput;
-  const auto* y =
-      static_cast<const float*>(writes_output ? model_output : reinterpret_cast<const void*>(256));
-  return op.lt->choose(rows, data, y).usable;
+  const void* y = writes_output ? model_output : reinterpret_cast<const void*>(256);
+  const ElementType y_type = writes_output ? model_output_type : ElementType::Float32;
+  return op.lt->choose(rows, data, y, cublaslt_type(y_type)).usable;
+}
+
+bool CudaBackend::op_writes_16_bit(const Op& op, int64_t batch, ElementType output,
+                                   const void* data) const {
+  const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
+  if (op.kind != OpKind::CublasLtLinear) {
+    // In-place passes after the kernel (epilogue pieces past the first) run on float32.
+    return op.epilogue.size() <= 1 && op_takes_16_bit_io(op, batch) &&
+           tensor_core_mlp_writes(op.tensor_core, output, rows);
+  }
+  if (!op.writes_16_bit_output) return false;
+  // cuBLASLt's D in its operands' type, on 256 bytes. Its x is then on 256 bytes too, whichever
+  // it reads: a 16-bit model input it takes as it is (op_reads_16_bit() asks for 256), or the
+  // staging.
+  const ElementType own =
+      half_format_ == HalfFormat::Binary16 ? ElementType::Float16 : ElementType::Bfloat16;
+  if (output != own || reinterpret_cast<uintptr_t>(data) % 256 != 0) return false;
+  const auto* aligned = reinterpret_cast<const void*>(uintptr_t{256});
+  return op.lt->choose(rows, aligned, data, cublaslt_type(output)).usable;
 }
 
 bool CudaBackend::reads_16_bit_input(int64_t batch, ElementType input, const void* data,
-                                     const void* model_output) const {
+                                     const void* model_output,
+                                     ElementType model_output_type) const {
   if (single_launch_.takes(batch) || input == ElementType::Float32) return false;
   bool any = false;
   for (const Op& op : ops_) {
     if (!op.reads_model_input) continue;
-    if (!op_reads_16_bit(op, batch, input, data, model_output)) return false;
+    if (!op_reads_16_bit(op, batch, input, data, model_output, model_output_type)) return false;
     any = true;
   }
   return any;
 }
 
-bool CudaBackend::writes_16_bit_output(int64_t batch, ElementType output) const {
-  if (single_launch_.takes(batch)) return false;
+bool CudaBackend::writes_16_bit_output(int64_t batch, ElementType output, const void* data) const {
+  if (single_launch_.takes(batch) || output == ElementType::Float32) return false;
   for (const Op& op : ops_) {
-    if (!op.writes_model_output) continue;
-    // In-place passes after the kernel (epilogue pieces past the first) run on float32.
-    const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
-    return op.epilogue.size() <= 1 && op_takes_16_bit_io(op, batch) &&
-           tensor_core_mlp_writes(op.tensor_core, output, rows);
+    if (op.writes_model_output) return op_writes_16_bit(op, batch, output, data);
   }
   return false;
 }
@@ -1338,10 +1380,26 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
             }
             if (op.half_weight != nullptr) {
               ++choice.launches;  // a float32 x narrowed into the 16-bit staging first
+              const char* own = half_format_ == HalfFormat::Binary16 ? "float16" : "bfloat16";
               if (op.takes_16_bit_io) {
-                now += std::string("; a ") +
-                       (half_format_ == HalfFormat::Binary16 ? "float16" : "bfloat16") +
+                now += std::string("; a ") + own +
                        " model input on 256 bytes is the operand as it is, one launch fewer";
+              }
+              if (op.writes_16_bit_output) {
+                const ElementType type = half_format_ == HalfFormat::Binary16
+                                             ? ElementType::Float16
+                                             : ElementType::Bfloat16;
+                const CublasLtLinear::Choice& written =
+                    op.lt->choose(rows, aligned, aligned, cublaslt_type(type));
+                now += !op_writes_16_bit(op, batch, type, aligned)
+                           ? std::string("; a ") + own +
+                                 " model output is narrowed after: " + written.reason
+                           : std::string("; cuBLASLt writes a ") + own +
+                                 " model output on 256 bytes itself, no narrowing pass after" +
+                                 (written.bias_16_bit
+                                      ? " (adding the bias rounded to 16 bits: cuBLASLt takes no "
+                                        "fp32 bias with a 16-bit output here)"
+                                      : "");
               }
             }
           } else {
@@ -1385,8 +1443,8 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
                                     "first";
     }
     if (op.writes_model_output) {
-      const bool binary16 = writes_16_bit_output(batch, ElementType::Float16);
-      const bool bfloat16 = writes_16_bit_output(batch, ElementType::Bfloat16);
+      const bool binary16 = writes_16_bit_output(batch, ElementType::Float16, aligned);
+      const bool bfloat16 = writes_16_bit_output(batch, ElementType::Bfloat16, aligned);
       choice.reason += binary16 && bfloat16 ? "; writes a float16 or bfloat16 model output itself"
                        : binary16 ? "; writes a float16 model output itself (a bfloat16 one is "
                                     "narrowed from float32 after)"
@@ -1407,8 +1465,9 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
                           void* cublaslt_workspace, cudaStream_t stream) const {
   const Plan& p = *plan_;
   if ((input.type != ElementType::Float32 &&
-       !reads_16_bit_input(batch, input.type, input.data, output.data)) ||
-      (output.type != ElementType::Float32 && !writes_16_bit_output(batch, output.type))) {
+       !reads_16_bit_input(batch, input.type, input.data, output.data, output.type)) ||
+      (output.type != ElementType::Float32 &&
+       !writes_16_bit_output(batch, output.type, output.data))) {
     fail(FDNN_STATUS_INTERNAL_ERROR,
          "a 16-bit model input or output reached a kernel that reads "
          "and writes float32 only at batch ",
@@ -1513,10 +1572,13 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
         args.out = static_cast<int32_t>(step.out_features);
         args.epilogue = op.epilogue.front();
         // A 16-bit model input is cuBLASLt's operand as it is (reads_16_bit_input() checked that
-        // cuBLASLt takes it); a float32 one is narrowed into the staging first.
+        // cuBLASLt takes it); a float32 one is narrowed into the staging first. A 16-bit model
+        // output is cuBLASLt's D as it is (writes_16_bit_output() checked that).
         const TypedInput typed_x = typed_input(step.inputs.front());
+        const TypedOutput typed_y = typed_output(last.output);
         const bool direct = typed_x.type != ElementType::Float32;
-        if (!direct && small_batch_linear_takes(op.small_batch, rows, x)) {
+        const bool direct_output = typed_y.type != ElementType::Float32;
+        if (!direct && !direct_output && small_batch_linear_takes(op.small_batch, rows, x)) {
           launch_small_batch_linear(op.small_batch, args, stream);
           break;
         }
@@ -1525,19 +1587,19 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
           const void* operand = direct                      ? typed_x.data
                                 : op.half_weight != nullptr ? staging
                                                             : static_cast<const void*>(x);
-          const CublasLtLinear::Choice& choice = op.lt->choose(rows, operand, y);
+          const CublasLtLinear::Choice& choice =
+              op.lt->choose(rows, operand, typed_y.data, cublaslt_type(typed_y.type));
           if (choice.usable) {
             if (op.half_weight != nullptr && !direct) {
               launch_narrow(x, staging, half_format_, rows * step.in_features, device_, stream);
             }
-            op.lt->run(choice, operand, y, cublaslt_workspace, stream);
+            op.lt->run(choice, operand, typed_y.data, cublaslt_workspace, stream);
             break;
           }
         }
-        if (direct) {
+        if (direct || direct_output) {
           fail(FDNN_STATUS_INTERNAL_ERROR, "step '", step.label,
-               "' has no cuBLASLt algorithm for "
-               "its 16-bit input at ",
+               "' has no cuBLASLt algorithm for its 16-bit ", direct ? "input" : "output", " at ",
                rows, " rows, which the backend checked it had");
         }
         // No cuBLASLt algorithm for this shape (choice.reason says why): the tiled GEMM.

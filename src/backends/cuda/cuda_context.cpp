@@ -309,11 +309,12 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   // A 16-bit side goes through the context's float32 buffer only where no kernel reads (or
   // writes) it in 16 bits itself at this batch; the plan then sees float32 on that side.
   const bool narrow = output_dtype != FDNN_DTYPE_FLOAT32 &&
-                      !backend_.writes_16_bit_output(batch, element_type(output_dtype));
+                      !backend_.writes_16_bit_output(batch, element_type(output_dtype), output);
   const bool widen =
       input_dtype != FDNN_DTYPE_FLOAT32 &&
       !backend_.reads_16_bit_input(batch, element_type(input_dtype), input,
-                                   narrow ? static_cast<void*>(r.device_output) : output);
+                                   narrow ? static_cast<void*>(r.device_output) : output,
+                                   narrow ? ElementType::Float32 : element_type(output_dtype));
   // A run of a plan that reads and writes only the caller's buffers and the weights, in one
   // launch (no conversion pass, no graph of the context's), shares nothing with the context's
   // other runs: it neither waits for the previous one nor records the order event, whose cost
@@ -360,8 +361,11 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   // caller buffer (only the conversion kernels do, and they can be).
   const bool cublaslt_reads_caller_input =
       input_dtype != FDNN_DTYPE_FLOAT32 && !widen && backend_.cublaslt_reads_16_bit_input();
-  const bool repointable =
-      (backend_.device_graphs_repointable() && !cublaslt_reads_caller_input) || (widen && narrow);
+  const bool cublaslt_writes_caller_output =
+      output_dtype != FDNN_DTYPE_FLOAT32 && !narrow && backend_.cublaslt_writes_16_bit_output();
+  const bool repointable = (backend_.device_graphs_repointable() && !cublaslt_reads_caller_input &&
+                            !cublaslt_writes_caller_output) ||
+                           (widen && narrow);
 
   CachedGraph* graph = nullptr;
   if (backend_.cuda_graphs() && launches >= 2 && !caller_capturing && !overlapping) {

@@ -27,7 +27,8 @@
 // into the pinned staging and a 16-bit output narrowed out of it, on the host; the graphs are
 // those of run_host. On the device path the kernels that read the model input and write its
 // output convert 16-bit buffers themselves where the backend says they can at the run's batch
-// (CudaBackend::reads_16_bit_input / writes_16_bit_output: the tensor-core MLP forms); elsewhere
+// (CudaBackend::reads_16_bit_input / writes_16_bit_output: the tensor-core MLP forms, cuBLASLt
+// with 16-bit operands); elsewhere
 // a 16-bit input is widened on the caller's stream into the context's device_input and a 16-bit
 // output narrowed from its device_output (convert_dtype.cu), so those kernels see float32. Either
 // way the kernels are launched through launch_kernel: they are captured with the plan, graphs

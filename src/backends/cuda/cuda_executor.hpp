@@ -92,6 +92,10 @@ struct Op {
   // CublasLtLinear with 16-bit operands (half_weight) reads a model input of its own type as
   // cuBLASLt's operand instead of narrowing it into the staging (CudaBackend::op_reads_16_bit()).
   bool takes_16_bit_io = false;
+  // A CublasLtLinear with 16-bit operands that writes the model output with nothing in place
+  // after it: cuBLASLt writes a model output of its operands' type itself, where it has an
+  // algorithm for that (CudaBackend::op_writes_16_bit()).
+  bool writes_16_bit_output = false;
 };
 
 // Which kernel a FusedMlp op runs for a number of rows (CudaBackend::mlp_route).
@@ -130,16 +134,20 @@ class CudaBackend final : public Backend {
                void* cublaslt_workspace, cudaStream_t stream) const;
   // Whether every op that reads the model input at `batch` reads a 16-bit one of type `input` at
   // `data` itself, and whether the op that writes the model output writes one of type `output`
-  // itself (nothing runs in place on it after). Where not, the context widens the caller's input
-  // into a float32 buffer first, or narrows the output from one after (convert_dtype.hpp).
-  // `model_output`: where the plan writes its output (the caller's buffer, or the context's
-  // float32 one when it narrows after), whose alignment cuBLASLt's choice depends on.
+  // at `data` itself (nothing runs in place on it after). Where not, the context widens the
+  // caller's input into a float32 buffer first, or narrows the output from one after
+  // (convert_dtype.hpp); it decides the output first. `model_output`, `model_output_type`: where
+  // the plan writes its output and in which type (the caller's buffer, or the context's float32
+  // one when it narrows after), whose alignment and type cuBLASLt's choice depends on.
   bool reads_16_bit_input(int64_t batch, ElementType input, const void* data,
-                          const void* model_output) const;
-  bool writes_16_bit_output(int64_t batch, ElementType output) const;
-  // Whether a cuBLASLt call reads a 16-bit model input itself (Op::takes_16_bit_io): a graph of
-  // such a run cannot be re-pointed at other input buffers.
+                          const void* model_output,
+                          ElementType model_output_type = ElementType::Float32) const;
+  bool writes_16_bit_output(int64_t batch, ElementType output, const void* data) const;
+  // Whether a cuBLASLt call reads a 16-bit model input itself (Op::takes_16_bit_io), or writes a
+  // 16-bit model output itself (Op::writes_16_bit_output): a graph of such a run cannot be
+  // re-pointed at other caller buffers.
   bool cublaslt_reads_16_bit_input() const { return cublaslt_reads_16_bit_input_; }
+  bool cublaslt_writes_16_bit_output() const { return cublaslt_writes_16_bit_output_; }
 
   const Plan& plan() const { return *plan_; }
   const DeviceInfo& device_info() const { return device_; }
@@ -207,7 +215,10 @@ class CudaBackend final : public Backend {
   bool op_takes_16_bit_io(const Op& op, int64_t batch) const;
   // Whether `op` reads, at `batch`, a model input of type `input` at `data` itself.
   bool op_reads_16_bit(const Op& op, int64_t batch, ElementType input, const void* data,
-                       const void* model_output) const;
+                       const void* model_output, ElementType model_output_type) const;
+  // Whether `op` (which writes the model output) writes, at `batch`, one of type `output` at
+  // `data` itself.
+  bool op_writes_16_bit(const Op& op, int64_t batch, ElementType output, const void* data) const;
 
   std::shared_ptr<const Plan> plan_;
   int64_t max_batch_;
@@ -225,6 +236,7 @@ class CudaBackend final : public Backend {
   std::string cublaslt_unavailable_reason_;  // set when cuBLASLt could not be loaded
   bool device_graphs_repointable_ = true;
   bool cublaslt_reads_16_bit_input_ = false;
+  bool cublaslt_writes_16_bit_output_ = false;
   // The cuBLASLt steps with 16-bit operands that read the model input: launches_per_run_ counts
   // each one's narrowing of a float32 x, which a 16-bit input they read themselves spares.
   int cublaslt_input_narrowings_ = 0;

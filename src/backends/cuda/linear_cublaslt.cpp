@@ -99,7 +99,7 @@ CublasLtHandle::~CublasLtHandle() {
 CublasLtLinear::CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out,
                                CublasLtActivation activation, const void* weight, const float* bias,
                                size_t workspace_bytes, cublasComputeType_t compute,
-                               cudaDataType_t operands)
+                               cudaDataType_t operands, const void* half_bias)
     : handle_(handle),
       in_(in),
       out_(out),
@@ -112,22 +112,46 @@ CublasLtLinear::CublasLtLinear(cublasLtHandle_t handle, int32_t in, int32_t out,
   if (in < 1 || out < 1 || weight == nullptr) {
     fail(FDNN_STATUS_INTERNAL_ERROR, "cuBLASLt Linear ", in, " -> ", out, " without weights");
   }
-  FDNN_CUBLAS_CHECK(lt().matmul_desc_init(&matmul_, compute, CUDA_R_32F));
-  const int32_t transpose_a = CUBLAS_OP_T;
-  const int32_t transpose_b = CUBLAS_OP_N;
-  FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(&matmul_, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                   &transpose_a, sizeof transpose_a));
-  FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(&matmul_, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                   &transpose_b, sizeof transpose_b));
-  const uint32_t epilogue = epilogue_;
-  FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(&matmul_, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                   &epilogue, sizeof epilogue));
-  if (bias != nullptr) {
-    // The heuristic reads the pointer's alignment, so it is set before any choice.
-    const void* pointer = bias;
-    FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(&matmul_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &pointer, sizeof pointer));
-    // The bias's type defaults to D's, fp32.
+  // The product's descriptor: transposes, the epilogue and the bias pointer (the heuristic reads
+  // its alignment, so it is set before any choice).
+  auto describe = [&](cublasLtMatmulDescOpaque_t* matmul, const void* bias_pointer) {
+    FDNN_CUBLAS_CHECK(lt().matmul_desc_init(matmul, compute, CUDA_R_32F));
+    const int32_t transpose_a = CUBLAS_OP_T;
+    const int32_t transpose_b = CUBLAS_OP_N;
+    FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(matmul, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                     &transpose_a, sizeof transpose_a));
+    FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(matmul, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                     &transpose_b, sizeof transpose_b));
+    const uint32_t epilogue = epilogue_;
+    FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(matmul, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                     &epilogue, sizeof epilogue));
+    if (bias_pointer != nullptr) {
+      FDNN_CUBLAS_CHECK(lt().matmul_desc_set_attribute(matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bias_pointer, sizeof bias_pointer));
+    }
+  };
+  describe(&matmul_, bias);  // the bias's type defaults to D's, fp32
+  if (operands_ != CUDA_R_32F) {
+    // A 16-bit D would make the bias 16-bit too by default: declared fp32, the sum is rounded
+    // once, as the fp32 y narrowed after is.
+    describe(&half_output_matmul_, bias);
+    if (bias != nullptr && half_bias != nullptr) {
+      describe(&half_bias_matmul_, half_bias);  // the bias's type defaults to D's
+      has_half_bias_ = true;
+    }
+    if (bias != nullptr) {
+      const int32_t bias_type = CUDA_R_32F;
+      const cublasStatus_t status = lt().matmul_desc_set_attribute(
+          &half_output_matmul_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+      if (status != CUBLAS_STATUS_SUCCESS) {
+        half_output_refusal_ =
+            "cuBLASLt refuses an fp32 bias with a 16-bit y "
+            "(cublasLtMatmulDescSetAttribute BIAS_DATA_TYPE: " +
+            cublas_status_text(status) + ")";
+      }
+    }
+  } else {
+    half_output_refusal_ = "fp32 operands: cuBLASLt writes a 16-bit y only from 16-bit operands";
   }
   FDNN_CUBLAS_CHECK(lt().matrix_layout_init(&weight_layout_, operands_, static_cast<uint64_t>(in),
                                             static_cast<uint64_t>(out), in));
@@ -145,33 +169,46 @@ const char* CublasLtLinear::epilogue_name() const {
   }
 }
 
-const CublasLtLinear::Choice& CublasLtLinear::choose(int64_t rows, const void* x,
-                                                     const float* y) const {
-  const Key key{rows, alignment_of(x), alignment_of(y)};
+const CublasLtLinear::Choice& CublasLtLinear::choose(int64_t rows, const void* x, const void* y,
+                                                     cudaDataType_t output) const {
+  const Key key{rows, alignment_of(x), alignment_of(y), static_cast<int32_t>(output)};
   std::lock_guard<std::mutex> lock(mutex_);
   const auto found = choices_.find(key);
   if (found != choices_.end()) return *found->second;
   auto choice = std::make_unique<Choice>();
+  choice->output = output;
   decide(rows, std::get<1>(key), std::get<2>(key), *choice);
   return *choices_.emplace(key, std::move(choice)).first->second;
 }
 
 void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_alignment,
                             Choice& choice) const {
+  const bool half_output = choice.output != CUDA_R_32F;
   std::ostringstream what;
   what << "Linear " << in_ << " -> " << out_ << (operands_ == CUDA_R_32F ? "" : " (16-bit W and x)")
        << " with the " << epilogue_name() << " epilogue for " << rows << " rows (x aligned to "
-       << x_alignment << " bytes, y to " << y_alignment << ")";
+       << x_alignment << " bytes, " << (half_output ? "16-bit " : "") << "y to " << y_alignment
+       << ")";
+  // A 16-bit y that cuBLASLt cannot write is written in fp32 and narrowed after; an fp32 one
+  // runs on the tiled GEMM.
   auto refuse = [&](const std::string& why) {
     choice.usable = false;
-    choice.reason = what.str() + ": " + why + "; running the tiled GEMM (linear.cu) instead";
+    choice.reason = what.str() + ": " + why +
+                    (half_output ? "; writing fp32 and narrowing it after instead"
+                                 : "; running the tiled GEMM (linear.cu) instead");
   };
   if (refused_for_testing_.load()) return refuse("cuBLASLt refused for testing");
+  if (half_output && choice.output != operands_) {
+    return refuse("y's 16-bit type is not the operands'");
+  }
+  if (half_output && !half_output_refusal_.empty() && !has_half_bias_) {
+    return refuse(half_output_refusal_);
+  }
 
   cublasStatus_t status = lt().matrix_layout_init(
       &choice.x_layout, operands_, static_cast<uint64_t>(in_), static_cast<uint64_t>(rows), in_);
   if (status == CUBLAS_STATUS_SUCCESS) {
-    status = lt().matrix_layout_init(&choice.y_layout, CUDA_R_32F, static_cast<uint64_t>(out_),
+    status = lt().matrix_layout_init(&choice.y_layout, choice.output, static_cast<uint64_t>(out_),
                                      static_cast<uint64_t>(rows), out_);
   }
   if (status != CUBLAS_STATUS_SUCCESS) {
@@ -202,42 +239,66 @@ void CublasLtLinear::decide(int64_t rows, uint32_t x_alignment, uint32_t y_align
     }
   }
 
-  auto* matmul = const_cast<cublasLtMatmulDescOpaque_t*>(&matmul_);
+  // The heuristic's algorithm for one descriptor, into choice; else why there is none.
   auto* weight_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&weight_layout_);
-  cublasLtMatmulHeuristicResult_t result{};
-  int returned = 0;
-  status =
-      lt().algo_get_heuristic(handle_, matmul, weight_layout, &choice.x_layout, &choice.y_layout,
-                              &choice.y_layout, preference.get(), 1, &result, &returned);
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    return refuse("cublasLtMatmulAlgoGetHeuristic: " + cublas_status_text(status));
+  auto ask = [&](const cublasLtMatmulDescOpaque_t& descriptor) -> std::string {
+    auto* matmul = const_cast<cublasLtMatmulDescOpaque_t*>(&descriptor);
+    cublasLtMatmulHeuristicResult_t result{};
+    int returned = 0;
+    status =
+        lt().algo_get_heuristic(handle_, matmul, weight_layout, &choice.x_layout, &choice.y_layout,
+                                &choice.y_layout, preference.get(), 1, &result, &returned);
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      return "cublasLtMatmulAlgoGetHeuristic: " + cublas_status_text(status);
+    }
+    if (returned < 1) {
+      return "cublasLtMatmulAlgoGetHeuristic found no algorithm within " +
+             std::to_string(workspace_bytes_) + " bytes of workspace";
+    }
+    if (result.state != CUBLAS_STATUS_SUCCESS) {
+      return "cublasLtMatmulAlgoGetHeuristic's algorithm is unusable: " +
+             cublas_status_text(result.state);
+    }
+    if (result.workspaceSize > workspace_bytes_) {
+      return "the algorithm needs " + std::to_string(result.workspaceSize) +
+             " bytes of workspace, more than the " + std::to_string(workspace_bytes_) + " allowed";
+    }
+    choice.algo = result.algo;
+    choice.algorithm_workspace_bytes = result.workspaceSize;
+    choice.usable = true;
+    return "";
+  };
+  if (!half_output) {
+    const std::string why = ask(matmul_);
+    if (!why.empty()) refuse(why);
+    return;
   }
-  if (returned < 1) {
-    return refuse("cublasLtMatmulAlgoGetHeuristic found no algorithm within " +
-                  std::to_string(workspace_bytes_) + " bytes of workspace");
+  // A 16-bit y: the fp32 bias first (one rounding), else the 16-bit copy of the bias.
+  std::string why = half_output_refusal_;
+  if (why.empty()) why = ask(half_output_matmul_);
+  if (why.empty()) return;
+  if (has_half_bias_) {
+    const std::string half_bias_why = ask(half_bias_matmul_);
+    if (half_bias_why.empty()) {
+      choice.bias_16_bit = true;
+      return;
+    }
+    why += "; with the 16-bit copy of the bias: " + half_bias_why;
   }
-  if (result.state != CUBLAS_STATUS_SUCCESS) {
-    return refuse("cublasLtMatmulAlgoGetHeuristic's algorithm is unusable: " +
-                  cublas_status_text(result.state));
-  }
-  if (result.workspaceSize > workspace_bytes_) {
-    return refuse("the algorithm needs " + std::to_string(result.workspaceSize) +
-                  " bytes of workspace, more than the " + std::to_string(workspace_bytes_) +
-                  " allowed");
-  }
-  choice.algo = result.algo;
-  choice.algorithm_workspace_bytes = result.workspaceSize;
-  choice.usable = true;
+  refuse(why);
 }
 
-void CublasLtLinear::run(const Choice& choice, const void* x, float* y, void* workspace,
+void CublasLtLinear::run(const Choice& choice, const void* x, void* y, void* workspace,
                          cudaStream_t stream) const {
   if (!choice.usable) {
     fail(FDNN_STATUS_INTERNAL_ERROR, "cuBLASLt run without an algorithm: ", choice.reason);
   }
   const float alpha = 1.0f;
   const float beta = 0.0f;  // C is not read; it names y only because cuBLASLt wants a C
-  auto* matmul = const_cast<cublasLtMatmulDescOpaque_t*>(&matmul_);
+  auto* matmul =
+      const_cast<cublasLtMatmulDescOpaque_t*>(choice.output == CUDA_R_32F ? &matmul_
+                                              : choice.bias_16_bit        ? &half_bias_matmul_
+                                                                          : &half_output_matmul_);
   auto* weight_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&weight_layout_);
   auto* x_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&choice.x_layout);
   auto* y_layout = const_cast<cublasLtMatrixLayoutOpaque_t*>(&choice.y_layout);

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_executor.hpp"
+#include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
 #include "fusednn/fusednn.h"
 #include "internal_test_support.hpp"
@@ -367,6 +369,219 @@ TEST_F(CublasLtInternal, SixteenBitInputSparesTheNarrowingLaunch) {
       EXPECT_EQ(backend->cublaslt_reads_16_bit_input(), spared > 0);
     }
   }
+}
+
+// Where cuBLASLt writes a 16-bit model output itself: a cuBLASLt step with 16-bit operands that
+// writes the model output with no pass in place after it (so not after ReLU, which runs as the
+// backend's NaN-keeping pass, nor GELU(erf)), for an output of the operands' type on 256 bytes.
+// The other 16-bit type, an output off 256 bytes, and every output of the other models are
+// narrowed from float32 after. Such runs' graphs cannot be re-pointed. (A model whose output a
+// tensor-core MLP writes is typed_io_test's.) Below compute capability
+// 8.0 there are no 16-bit operands and nothing is written in 16 bits.
+TEST_F(CublasLtInternal, SixteenBitOutputIsCublasLtsD) {
+  REQUIRE_CUDA();
+  using fusednn::cuda::ElementType;
+  Net chain({64});
+  chain.linear("fc1", 64, 128).act(kReLU).linear("fc2", 128, 96).act(kReLU);
+  chain.linear("wide", 96, 3072).act(kGeluTanh);
+  struct Case {
+    Net net;
+    const char* name;
+    bool writes;
+  };
+  const Case cases[] = {
+      {lone(768, 3072, true, {kGeluTanh}), "768 -> 3072 + bias + GELU(tanh)",
+       fusednn::cuda::kCublasLtFusesGeluTanh},
+      {lone(1024, 1024, true, {}), "1024 -> 1024 + bias", true},
+      {lone(300, 520, false, {}), "300 -> 520", true},
+      {lone(768, 3072, true, {kGeluErf}), "768 -> 3072 + GELU(erf)", false},
+      {lone(1000, 1003, true, {kReLU}), "1000 -> 1003 + ReLU", false},
+      {chain, "64-128-96 | 3072 + GELU(tanh)", fusednn::cuda::kCublasLtFusesGeluTanh},
+  };
+  const auto* aligned = reinterpret_cast<const void*>(uintptr_t{1} << 20);
+  const auto* off_256 = reinterpret_cast<const void*>((uintptr_t{1} << 20) + 16);
+  uint32_t seed = 2700;
+  for (const fdnn_precision precision : {FDNN_PRECISION_BF16, FDNN_PRECISION_FP16}) {
+    const ElementType own =
+        precision == FDNN_PRECISION_BF16 ? ElementType::Bfloat16 : ElementType::Float16;
+    const ElementType other =
+        precision == FDNN_PRECISION_BF16 ? ElementType::Float16 : ElementType::Bfloat16;
+    const std::string own_name = precision == FDNN_PRECISION_BF16 ? "bfloat16" : "float16";
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(c.name) + ", " + own_name);
+      std::mt19937 random(seed++);
+      const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
+          create_model(c.net.spec(), FDNN_DEVICE_CUDA, 4097, 1, precision), fdnn_model_destroy);
+      ASSERT_NE(model, nullptr) << fdnn_last_error_message();
+      set_weights(model.get(), c.net, draw_weights(c.net, random));
+      CudaBackend* backend = backend_of(model.get());
+      ASSERT_NE(backend, nullptr);
+      const bool writes = c.writes && backend->device_info().major >= 8;
+      EXPECT_EQ(backend->cublaslt_writes_16_bit_output(), writes);
+      if (writes) {
+        EXPECT_FALSE(backend->device_graphs_repointable());
+      }
+      const Op& last = backend->ops().back();
+      EXPECT_EQ(last.writes_16_bit_output, writes);
+      for (const int64_t batch : {int64_t{1}, int64_t{2}, int64_t{33}, int64_t{4097}}) {
+        SCOPED_TRACE("batch " + std::to_string(batch));
+        const bool own_written = backend->writes_16_bit_output(batch, own, aligned);
+        if (writes && !own_written) {
+          const int64_t rows = batch * backend->plan().steps[last.first_step].rows_per_sample;
+          const cudaDataType_t type = own == ElementType::Bfloat16 ? CUDA_R_16BF : CUDA_R_16F;
+          ADD_FAILURE() << "cuBLASLt does not write the " << own_name
+                        << " output: " << last.lt->choose(rows, aligned, aligned, type).reason;
+        }
+        EXPECT_FALSE(!writes && own_written);
+        EXPECT_FALSE(backend->writes_16_bit_output(batch, other, aligned));
+        EXPECT_FALSE(backend->writes_16_bit_output(batch, own, off_256));
+        EXPECT_FALSE(backend->writes_16_bit_output(batch, ElementType::Float32, aligned));
+        size_t size = 0;
+        ASSERT_EQ(
+            fdnn_model_explain(model.get(), batch, FDNN_EXPLAIN_FORMAT_TEXT, nullptr, 0, &size),
+            FDNN_STATUS_OK);
+        std::string text(size, '\0');
+        ASSERT_EQ(fdnn_model_explain(model.get(), batch, FDNN_EXPLAIN_FORMAT_TEXT, text.data(),
+                                     text.size(), &size),
+                  FDNN_STATUS_OK);
+        EXPECT_EQ(text.find("cuBLASLt writes a " + own_name +
+                            " model output on 256 bytes itself") != std::string::npos,
+                  writes)
+            << text;
+        EXPECT_EQ(text.find("writes a " + own_name + " model output itself") != std::string::npos,
+                  writes)
+            << text;
+      }
+    }
+  }
+}
+
+// cuBLASLt's D in 16 bits against its D in fp32 narrowed on the host to nearest even, same
+// operands (16-bit W and x, fp32 bias, and its 16-bit copy for where cuBLASLt takes no fp32 bias
+// with a 16-bit D: the figures printed say which it took), same epilogues, for row counts that
+// may get different kernels. Where the heuristic gives both D types the same algorithm and the
+// fp32 bias, the sums are the same and the bits must agree exactly (the epilogue adds the fp32
+// bias and applies the activation in fp32, then rounds once);
+// where it gives them different algorithms, their fp32 summation orders differ, the figures are
+// printed, and the 16-bit D must stay within the fp16/bf16 contract (1e-2 relative) of the fp32
+// one. A 16-bit D of the other 16-bit type, or from fp32 operands, is refused with its reason.
+TEST_F(CublasLtInternal, SixteenBitDMatchesTheFloat32DNarrowed) {
+  REQUIRE_CUDA();
+  using fusednn::cuda::CublasLtActivation;
+  using fusednn::cuda::CublasLtHandle;
+  using fusednn::cuda::DeviceArray;
+  int major = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  if (major < 8) GTEST_SKIP() << "16-bit cuBLASLt operands need compute capability 8.0";
+  constexpr int64_t kMaxRows = 4097;
+  // odd: rows of y on 2 bytes only, where a 16-bit D may have no algorithm (the backend then
+  // narrows after); the figures are printed either way.
+  struct Shape {
+    int32_t in, out;
+    CublasLtActivation activation;
+    bool bias;
+    bool odd;
+    const char* name;
+  };
+  const Shape shapes[] = {
+      {768, 3072, CublasLtActivation::GeluTanh, true, false, "768 -> 3072 GELU_BIAS"},
+      {1024, 1024, CublasLtActivation::None, true, false, "1024 -> 1024 BIAS"},
+      {1000, 1003, CublasLtActivation::None, true, true, "1000 -> 1003 BIAS"},
+      {300, 520, CublasLtActivation::None, false, false, "300 -> 520 DEFAULT"}};
+  CublasLtHandle handle;
+  DeviceArray<unsigned char> workspace(size_t{32} << 20);
+  std::mt19937 random(2800);
+  for (const cudaDataType_t type : {CUDA_R_16BF, CUDA_R_16F}) {
+    const bool bf16 = type == CUDA_R_16BF;
+    auto narrow = [&](float v) {
+      return bf16 ? fusednn::float_to_bfloat16(v) : fusednn::float_to_half(v);
+    };
+    auto widen = [&](uint16_t v) {
+      return bf16 ? fusednn::bfloat16_to_float(v) : fusednn::half_to_float(v);
+    };
+    for (const Shape& shape : shapes) {
+      SCOPED_TRACE(std::string(shape.name) + (bf16 ? ", bf16" : ", fp16"));
+      const std::vector<float> weight =
+          normal(size_t(shape.in) * shape.out, random, 0.0f, 1.0f / std::sqrt(float(shape.in)));
+      const std::vector<float> bias = normal(size_t(shape.out), random, 0.0f, 0.1f);
+      const std::vector<float> input = normal(size_t(shape.in) * kMaxRows, random, 0.0f, 1.0f);
+      std::vector<uint16_t> weight16(weight.size()), input16(input.size()), bias16(bias.size());
+      for (size_t i = 0; i < weight.size(); ++i) weight16[i] = narrow(weight[i]);
+      for (size_t i = 0; i < input.size(); ++i) input16[i] = narrow(input[i]);
+      for (size_t i = 0; i < bias.size(); ++i) bias16[i] = narrow(bias[i]);
+      DeviceArray<uint16_t> device_weight(weight16.size()), x(input16.size());
+      DeviceArray<uint16_t> device_bias16(bias16.size());
+      DeviceArray<uint16_t> y16(size_t(shape.out) * kMaxRows);
+      DeviceArray<float> device_bias(bias.size()), y32(size_t(shape.out) * kMaxRows);
+      CUDA_OK(cudaMemcpy(device_weight.data(), weight16.data(), device_weight.bytes(),
+                         cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(x.data(), input16.data(), x.bytes(), cudaMemcpyHostToDevice));
+      CUDA_OK(
+          cudaMemcpy(device_bias.data(), bias.data(), device_bias.bytes(), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(device_bias16.data(), bias16.data(), device_bias16.bytes(),
+                         cudaMemcpyHostToDevice));
+      const CublasLtLinear linear(handle.get(), shape.in, shape.out, shape.activation,
+                                  device_weight.data(), shape.bias ? device_bias.data() : nullptr,
+                                  workspace.bytes(), CUBLAS_COMPUTE_32F, type,
+                                  shape.bias ? device_bias16.data() : nullptr);
+      const cudaDataType_t other = bf16 ? CUDA_R_16F : CUDA_R_16BF;
+      const CublasLtLinear::Choice& refused = linear.choose(1, x.data(), y16.data(), other);
+      EXPECT_FALSE(refused.usable);
+      EXPECT_NE(refused.reason.find("not the operands'"), std::string::npos) << refused.reason;
+      EXPECT_NE(refused.reason.find("narrowing it after"), std::string::npos) << refused.reason;
+      for (const int64_t rows : {int64_t{1}, int64_t{2}, int64_t{33}, kMaxRows}) {
+        SCOPED_TRACE(std::to_string(rows) + " rows");
+        const CublasLtLinear::Choice& wide = linear.choose(rows, x.data(), y32.data());
+        const CublasLtLinear::Choice& half = linear.choose(rows, x.data(), y16.data(), type);
+        ASSERT_TRUE(wide.usable) << wide.reason;
+        if (shape.odd && !half.usable) {
+          std::cout << "[ cuBLASLt ] " << half.reason << "\n";
+          continue;
+        }
+        ASSERT_TRUE(half.usable) << half.reason;
+        EXPECT_EQ(half.output, type);
+        const size_t count = size_t(rows) * shape.out;
+        CUDA_OK(cudaMemset(y32.data(), 0xFF, count * sizeof(float)));
+        CUDA_OK(cudaMemset(y16.data(), 0xFF, count * sizeof(uint16_t)));
+        linear.run(wide, x.data(), y32.data(), workspace.data(), nullptr);
+        linear.run(half, x.data(), y16.data(), workspace.data(), nullptr);
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<float> wide_out(count), half_widened(count), narrowed(count);
+        std::vector<uint16_t> half_out(count);
+        CUDA_OK(
+            cudaMemcpy(wide_out.data(), y32.data(), count * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(half_out.data(), y16.data(), count * sizeof(uint16_t),
+                           cudaMemcpyDeviceToHost));
+        size_t equal = 0;
+        for (size_t i = 0; i < count; ++i) {
+          equal += half_out[i] == narrow(wide_out[i]) ? 1 : 0;
+          half_widened[i] = widen(half_out[i]);
+          narrowed[i] = widen(narrow(wide_out[i]));
+        }
+        const bool same_algorithm = std::memcmp(&wide.algo, &half.algo, sizeof wide.algo) == 0;
+        const double error = relative_error(half_widened, wide_out);
+        std::cout << "[ cuBLASLt ] " << shape.name << (bf16 ? " bf16, " : " fp16, ") << rows
+                  << " rows: " << equal << " of " << count
+                  << " 16-bit D elements equal the fp32 D narrowed ("
+                  << (same_algorithm ? "the same algorithm" : "different algorithms")
+                  << (half.bias_16_bit ? ", the bias rounded to 16 bits" : "")
+                  << "); relative error against the fp32 D " << error << "\n";
+        if (same_algorithm && !half.bias_16_bit) {
+          EXPECT_EQ(equal, count);
+        }
+        EXPECT_LE(error, 1e-2);
+        EXPECT_LE(relative_error(narrowed, wide_out), 1e-2);  // the rounding alone
+      }
+    }
+  }
+  // fp32 operands: no 16-bit D.
+  DeviceArray<float> weight(size_t{64} * 300), x(size_t{300} * 4);
+  DeviceArray<uint16_t> y(size_t{64} * 4);
+  const CublasLtLinear plain(handle.get(), 300, 64, CublasLtActivation::None, weight.data(),
+                             nullptr, workspace.bytes());
+  const CublasLtLinear::Choice& refused = plain.choose(4, x.data(), y.data(), CUDA_R_16BF);
+  EXPECT_FALSE(refused.usable);
+  EXPECT_NE(refused.reason.find("fp32 operands"), std::string::npos) << refused.reason;
 }
 
 // Which runs the small-batch kernel takes: 1 to 32 rows of a planned shape (sm_90+, input
