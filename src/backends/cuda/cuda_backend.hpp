@@ -26,9 +26,11 @@ std::string cuda_unavailable_reason(int device_id) noexcept;
 // creates owns a stream, a workspace for max_batch, pinned staging and its captured graphs.
 // cuda_graphs: capture each run into a CUDA graph per context, path and batch size.
 // precision: the precision the caller allows (the backend's effective_precision() says what runs).
+// host_io: how host-buffer runs move the input and output (fdnn_model_options::host_io).
 // Throws FDNN_STATUS_UNSUPPORTED without a usable device, FDNN_STATUS_OUT_OF_MEMORY /
 // FDNN_STATUS_DEVICE_ERROR on CUDA failures (nothing is leaked).
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan> plan, int64_t max_batch,
-                                           int device_id, bool cuda_graphs, Precision precision);
+                                           int device_id, bool cuda_graphs, Precision precision,
+                                           fdnn_host_io host_io);
 
 }  // namespace fusednn

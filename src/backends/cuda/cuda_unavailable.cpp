@@ -17,7 +17,7 @@ int cuda_device_count() noexcept { return 0; }
 std::string cuda_unavailable_reason(int) noexcept { return kNotBuilt; }
 
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan>, int64_t, int, bool,
-                                           Precision) {
+                                           Precision, fdnn_host_io) {
   fail(FDNN_STATUS_UNSUPPORTED, kNotBuilt);
 }
 
