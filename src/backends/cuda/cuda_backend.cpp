@@ -408,11 +408,12 @@ int launches_for(const Op& op, const Step& step) {
 }  // namespace
 
 CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, int device_ordinal,
-                         bool cuda_graphs, Precision precision)
+                         bool cuda_graphs, Precision precision, fdnn_host_io host_io)
     : plan_(std::move(plan)),
       max_batch_(max_batch),
       cuda_graphs_(cuda_graphs),
-      precision_(precision) {
+      precision_(precision),
+      requested_host_io_(host_io) {
   const std::string reason = cuda_unavailable_reason(device_ordinal);
   if (!reason.empty()) fail(FDNN_STATUS_UNSUPPORTED, "cannot create the CUDA backend: ", reason);
   DeviceScope scope(device_ordinal);
@@ -432,6 +433,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   FDNN_CUDA_CHECK(
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_ordinal));
   device_.shared_per_sm = static_cast<size_t>(value);
+  FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrIntegrated, device_ordinal));
+  device_.integrated = value != 0;
+  FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrHostRegisterSupported, device_ordinal));
+  device_.host_register = value != 0;
+  FDNN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&value, cudaDevAttrHostRegisterReadOnlySupported, device_ordinal));
+  device_.host_register_read_only = value != 0;
   FDNN_LOAD_STAMP("backend: device attributes");
   // Lone wide Linear layers go to cuBLASLt, which is faster there than the fused kernel's
   // column-split form. FUSEDNN_CUDA_CUBLASLT=0 keeps fp32 models on that form, for comparing.
@@ -1102,6 +1110,41 @@ void CudaBackend::assign_workspace() {
   workspace_floats_ = end;
 }
 
+HostIoChoice CudaBackend::host_io_choice() const {
+  constexpr const char* kCannotMap =
+      "a step reads the model input or writes its output with cuBLASLt or the small-batch "
+      "Linear's bulk copies, which are not relied on to reach host memory";
+  HostIoChoice choice;
+  switch (requested_host_io_) {
+    case FDNN_HOST_IO_STAGED:
+      choice.reason = "options.host_io is FDNN_HOST_IO_STAGED";
+      return choice;
+    case FDNN_HOST_IO_MAPPED:
+      if (!host_mapped_io_) {
+        choice.reason = std::string("options.host_io is FDNN_HOST_IO_MAPPED, but ") + kCannotMap;
+        return choice;
+      }
+      choice.path = FDNN_HOST_IO_MAPPED;
+      choice.reason = "options.host_io is FDNN_HOST_IO_MAPPED";
+      return choice;
+    default: break;
+  }
+  if (!device_.integrated) {
+    choice.reason =
+        "a discrete GPU (copies through pinned staging; batches whose input and output are "
+        "small enough read and write the staging in place)";
+    if (!host_mapped_io_) choice.reason = "a discrete GPU (copies through pinned staging)";
+    return choice;
+  }
+  if (!host_mapped_io_) {
+    choice.reason = std::string("an integrated GPU, but ") + kCannotMap;
+    return choice;
+  }
+  choice.path = FDNN_HOST_IO_MAPPED;
+  choice.reason = "an integrated GPU, whose memory is the host's";
+  return choice;
+}
+
 size_t CudaBackend::context_bytes() const {
   // Device workspace and the host path's device buffers, plus as much pinned host staging, and
   // cuBLASLt's workspace.
@@ -1181,6 +1224,9 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
   if (!cublaslt_unavailable_reason_.empty()) {
     result.summary += "; cuBLASLt unavailable: " + cublaslt_unavailable_reason_;
   }
+  const HostIoChoice io = host_io_choice();
+  result.summary += std::string("; host I/O ") +
+                    (io.path == FDNN_HOST_IO_MAPPED ? "mapped" : "staged") + ": " + io.reason;
   if (single_launch_.takes(batch)) {
     KernelChoice choice;
     choice.first_step = 0;
@@ -1577,9 +1623,10 @@ std::string cuda_unavailable_reason(int device_id) noexcept {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan> plan, int64_t max_batch,
-                                           int device_id, bool cuda_graphs, Precision precision) {
+                                           int device_id, bool cuda_graphs, Precision precision,
+                                           fdnn_host_io host_io) {
   return std::make_unique<cuda::CudaBackend>(std::move(plan), max_batch, device_id, cuda_graphs,
-                                             precision);
+                                             precision, host_io);
 }
 
 }  // namespace fusednn
