@@ -125,9 +125,9 @@ std::shared_ptr<const PreparedModel> LoadedModel::make_prepared(const WeightStor
   FDNN_LOAD_STAMP("prepare: plan built");
   prepared->max_batch = options_.max_batch;
   if (options_.device == FDNN_DEVICE_CUDA) {
-    prepared->backend = make_cuda_backend(prepared->plan, options_.max_batch, options_.device_id,
-                                          options_.cuda_graphs, options_.precision,
-                                          options_.host_io);
+    prepared->backend =
+        make_cuda_backend(prepared->plan, options_.max_batch, options_.device_id,
+                          options_.cuda_graphs, options_.precision, options_.host_io);
   } else {
     prepared->backend = make_cpu_backend(prepared->plan, options_.max_batch, options_.cpu_threads);
   }

@@ -598,8 +598,7 @@ TEST(BadInput, NullHandleOrPointerForEveryEntryPoint) {
        },
        "context"},
       {"context_host_io/host_io",
-       [&](fdnn_model*, fdnn_context* c) { return fdnn_context_host_io(c, nullptr); },
-       "host_io"},
+       [&](fdnn_model*, fdnn_context* c) { return fdnn_context_host_io(c, nullptr); }, "host_io"},
       {"model_run_typed/model",
        [&](fdnn_model*, fdnn_context*) {
          return fdnn_model_run_typed(nullptr, 1, kInput, FDNN_DTYPE_FLOAT32, 3, out,

@@ -301,7 +301,8 @@ void CudaContext::run_host_mapped(int64_t batch, const void* input, fdnn_dtype i
   const auto out_begin = reinterpret_cast<uintptr_t>(output);
   // The kernels read and write whole elements: a buffer misaligned for its dtype is staged. So
   // is an output that overlaps the input, which the kernels would overwrite while reading it.
-  const bool overlapping = in_begin < out_begin + output_bytes && out_begin < in_begin + input_bytes;
+  const bool overlapping =
+      in_begin < out_begin + output_bytes && out_begin < in_begin + input_bytes;
   const bool input_mappable = in_begin % dtype_bytes(input_dtype) == 0;
   const bool output_mappable = out_begin % dtype_bytes(output_dtype) == 0 && !overlapping;
   const DeviceInfo& device = backend_.device_info();

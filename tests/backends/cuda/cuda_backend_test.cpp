@@ -787,18 +787,22 @@ TEST(CudaBackend, FusedConvLeNet5EveryBatchSize) {
   if (!quick()) expect_fused_conv_matches_cpu(lenet5(), {16384}, 501, 2, "LeNet-5, batch 16384");
 }
 
-// The host path with its staging copies and with the kernels reading and writing the pinned
-// staging in place (by default only small batches do; "1" forces every batch, "0" none).
-TEST(CudaBackend, HostPathWithAndWithoutZeroCopy) {
+// The host path on each fdnn_host_io: staging copies at every batch (STAGED), the kernels on the
+// caller's registered buffers (MAPPED), and the default, where on a discrete GPU small batches
+// read and write the pinned staging in place.
+TEST(CudaBackend, HostPathOnEveryHostIo) {
   REQUIRE_CUDA();
   uint32_t seed = 70;
-  for (const char* knob : {"0", "1"}) {
-    ScopedEnvironment zero_copy("FUSEDNN_CUDA_HOST_ZERO_COPY", knob);
-    const std::string what = std::string(", FUSEDNN_CUDA_HOST_ZERO_COPY=") + knob;
-    expect_matches_cpu(seed_mlp(), few_batches(), seed++, "seed MLP" + what);
-    expect_matches_cpu(lenet5(), few_batches(), seed++, "LeNet-5" + what);
+  for (const auto& [host_io, name] :
+       {std::pair{FDNN_HOST_IO_STAGED, "staged"}, std::pair{FDNN_HOST_IO_MAPPED, "mapped"},
+        std::pair{FDNN_HOST_IO_AUTO, "auto"}}) {
+    const std::string what = std::string(", host_io ") + name;
+    expect_matches_cpu(seed_mlp(), few_batches(), seed++, "seed MLP" + what, {},
+                       FDNN_PRECISION_FP32, kTolerance, host_io);
+    expect_matches_cpu(lenet5(), few_batches(), seed++, "LeNet-5" + what, {}, FDNN_PRECISION_FP32,
+                       kTolerance, host_io);
     expect_matches_cpu(off_grid_chain(), {1, 1000}, seed++, "37-200-13-256-255-5" + what, {},
-                       FDNN_PRECISION_BF16, 1e-2);
+                       FDNN_PRECISION_BF16, 1e-2, host_io);
   }
 }
 
