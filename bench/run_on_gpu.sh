@@ -193,11 +193,10 @@ if want bench && [[ -f $LIB ]]; then
                 "CUBLASLT=0 linear_gelu 32" "CUBLASLT=1 linear_gelu 32" \
                 "SMALL_BATCH_LINEAR=0 linear_gelu 1" "SMALL_BATCH_LINEAR=1 linear_gelu 1" \
                 "SMALL_BATCH_LINEAR=0 linear_gelu 32" "SMALL_BATCH_LINEAR=1 linear_gelu 32" \
-                "SINGLE_LAUNCH=0 lenet5 1" "DEPENDENT_LAUNCH=0 lenet5 1" \
-                "DEPENDENT_LAUNCH=0 seed_mlp 1" "DEPENDENT_LAUNCH=0 linear_gelu 32"; do
+                "SINGLE_LAUNCH=0 lenet5 1"; do
       set -- $args
-      echo "{\"knob\": \"FUSEDNN_CUDA_$1\"}" >>/tmp/latency.jsonl
-      phase "latency $args" 40 /tmp/latency.jsonl env "FUSEDNN_CUDA_$1" /tmp/device_latency \
+      echo "{\"override\": \"${1,,}\"}" >>/tmp/latency.jsonl
+      phase "latency $args" 40 /tmp/latency.jsonl env "FUSEDNN_CUDA_OVERRIDES=${1,,}" /tmp/device_latency \
         "tests/fixtures/golden/$2/model.safetensors" "$3" 1 8
     done
     cat /tmp/latency.jsonl >>"$BENCH_LOG"
@@ -238,7 +237,7 @@ if want profile && [[ -f $LIB ]]; then
       tests/fixtures/golden/seed_mlp/model.safetensors 262144 1 1
     phase "ncu lenet b1024" 60 "$BENCH_LOG" $NCU -c 5 /tmp/device_latency \
       tests/fixtures/golden/lenet5/model.safetensors 1024 0 1
-    phase "ncu lenet fused b16384" 60 "$BENCH_LOG" env FUSEDNN_CUDA_FUSED_CONV=1 $NCU \
+    phase "ncu lenet fused b16384" 60 "$BENCH_LOG" env FUSEDNN_CUDA_OVERRIDES=fused_conv=1 $NCU \
       --section MemoryWorkloadAnalysis -k regex:conv_pool -c 2 /tmp/device_latency \
       tests/fixtures/golden/lenet5/model.safetensors 16384 0 1
     grep -E "^  [a-z_]+.*\(|Duration|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Block Limit" \

@@ -17,8 +17,8 @@ in float32 with TF32 allowed. fusednn gets the same input and output dtype (floa
 device buffers through fdnn_context_run_device_typed); each fp16 / bf16 row is followed by one
 labelled "fusednn fed float32" that times fusednn alone on float32 buffers, as before the typed
 runs. Every row states its I/O dtype. The row also gives PyTorch's own error in that precision
-and the ratio of the two errors. A case may set knobs that the CUDA backend reads from the
-environment when it creates a model (FUSEDNN_CUDA_*); they are set only while fusednn creates
+and the ratio of the two errors. A case may set overrides of the CUDA backend's kernel selection
+(FUSEDNN_CUDA_OVERRIDES, read when it creates a model); they are set only while fusednn creates
 and runs that case's model, and the row's label names them.
 
 The card's ceilings (device-to-device copy bandwidth, cuBLAS matmul rates) are measured once at
@@ -276,24 +276,27 @@ def torch_precision(precision: str):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
+OVERRIDES = "FUSEDNN_CUDA_OVERRIDES"
+
+
 @contextlib.contextmanager
 def environment_knobs(knobs: dict):
-    """Sets FUSEDNN_CUDA_* knobs (the CUDA backend reads them when it creates a model) and puts
-    the environment back as it was after."""
-    saved = {name: os.environ.get(name) for name in knobs}
-    os.environ.update(knobs)
+    """Sets the CUDA backend's selection overrides (FUSEDNN_CUDA_OVERRIDES, key=value pairs that
+    the backend reads when it creates a model) and puts the environment back as it was after."""
+    saved = os.environ.get(OVERRIDES)
+    if knobs:
+        os.environ[OVERRIDES] = ",".join(f"{key}={value}" for key, value in knobs.items())
     try:
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        if saved is None:
+            os.environ.pop(OVERRIDES, None)
+        else:
+            os.environ[OVERRIDES] = saved
 
 
 def knob_label(knobs: dict) -> str:
-    return " ".join(f"{name}={value}" for name, value in knobs.items())
+    return " ".join(f"{key}={value}" for key, value in knobs.items())
 
 
 def release_cached_memory() -> None:
@@ -1024,18 +1027,18 @@ def run_cases(bench: Bench) -> None:
 
     # issue #4: larger batches, reduced precisions, and the forms behind knobs (each knob row
     # runs the form the default replaced, or one not yet the default, for comparing).
-    separate_conv = {"FUSEDNN_CUDA_FUSED_CONV": "0"}
+    separate_conv = {"fused_conv": "0"}
     bench.run_case("LeNet-5", lenet, 1, (1, 28, 28), knobs=separate_conv, use_compile=False)
     bench.run_case("LeNet-5", lenet, 16384, (1, 28, 28), use_compile=False)
     bench.run_case("LeNet-5", lenet, 16384, (1, 28, 28), knobs=separate_conv, use_compile=False)
     # The head whole on the fused FMA kernel, as before the split chain (fused_mlp_split.hpp).
-    whole_head = {"FUSEDNN_CUDA_SPLIT_MLP": "0"}
+    whole_head = {"split_mlp": "0"}
     bench.run_case("LeNet-5", lenet, 16384, (1, 28, 28), knobs=whole_head, use_compile=False)
     bench.run_case("LeNet-5", lenet, 4096, (1, 28, 28), use_compile=False)
     bench.run_case("LeNet-5", lenet, 4096, (1, 28, 28), knobs=whole_head, use_compile=False)
-    bench.run_case(seed_name, seed, 1, (100,), knobs={"FUSEDNN_CUDA_SMALL_BATCH_MLP": "block"},
+    bench.run_case(seed_name, seed, 1, (100,), knobs={"small_batch_mlp": "block"},
                    use_compile=False)
-    fp32_tensor_cores = {"FUSEDNN_CUDA_FP32_TENSOR_CORES": "1"}
+    fp32_tensor_cores = {"fp32_tensor_cores": "1"}
     bench.run_case(seed_name, seed, 1024, (100,), knobs=fp32_tensor_cores, use_compile=False)
     bench.run_case(seed_name, seed, 262144, (100,), knobs=fp32_tensor_cores, use_compile=False)
     for precision in ("tf32", "bf16", "fp16"):
@@ -1045,7 +1048,7 @@ def run_cases(bench: Bench) -> None:
     bench.run_case(wide_name, wide, 1 << 21, (32,), precision="fp16", use_compile=False)
     bench.run_case(wide_name, wide, 1 << 21, (32,), use_compile=False)
     # The WarpRegisters form the Warpgroup form (wgmma, compute capability 9.0) replaced there.
-    wgmma_off = {"FUSEDNN_CUDA_WGMMA": "0"}
+    wgmma_off = {"wgmma": "0"}
     bench.run_case(seed_name, seed, 262144, (100,), precision="bf16", knobs=wgmma_off,
                    use_compile=False)
     bench.run_case(wide_name, wide, 1 << 21, (32,), precision="fp16", knobs=wgmma_off,
@@ -1053,23 +1056,23 @@ def run_cases(bench: Bench) -> None:
     bench.run_case(gelu_name, gelu, 4096, (768,), precision="bf16", use_compile=False)
     # cuBLASLt on fp32 operands with a bf16 compute type, as before 16-bit weights.
     bench.run_case(gelu_name, gelu, 4096, (768,), precision="bf16", use_compile=False,
-                   knobs={"FUSEDNN_CUDA_CUBLASLT_HALF_OPERANDS": "0"})
-    bench.run_case(gelu_name, gelu, 32, (768,), knobs={"FUSEDNN_CUDA_CUBLASLT": "0"},
+                   knobs={"cublaslt_half_operands": "0"})
+    bench.run_case(gelu_name, gelu, 32, (768,), knobs={"cublaslt": "0"},
                    use_compile=False)
     bench.run_case(seed_name, seed, 16384, (100,), knobs=fp32_tensor_cores, use_compile=False)
     # The tensor-core MLP's older SharedTiles form, against the WarpRegisters form above.
-    shared_tiles = {"FUSEDNN_CUDA_TENSOR_CORE_FORM": "shared"}
+    shared_tiles = {"tensor_core_form": "shared"}
     bench.run_case(seed_name, seed, 262144, (100,), precision="bf16", knobs=shared_tiles,
                    use_compile=False)
     # A Softmax head after the chain: folded into the chain's kernel (the default), and the
-    # separate row kernel FUSEDNN_CUDA_FOLD_ROW_OPS=0 keeps.
+    # separate row kernel the override fold_row_ops=0 keeps.
     softmax_head = mlp_case("seed_softmax", SEED_LAYERS[:-1] + [(64, 10, {"type": "Softmax",
                                                                           "dim": -1})],
                             [torch.relu, torch.relu, lambda x: torch.softmax(x, -1)])
     head_name = "seed MLP + Softmax"
     bench.run_case(head_name, softmax_head, 262144, (100,), precision="bf16", use_compile=False)
     bench.run_case(head_name, softmax_head, 262144, (100,), precision="bf16",
-                   knobs={"FUSEDNN_CUDA_FOLD_ROW_OPS": "0"}, use_compile=False)
+                   knobs={"fold_row_ops": "0"}, use_compile=False)
     # A convolution too large for the fused conv + pool kernel (ResNet-18's 64-channel 3x3 on
     # 56 x 56): the implicit GEMM in each precision, and fp32 on the direct kernel it replaced.
     resnet_conv = conv_case("conv64", 64, 64, 3, 1, 1, 56)
@@ -1078,13 +1081,13 @@ def run_cases(bench: Bench) -> None:
         bench.run_case(conv_name, resnet_conv, 32, (64, 56, 56), precision=precision,
                        use_compile=False)
     bench.run_case(conv_name, resnet_conv, 32, (64, 56, 56), use_compile=False,
-                   knobs={"FUSEDNN_CUDA_IMPLICIT_GEMM": "0"})
+                   knobs={"implicit_gemm": "0"})
     bench.run_case(conv_name, resnet_conv, 1, (64, 56, 56), use_compile=False)
     # One the fused conv + pool kernel holds (14 x 14): that kernel (the default) against the
     # implicit GEMM, in fp32 and bf16.
     small_conv = conv_case("conv64s", 64, 64, 3, 1, 1, 14)
     small_name = "Conv2d 64->64 3x3 + ReLU, 14x14"
-    as_gemm = {"FUSEDNN_CUDA_FUSED_CONV": "0", "FUSEDNN_CUDA_IMPLICIT_GEMM": "1"}
+    as_gemm = {"fused_conv": "0", "implicit_gemm": "1"}
     for precision in ("fp32", "bf16"):
         bench.run_case(small_name, small_conv, 256, (64, 14, 14), precision=precision,
                        use_compile=False)

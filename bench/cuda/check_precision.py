@@ -3,7 +3,7 @@
 
 """fusednn's accuracy contract for each precision, checked on the GPU machine.
 
-For every precision (and the fp32 chains on tensor cores, FUSEDNN_CUDA_FP32_TENSOR_CORES=1), five
+For every precision (and the fp32 chains on tensor cores, the override fp32_tensor_cores=1), five
 models with fresh random weights and inputs for every check: the seed MLP 100-128-64-10, the
 64-wide MLP 32-64-64-64-64-16, an MLP off the power-of-two grid (37-200-13-255-5, SiLU, Tanh,
 GELU) and LeNet-5, each at batches 1, 33 and 4097, and a convolution too large for the fused
@@ -50,7 +50,7 @@ FLOORS = {"tf32": 2.0 ** -11, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
 # (label, precision asked of fusednn and PyTorch, knobs set while fusednn creates its model)
 VARIANTS = [
     ("fp32", "fp32", {}),
-    ("fp32 [FUSEDNN_CUDA_FP32_TENSOR_CORES=1]", "fp32", {"FUSEDNN_CUDA_FP32_TENSOR_CORES": "1"}),
+    ("fp32 [fp32_tensor_cores=1]", "fp32", {"fp32_tensor_cores": "1"}),
     ("tf32", "tf32", {}),
     ("fp16", "fp16", {}),
     ("bf16", "bf16", {}),

@@ -197,7 +197,9 @@ typedef enum fdnn_explain_format {
  * library kernels that may not reach host memory (a lone Linear on cuBLASLt, or the
  * small-batch Linear's bulk copies, both fp32 only), the model runs staged whatever the
  * option: fdnn_context_host_io() reports ::FDNN_HOST_IO_STAGED and fdnn_model_explain() says
- * why.
+ * why. Likewise the batches at which the input is read by bulk copies (the fp16 and bf16 MLP
+ * kernels for large batches on compute capability 9.0) run staged on a mapped context;
+ * fdnn_model_explain() at such a batch says so.
  * @since 0.4
  */
 typedef enum fdnn_host_io {
@@ -761,8 +763,7 @@ FDNN_API fdnn_status fdnn_context_host_io(const fdnn_context* context, fdnn_host
  * large batches are programmatic dependent launches:
  * one may start while the kernel before it on the stream finishes, staging only weights until
  * that kernel is complete; it reads device_input and writes device_output only afterwards, so
- * stream order holds as for any launch (a profiler shows the overlap). The environment variable
- * FUSEDNN_CUDA_DEPENDENT_LAUNCH=0, read once per process, turns this off.
+ * stream order holds as for any launch (a profiler shows the overlap).
  *
  * @param[in,out] context The context. Must not be NULL.
  * @param[in] batch Number of samples, 1 to the model's max_batch.
@@ -770,7 +771,9 @@ FDNN_API fdnn_status fdnn_context_host_io(const fdnn_context* context, fdnn_host
  *            (::FDNN_STATUS_INVALID_ARGUMENT otherwise). Must not be NULL.
  * @param[in] input_count Number of floats in device_input; must equal batch x input elements.
  * @param[out] device_output Receives batch x output-shape float32 values in device memory,
- *             4-byte aligned.
+ *             4-byte aligned. Its batch x output-shape values must not share any byte with
+ *             device_input's input_count (the kernels read the one while they write the other):
+ *             overlapping buffers return ::FDNN_STATUS_INVALID_ARGUMENT naming both.
  * @param[in] output_capacity Number of floats device_output can hold.
  * @param[in] cuda_stream A `cudaStream_t` of the model's device, or NULL for the context's own
  *            stream (then the call waits for the results).
@@ -789,8 +792,9 @@ FDNN_API fdnn_status fdnn_context_run_device(fdnn_context* context, int64_t batc
  * ::FDNN_DTYPE_FLOAT32 for both it is exactly fdnn_context_run(). The context's float32
  * conversion buffers, sized for max_batch, are allocated by its first run that needs them
  * (before that run's work; never afterwards), so a warmed-up context allocates nothing per run.
- * On a GPU model the conversions go straight into and out of the context's pinned staging and
- * nothing is allocated at all.
+ * On a GPU model the conversions go straight into and out of the context's pinned staging (on
+ * the mapped path, ::fdnn_host_io, kernels convert the caller's buffers in place) and nothing is
+ * allocated at all.
  *
  * Not thread-safe for one context: use one context per thread.
  * @param[in,out] context The context. Must not be NULL.
@@ -814,17 +818,21 @@ FDNN_API fdnn_status fdnn_context_run_typed(fdnn_context* context, int64_t batch
 /**
  * @brief Run on device buffers in the caller's element types on the caller's CUDA stream.
  *
- * Like fdnn_context_run_device(), with the input and the output each in any ::fdnn_dtype. A
- * 16-bit input is widened on the GPU into the context's own float32 input buffer, the model runs
- * into the context's float32 output buffer, and a 16-bit output is narrowed from it into
- * device_output (round-to-nearest-even, overflow to infinity, NaN stays NaN): the same values as
- * fdnn_model_run_typed(). Everything is queued on `cuda_stream`: nothing is allocated and the
- * host does not wait. With CUDA graphs on, the conversions are part of the captured graph. With
+ * Like fdnn_context_run_device(), with the input and the output each in any ::fdnn_dtype. The
+ * kernels that can (fdnn_model_explain() says which) read a 16-bit device_input and write a
+ * 16-bit device_output themselves; elsewhere a 16-bit input is widened on the GPU into the
+ * context's own float32 input buffer and a 16-bit output narrowed into device_output from the
+ * context's float32 output buffer. Either way the values are those of fdnn_model_run_typed()
+ * (16-bit inputs widen exactly; outputs round to nearest even, overflow to infinity, NaN stays
+ * NaN). Everything is queued on `cuda_stream`: nothing is allocated and the host does not wait.
+ * With CUDA graphs on, the conversions are part of the captured graph. With
  * ::FDNN_DTYPE_FLOAT32 for both it is exactly fdnn_context_run_device() (zero-copy).
  *
  * Each buffer must be aligned to its element's size (4 bytes for float32, 2 for the 16-bit
- * types); a misaligned one returns ::FDNN_STATUS_INVALID_ARGUMENT naming it, before any work is
- * queued. Not thread-safe for one context.
+ * types), and the two must not overlap (device_input's input_count elements and device_output's
+ * batch x output-shape elements, in their dtypes, share no byte); otherwise the call returns
+ * ::FDNN_STATUS_INVALID_ARGUMENT naming the buffers, before any work is queued. Not thread-safe
+ * for one context.
  *
  * @param[in,out] context The context. Must not be NULL.
  * @param[in] batch Number of samples, 1 to the model's max_batch.
@@ -839,8 +847,8 @@ FDNN_API fdnn_status fdnn_context_run_typed(fdnn_context* context, int64_t batch
  * @param[in] cuda_stream A `cudaStream_t` of the model's device, or NULL for the context's own
  *            stream (then the call waits for the results).
  * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT (also for an unknown input_dtype or
- *         output_dtype), ::FDNN_STATUS_BUFFER_TOO_SMALL, ::FDNN_STATUS_UNSUPPORTED (the model
- *         runs on the CPU), ::FDNN_STATUS_DEVICE_ERROR.
+ *         output_dtype, a misaligned buffer, overlapping buffers), ::FDNN_STATUS_BUFFER_TOO_SMALL,
+ *         ::FDNN_STATUS_UNSUPPORTED (the model runs on the CPU), ::FDNN_STATUS_DEVICE_ERROR.
  * @since 0.3
  */
 FDNN_API fdnn_status fdnn_context_run_device_typed(fdnn_context* context, int64_t batch,

@@ -23,6 +23,28 @@ void check_device_alignment(const void* buffer, fdnn_dtype dtype, const char* na
   }
 }
 
+// The device path's kernels read rows of the input while other blocks already write rows of the
+// output (and a 16-bit run reads and writes the caller's buffers in place of the context's), so
+// buffers that share a byte would race: they are refused, naming both. The extents are those
+// the run reads and writes: input_count and batch x output elements, of their dtypes.
+void check_device_buffers_apart(const void* input, size_t input_count, fdnn_dtype input_dtype,
+                                const void* output, size_t output_count, fdnn_dtype output_dtype) {
+  const size_t input_bytes = checked_multiply(input_count, dtype_bytes(input_dtype),
+                                              FDNN_STATUS_INVALID_ARGUMENT, "device_input's bytes");
+  const size_t output_bytes =
+      checked_multiply(output_count, dtype_bytes(output_dtype), FDNN_STATUS_INVALID_ARGUMENT,
+                       "device_output's bytes");
+  const auto in = reinterpret_cast<uintptr_t>(input);
+  const auto out = reinterpret_cast<uintptr_t>(output);
+  // Differences, not ends: an address near the top cannot wrap.
+  const bool overlap = in <= out ? out - in < input_bytes : in - out < output_bytes;
+  if (overlap) {
+    fail(FDNN_STATUS_INVALID_ARGUMENT, "device_input (", input, ", ", input_bytes,
+         " bytes) and device_output (", output, ", ", output_bytes,
+         " bytes) overlap; a device run needs separate buffers");
+  }
+}
+
 }  // namespace
 
 RunContext::RunContext(std::shared_ptr<const PreparedModel> prepared)
@@ -39,7 +61,14 @@ void RunContext::run_device(int64_t batch, const float* input, size_t input_coun
   check_run_arguments(*prepared_, batch, input, input_count, output, output_capacity);
   check_device_alignment(input, FDNN_DTYPE_FLOAT32, "device_input");
   check_device_alignment(output, FDNN_DTYPE_FLOAT32, "device_output");
+  check_device_buffers_apart(input, input_count, FDNN_DTYPE_FLOAT32, output, output_elements(batch),
+                             FDNN_DTYPE_FLOAT32);
   execution_->run_device(batch, input, output, stream);
+}
+
+size_t RunContext::output_elements(int64_t batch) const {
+  // check_run_arguments has checked that this product fits.
+  return static_cast<size_t>(batch * element_count(prepared_->plan->output_shape));
 }
 
 void RunContext::check_typed(const TypedRun& run) const {
@@ -96,6 +125,8 @@ void RunContext::run_device_typed(const TypedRun& run, void* stream) {
   check_typed(run);
   check_device_alignment(run.input, run.input_dtype, "device_input");
   check_device_alignment(run.output, run.output_dtype, "device_output");
+  check_device_buffers_apart(run.input, run.input_count, run.input_dtype, run.output,
+                             output_elements(run.batch), run.output_dtype);
   if (run.input_dtype == FDNN_DTYPE_FLOAT32 && run.output_dtype == FDNN_DTYPE_FLOAT32) {
     execution_->run_device(run.batch, static_cast<const float*>(run.input),
                            static_cast<float*>(run.output), stream);

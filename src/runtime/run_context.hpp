@@ -32,6 +32,7 @@ class RunContext {
   explicit RunContext(std::shared_ptr<const PreparedModel> prepared);
   void run(int64_t batch, const float* input, size_t input_count, float* output,
            size_t output_capacity);
+  // The device runs refuse buffers not aligned to their elements, and buffers that overlap.
   void run_device(int64_t batch, const float* input, size_t input_count, float* output,
                   size_t output_capacity, void* stream);
   // FLOAT32 both ways is run() / run_device(); otherwise the input is widened to float32 and the
@@ -44,6 +45,8 @@ class RunContext {
 
  private:
   void check_typed(const TypedRun& run) const;
+  // The elements a run of `batch` samples writes (after check_run_arguments).
+  size_t output_elements(int64_t batch) const;
 
   std::shared_ptr<const PreparedModel> prepared_;
   std::unique_ptr<ExecutionContext> execution_;

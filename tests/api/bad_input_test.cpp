@@ -364,6 +364,54 @@ std::vector<BadInputCase> cases() {
         });
       },
       FDNN_STATUS_INVALID_ARGUMENT, {"device_output", "aligned", "2 bytes", "bfloat16"});
+  // Device buffers that share a byte are refused before any backend sees them (the kernels
+  // would read the input while writing the output); the pointers are never dereferenced. The
+  // tiny model reads 3 and writes 2 elements a sample.
+  add("DeviceBuffersOverlap",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          fdnn_context* c = nullptr;
+          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+          alignas(16) float values[8] = {};
+          // The output starts on the input's last float.
+          const fdnn_status status =
+              fdnn_context_run_device(c, 1, values, 3, values + 2, 2, nullptr);
+          fdnn_context_destroy(c);
+          return status;
+        });
+      },
+      FDNN_STATUS_INVALID_ARGUMENT, {"device_input", "device_output", "overlap", "12 bytes"});
+  add("Device16BitBuffersOverlap",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          fdnn_context* c = nullptr;
+          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+          alignas(16) unsigned char bytes[64] = {};
+          // The input is bytes 8 to 13, the output bytes 6 to 9: its last bfloat16 is the
+          // input's first (as float32 extents, the side-by-side case below would overlap too).
+          const fdnn_status status = fdnn_context_run_device_typed(
+              c, 1, bytes + 8, FDNN_DTYPE_BFLOAT16, 3, bytes + 6, FDNN_DTYPE_BFLOAT16, 2, nullptr);
+          fdnn_context_destroy(c);
+          return status;
+        });
+      },
+      FDNN_STATUS_INVALID_ARGUMENT,
+      {"device_input", "device_output", "overlap", "6 bytes", "4 bytes"});
+  // Buffers that meet but share no byte reach the backend (a CPU model then refuses the device
+  // run): the check counts the bytes of each dtype, not float32's.
+  add("Device16BitBuffersSideBySide",
+      [](const TempDir&) {
+        return with_tiny([](fdnn_model* m) {
+          fdnn_context* c = nullptr;
+          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+          alignas(16) unsigned char bytes[64] = {};
+          const fdnn_status status = fdnn_context_run_device_typed(
+              c, 1, bytes, FDNN_DTYPE_FLOAT16, 3, bytes + 6, FDNN_DTYPE_FLOAT16, 2, nullptr);
+          fdnn_context_destroy(c);
+          return status;
+        });
+      },
+      FDNN_STATUS_UNSUPPORTED, {"FDNN_DEVICE_CUDA", "CPU"});
   add("CudaGraphsOptionOutOfRange",
       [](const TempDir&) {
         fdnn_model_options options;

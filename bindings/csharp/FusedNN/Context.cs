@@ -164,8 +164,9 @@ namespace FusedNN
 
         /// <summary>
         /// <see cref="RunDevice(int, IntPtr, long, IntPtr, long, IntPtr)"/> with the input and output in their own dtypes
-        /// (<c>fdnn_context_run_device_typed</c>): a 16-bit side is converted on the GPU, on
-        /// <paramref name="cudaStream"/>, through the context's own float32 buffers. Counts are in elements.
+        /// (<c>fdnn_context_run_device_typed</c>): a 16-bit side is read or written by the kernels
+        /// themselves where they can, else converted on the GPU, on <paramref name="cudaStream"/>,
+        /// through the context's own float32 buffers. The two buffers must not overlap. Counts are in elements.
         /// </summary>
         /// <param name="batch">Number of samples, 1 to <see cref="MaxBatch"/>.</param>
         /// <param name="deviceInput">batch x <see cref="InputShape"/> elements of <paramref name="inputDType"/> in device memory.</param>

@@ -908,22 +908,6 @@ DeviceArray<float> build_rank_image(const std::vector<FusedMlpLayerDesc>& head,
 
 }  // namespace
 
-ConvNetMode conv_net_mode() {
-  const char* knob = std::getenv("FUSEDNN_CUDA_SINGLE_LAUNCH");
-  if (knob == nullptr) return ConvNetMode::Default;
-  const std::string value(knob);
-  if (value == "0") return ConvNetMode::Off;
-  if (value == "1") return ConvNetMode::Always;
-  return ConvNetMode::Default;
-}
-
-// FUSEDNN_CUDA_CONV_NET_WHOLE_TAIL=0 splits every head layer over the blocks (for comparing);
-// by default the layers after the head's first run whole in every block where they fit.
-bool whole_tail_enabled() {
-  const char* knob = std::getenv("FUSEDNN_CUDA_CONV_NET_WHOLE_TAIL");
-  return knob == nullptr || std::string(knob) != "0";
-}
-
 bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
                    const std::vector<FusedMlpLayerDesc>& head, int64_t min_batch, int64_t max_batch,
                    const DeviceInfo& device, ConvNetPlan* plan) {
@@ -1025,7 +1009,9 @@ bool plan_conv_net(const std::vector<ConvNetStageDesc>& stages,
   // block). Where that does not fit, every layer is split over the blocks.
   const int64_t offset_before_head = offset, scratch_before_head = scratch_floats;
   const int64_t output_before_head = previous_output;
-  size_t whole_from = whole_tail_enabled() ? 1 : head.size();
+  // By default the layers after the head's first run whole in every block where they fit; the
+  // override conv_net_whole_tail=0 splits every head layer over the blocks.
+  size_t whole_from = device.overrides.conv_net_whole_tail ? 1 : head.size();
   for (;;) {
     offset = offset_before_head;
     scratch_floats = scratch_before_head;

@@ -45,22 +45,13 @@ struct ConvNetPlan {
   }
 };
 
-// The batches the single launch takes unless FUSEDNN_CUDA_SINGLE_LAUNCH says otherwise: those
+// The batches the single launch takes unless the override single_launch says otherwise: those
 // where it beats the per-layer kernels. It wins while every sample's cluster is resident at once
 // (up to a dozen samples); from 16 the clusters of 8 blocks no longer fit together and run in
 // waves, and the per-layer kernels are faster. Batch 1 is included because the kernel is a
 // dependent launch with a short preamble.
 constexpr int64_t kConvNetDefaultMinBatch = 1;
 constexpr int64_t kConvNetDefaultMaxBatch = 12;
-
-enum class ConvNetMode {
-  Off,      // FUSEDNN_CUDA_SINGLE_LAUNCH=0: the per-layer kernels always
-  Default,  // unset: batches kConvNetDefaultMinBatch to kConvNetDefaultMaxBatch
-  Always,   // FUSEDNN_CUDA_SINGLE_LAUNCH=1: every batch up to the SM count (for comparing, tests)
-};
-
-// The knob, read when a backend is created; not an API.
-ConvNetMode conv_net_mode();
 
 // Whether `stages` then `head` (fp32 layers as the fused MLP has them, weights on the device;
 // empty for none) run as one kernel on this device (compute capability 9.0 and newer), for

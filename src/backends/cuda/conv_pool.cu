@@ -294,11 +294,6 @@ ConvPoolParams params_for(const ConvPoolPlan& plan, const ConvPoolShape& s, int6
 
 }  // namespace
 
-bool conv_pool_enabled() {
-  const char* knob = std::getenv("FUSEDNN_CUDA_FUSED_CONV");
-  return knob == nullptr || std::string(knob) != "0";
-}
-
 bool plan_conv_pool(const ConvPoolDesc& d, const DeviceInfo& device, ConvPoolPlan* plan) {
   // What the kernels implement.
   if (d.groups != 1 || d.dilation_height != 1 || d.dilation_width != 1) return false;
@@ -345,10 +340,9 @@ bool plan_conv_pool(const ConvPoolDesc& d, const DeviceInfo& device, ConvPoolPla
   if (d.epilogue.count < 0 || d.epilogue.count > kMaxEpilogueOps) return false;
 
   const int kernel_size = fixed_kernel_size(d);
-  // FUSEDNN_CUDA_CONV_TILE ("8x2x2": channels x rows x columns) takes that tile for large batches
-  // where the layer has it, instead of the cheapest estimate: a knob for comparing tiles.
-  const char* tile_knob = std::getenv("FUSEDNN_CUDA_CONV_TILE");
-  const std::string forced_tile = tile_knob == nullptr ? "" : tile_knob;
+  // The override conv_tile ("8x2x2": channels x rows x columns) takes that tile for large batches
+  // where the layer has it, instead of the cheapest estimate.
+  const std::string& forced_tile = device.overrides.conv_tile;
   ConvPoolPlan result;
   result.desc = d;
   double best_cost = 0.0;

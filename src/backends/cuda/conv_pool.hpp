@@ -11,7 +11,7 @@
 // tiles; build_conv_pool_weights() lays the filters out as the chosen kernels read them;
 // launch_conv_pool() picks samples per block and row slabs for the batch and launches.
 //
-// On unless FUSEDNN_CUDA_FUSED_CONV=0 when the backend is created. The register-tile code itself
+// On unless the override fused_conv=0 (selection_overrides.hpp). The register-tile code itself
 // is in conv_pool_tile.cuh, which conv_net.cu shares.
 #pragma once
 
@@ -69,9 +69,6 @@ struct ConvPoolPlan {
   ConvPoolShape large;  // batches that give every SM a block: the widest register tile
   ConvPoolShape small;  // smaller batches: 4 channels x 2 x 2 per thread, rows split over blocks
 };
-
-// The knob: on unless FUSEDNN_CUDA_FUSED_CONV=0, for comparing (read when a backend is created).
-bool conv_pool_enabled();
 
 // Whether `desc` runs fused on this device; fills *plan when it does. Never throws.
 bool plan_conv_pool(const ConvPoolDesc& desc, const DeviceInfo& device, ConvPoolPlan* plan);

@@ -6,8 +6,8 @@
 // kFusedMlpMaxWidth) becomes one fused MLP launch (on tensor cores for reduced precisions), as
 // does a lone layer whose input fits a tile. A lone layer wider than kFusedMlpMaxWidth runs on
 // cuBLASLt with the bias and a ReLU or GELU(tanh) fused in its epilogue (linear_cublaslt.cpp; W
-// kept in PyTorch's [out][in] layout; FUSEDNN_CUDA_CUBLASLT=0 sends fp32 models to the fused
-// kernel's column-split form instead, for comparing); the epilogue ops cuBLASLt cannot fuse run
+// kept in PyTorch's [out][in] layout; the override cublaslt=0 sends fp32 models to the fused
+// kernel's column-split form instead); the epilogue ops cuBLASLt cannot fuse run
 // as in-place elementwise passes, and the tiled GEMM of linear.cu stands in where cuBLASLt has
 // no algorithm or is not loaded. In fp32 models, runs of up to 32 rows of such a layer take the
 // small-batch kernel instead (small_batch_linear.hpp) where its plan says it is faster. In fp16
@@ -164,21 +164,14 @@ size_t add_transposed(WeightBlob& blob, const std::vector<float>& weight, int64_
 }
 
 // When an fp32 chain runs on tensor cores (3xTF32 split products, a few times the FMA kernels'
-// error, both well inside fp32's 1e-5 contract), from
-// FUSEDNN_CUDA_FP32_TENSOR_CORES: "1" at every batch size, "0" never, otherwise ("auto", the
-// default) in the WarpRegisters form from the batch that gives every SM a warp tile: below that
-// the FMA kernels are faster, above it 3xTF32 is. The SharedTiles form is slower than the FMA
-// kernels at every size, so it runs only when asked for. A knob for tests and benchmarks, not
-// an API. Returns -1 for never.
-std::string fp32_tensor_cores_knob() {
-  const char* knob = std::getenv("FUSEDNN_CUDA_FP32_TENSOR_CORES");
-  return knob != nullptr ? knob : "auto";
-}
-
+// error, both well inside fp32's 1e-5 contract): by default in the WarpRegisters form from the
+// batch that gives every SM a warp tile: below that the FMA kernels are faster, above it 3xTF32
+// is. The SharedTiles form is slower than the FMA kernels at every size, so it runs only when
+// the override fp32_tensor_cores=1 asks for every batch (=0: never). Returns -1 for never.
 int64_t fp32_tensor_core_min_rows(const TensorCoreMlpPlan& plan, const DeviceInfo& device) {
-  const std::string value = fp32_tensor_cores_knob();
-  if (value == "1") return 0;
-  if (value == "0" || plan.form != TensorCoreForm::WarpRegisters) return -1;
+  const Forced forced = device.overrides.fp32_tensor_cores;
+  if (forced == Forced::On) return 0;
+  if (forced == Forced::Off || plan.form != TensorCoreForm::WarpRegisters) return -1;
   return int64_t{device.sm_count} * plan.tile_rows;
 }
 
@@ -186,9 +179,9 @@ int64_t fp32_tensor_core_min_rows(const TensorCoreMlpPlan& plan, const DeviceInf
 // cannot, the backend does not plan one: planning sets the kernel's attributes, which loads its
 // module, and a model that cannot use it should not wait for that at load.
 bool fp32_tensor_cores_reachable(int64_t most_rows, const DeviceInfo& device) {
-  const std::string value = fp32_tensor_cores_knob();
-  if (value == "1") return true;
-  return value != "0" && most_rows >= int64_t{device.sm_count} * kWarpRegisterTileRows;
+  const Forced forced = device.overrides.fp32_tensor_cores;
+  if (forced == Forced::On) return true;
+  return forced != Forced::Off && most_rows >= int64_t{device.sm_count} * kWarpRegisterTileRows;
 }
 
 // A Conv2d window's sizes into the fields Conv2dArgs and ConvPoolDesc share (the output size is
@@ -210,7 +203,7 @@ void set_conv_window(const WindowGeometry& w, ConvFields* target) {
   target->groups = static_cast<int32_t>(w.groups);
 }
 
-// The Conv2d step s as conv_pool.cu's fused kernel (unless FUSEDNN_CUDA_FUSED_CONV=0): together
+// The Conv2d step s as conv_pool.cu's fused kernel (unless the override fused_conv=0): together
 // with the pooling step after it when that step is the only reader of the conv's workspace output
 // and its windows equal its stride (1 or 2, no dilation), else alone. Fills op's kind, last step,
 // epilogue and conv_pool plan (its kernels are readied once the backend knows which batches reach
@@ -266,11 +259,10 @@ bool lower_conv_pool(const Plan& p, size_t s, const std::vector<int>& consumers,
   return true;
 }
 
-// Reduced precisions run on tensor cores unless FUSEDNN_CUDA_TENSOR_CORES=0 (then fp32, and the
-// model reports fp32): a knob for comparing, not an API.
-bool reduced_tensor_cores_off() {
-  const char* knob = std::getenv("FUSEDNN_CUDA_TENSOR_CORES");
-  return knob != nullptr && std::string(knob) == "0";
+// Reduced precisions run on tensor cores unless the override tensor_cores=0 says otherwise (then
+// fp32, and the model reports fp32).
+bool reduced_tensor_cores_off(const SelectionOverrides& overrides) {
+  return !overrides.reduced_tensor_cores;
 }
 
 // A Conv2d step's geometry as Conv2dArgs (no pointers, no batch).
@@ -284,18 +276,13 @@ Conv2dArgs conv2d_geometry(const WindowGeometry& w) {
 
 // Which unfused Conv2d steps run as implicit GEMMs on tensor cores (conv2d_implicit_gemm.hpp):
 // by default every one in a reduced-precision model, and in fp32 models (as 3xTF32) those the
-// direct kernel cannot stage in shared memory. FUSEDNN_CUDA_IMPLICIT_GEMM "0" keeps every one on
-// the direct kernel (in fp32), "1" sends every one to the implicit GEMM: knobs for comparing.
-std::string implicit_gemm_knob() {
-  const char* knob = std::getenv("FUSEDNN_CUDA_IMPLICIT_GEMM");
-  return knob == nullptr ? "" : knob;
-}
-
-bool conv_runs_as_gemm(const Conv2dArgs& geometry, Precision precision) {
-  const std::string value = implicit_gemm_knob();
-  if (value == "0") return false;
-  if (value == "1") return true;
-  if (precision != Precision::FP32) return !reduced_tensor_cores_off();
+// direct kernel cannot stage in shared memory. The override implicit_gemm=0 keeps every one on
+// the direct kernel (in fp32), =1 sends every one to the implicit GEMM.
+bool conv_runs_as_gemm(const Conv2dArgs& geometry, Precision precision,
+                       const SelectionOverrides& overrides) {
+  if (overrides.implicit_gemm == Forced::Off) return false;
+  if (overrides.implicit_gemm == Forced::On) return true;
+  if (precision != Precision::FP32) return !reduced_tensor_cores_off(overrides);
   return !conv2d_fits_staged(geometry);
 }
 
@@ -304,8 +291,10 @@ bool conv_runs_as_gemm(const Conv2dArgs& geometry, Precision precision) {
 // tensor-core tiles, from 32 output channels a group and 64-long dot products, the implicit GEMM
 // is several times faster than the fused kernel; LeNet-5's convolutions (6 and 16 channels)
 // stay.
-bool reduced_precision_prefers_gemm(const Conv2dArgs& geometry, Precision precision) {
-  if (precision == Precision::FP32 || reduced_tensor_cores_off() || implicit_gemm_knob() == "0") {
+bool reduced_precision_prefers_gemm(const Conv2dArgs& geometry, Precision precision,
+                                    const SelectionOverrides& overrides) {
+  if (precision == Precision::FP32 || reduced_tensor_cores_off(overrides) ||
+      overrides.implicit_gemm == Forced::Off) {
     return false;
   }
   const int64_t group_in = geometry.in_channels / geometry.groups;
@@ -318,15 +307,15 @@ bool reduced_precision_prefers_gemm(const Conv2dArgs& geometry, Precision precis
 // bound by its launch, not its arithmetic, and PyTorch with TF32 allowed computes a batch of 1
 // in fp32 too (with fp32's error, far below tf32's), which the accuracy contract's "at most 2x
 // PyTorch's error" holds fusednn to.
-int64_t reduced_tensor_core_min_rows(Precision precision) {
-  if (reduced_tensor_cores_off()) return -1;
+int64_t reduced_tensor_core_min_rows(Precision precision, const SelectionOverrides& overrides) {
+  if (reduced_tensor_cores_off(overrides)) return -1;
   return precision == Precision::TF32 ? kFusedMlpBlockMaxRows + 1 : 0;
 }
 
 // The cuBLASLt compute type for a model precision: fp32 data throughout, tensor-core products in
-// the reduced format from compute capability 8.0 on (and unless FUSEDNN_CUDA_TENSOR_CORES=0).
+// the reduced format from compute capability 8.0 on (unless the override tensor_cores=0).
 cublasComputeType_t cublaslt_compute_type(Precision precision, const DeviceInfo& device) {
-  if (device.major < 8 || reduced_tensor_cores_off()) return CUBLAS_COMPUTE_32F;
+  if (device.major < 8 || reduced_tensor_cores_off(device.overrides)) return CUBLAS_COMPUTE_32F;
   switch (precision) {
     case Precision::TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
     case Precision::FP16: return CUBLAS_COMPUTE_32F_FAST_16F;
@@ -347,13 +336,11 @@ TensorCoreMath tensor_core_math(Precision precision) {
 }
 
 // The 16-bit format cuBLASLt's operands take in fp16 and bf16 models (from compute capability
-// 8.0 on, unless FUSEDNN_CUDA_TENSOR_CORES=0); false for the other precisions.
-// FUSEDNN_CUDA_CUBLASLT_HALF_OPERANDS=0 keeps fp32 operands with the 16-bit compute type instead,
-// for comparing.
+// 8.0 on, unless the override tensor_cores=0); false for the other precisions. The override
+// cublaslt_half_operands=0 keeps fp32 operands with the 16-bit compute type instead.
 bool half_operands(Precision precision, const DeviceInfo& device, HalfFormat* format) {
-  if (device.major < 8 || reduced_tensor_cores_off()) return false;
-  const char* knob = std::getenv("FUSEDNN_CUDA_CUBLASLT_HALF_OPERANDS");
-  if (knob != nullptr && std::string(knob) == "0") return false;
+  if (device.major < 8 || reduced_tensor_cores_off(device.overrides)) return false;
+  if (!device.overrides.cublaslt_half_operands) return false;
   if (precision != Precision::FP16 && precision != Precision::BF16) return false;
   *format = precision == Precision::FP16 ? HalfFormat::Binary16 : HalfFormat::Bfloat16;
   return true;
@@ -440,37 +427,27 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   FDNN_CUDA_CHECK(
       cudaDeviceGetAttribute(&value, cudaDevAttrHostRegisterReadOnlySupported, device_ordinal));
   device_.host_register_read_only = value != 0;
+  device_.overrides = selection_overrides_from_environment();
+  const SelectionOverrides& overrides = device_.overrides;
   FDNN_LOAD_STAMP("backend: device attributes");
   // Lone wide Linear layers go to cuBLASLt, which is faster there than the fused kernel's
-  // column-split form. FUSEDNN_CUDA_CUBLASLT=0 keeps fp32 models on that form, for comparing.
-  const char* cublaslt_knob = std::getenv("FUSEDNN_CUDA_CUBLASLT");
-  const bool use_cublaslt = precision_ != Precision::FP32 || cublaslt_knob == nullptr ||
-                            std::string(cublaslt_knob) != "0";
-  const bool fused_conv = conv_pool_enabled();  // unless FUSEDNN_CUDA_FUSED_CONV=0
+  // column-split form. The override cublaslt=0 keeps fp32 models on that form.
+  const bool use_cublaslt = precision_ != Precision::FP32 || overrides.cublaslt;
+  const bool fused_conv = overrides.fused_conv;
   // A Softmax or LayerNorm after a tensor-core MLP chain folded into its kernel, which saves the
-  // row kernel's launch and its read and write of the chain's output. FUSEDNN_CUDA_FOLD_ROW_OPS=0
-  // keeps the row kernel, for comparing.
+  // row kernel's launch and its read and write of the chain's output (unless fold_row_ops=0).
   // Chains with a first layer too wide for the tensor-core MLP kernels split in two at large
-  // batches (fused_mlp_split.hpp). FUSEDNN_CUDA_SPLIT_MLP=0 keeps them whole on the fused FMA
-  // kernel, =1 splits them at every batch: knobs for comparing and testing.
-  const char* split_knob = std::getenv("FUSEDNN_CUDA_SPLIT_MLP");
-  const std::string split_value = split_knob == nullptr ? "" : split_knob;
-  const bool split_mlps_always = split_value == "1";
+  // batches (fused_mlp_split.hpp). The override split_mlp=0 keeps them whole on the fused FMA
+  // kernel, =1 splits them at every batch.
+  const bool split_mlps_always = overrides.split_mlp == Forced::On;
   const bool split_mlps =
-      split_value != "0" && (precision_ == Precision::FP32 ? fp32_tensor_cores_knob() != "0"
-                                                           : !reduced_tensor_cores_off());
-  const char* fold_knob = std::getenv("FUSEDNN_CUDA_FOLD_ROW_OPS");
-  const bool fold_row_ops = fold_knob == nullptr || std::string(fold_knob) != "0";
+      overrides.split_mlp != Forced::Off &&
+      (precision_ == Precision::FP32 ? overrides.fp32_tensor_cores != Forced::Off
+                                     : !reduced_tensor_cores_off(overrides));
+  const bool fold_row_ops = overrides.fold_row_ops;
   // Lone wide Linear layers at up to 32 rows on the small-batch kernel rather than cuBLASLt (fp32
-  // models). FUSEDNN_CUDA_SMALL_BATCH_LINEAR=0 keeps them on cuBLASLt, for comparing (the other
-  // values: small_batch_linear.hpp).
-  const char* small_batch_knob = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_LINEAR");
-  const std::string small_batch_value = small_batch_knob == nullptr ? "" : small_batch_knob;
-  const SmallBatchLinearMode small_batch_mode =
-      small_batch_value == "0"         ? SmallBatchLinearMode::Off
-      : small_batch_value == "1"       ? SmallBatchLinearMode::Always
-      : small_batch_value == "unicast" ? SmallBatchLinearMode::Unicast
-                                       : SmallBatchLinearMode::Auto;
+  // models), as the override small_batch_linear says (small_batch_linear.hpp).
+  const SmallBatchLinearMode small_batch_mode = overrides.small_batch_linear;
 
   WeightBlob blob;
   std::vector<uint16_t> half_blob;  // cuBLASLt's 16-bit weights
@@ -558,7 +535,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                              " wide: one fused MLP launch, activations kept on chip";
           } else if (step.out_features > kFusedMlpMaxWidth) {
             op.load_reason = "a lone Linear layer wider than " + std::to_string(kFusedMlpMaxWidth) +
-                             " with cuBLASLt off for fp32 (FUSEDNN_CUDA_CUBLASLT=0): the fused "
+                             " with cuBLASLt off for fp32 (override cublaslt=0): the fused "
                              "MLP kernel, columns split over blocks";
           } else {
             op.load_reason = "a lone Linear layer " + std::to_string(step.in_features) + "->" +
@@ -602,7 +579,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                    &op.tensor_core)) {
             op.tensor_core_min_rows = precision_ == Precision::FP32
                                           ? fp32_tensor_core_min_rows(op.tensor_core, device_)
-                                          : reduced_tensor_core_min_rows(precision_);
+                                          : reduced_tensor_core_min_rows(precision_, overrides);
             if (op.tensor_core_min_rows < 0) op.tensor_core = TensorCoreMlpPlan();
           }
           if (op.tensor_core.tile_rows > 0 && precision_ != Precision::FP32) {
@@ -615,7 +592,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                                                                       : "SharedTiles") +
                 ", " + tensor_core_math_name(op.tensor_core.math) + ") from " +
                 std::to_string(op.tensor_core_min_rows) + " rows";
-            if (precision_ == Precision::FP32 && fp32_tensor_cores_knob() != "1") {
+            if (precision_ == Precision::FP32 && overrides.fp32_tensor_cores != Forced::On) {
               op.load_reason += " (3xTF32 pays off from one 16-row tile per SM: " +
                                 std::to_string(device_.sm_count) + " SMs)";
             } else if (precision_ == Precision::TF32) {
@@ -634,8 +611,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
                 std::to_string(int64_t{device_.sm_count} * kWarpRegisterTileRows) +
                 " rows), beyond max_batch's " + std::to_string(max_batch_ * step.rows_per_sample) +
                 " rows";
-          } else if (precision_ != Precision::FP32 && reduced_tensor_cores_off()) {
-            op.load_reason += "; no tensor-core form: FUSEDNN_CUDA_TENSOR_CORES=0";
+          } else if (precision_ != Precision::FP32 && reduced_tensor_cores_off(overrides)) {
+            op.load_reason += "; no tensor-core form: override tensor_cores=0";
           } else {
             op.load_reason +=
                 "; no tensor-core form: " + tensor_core_refusal(op.mlp.layers, device_);
@@ -690,8 +667,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
             if (split_folds || plan_split_mlp(op.mlp.layers, math, device_, &op.split)) {
               if (split_folds) fold_tail();
               if (split_mlps_always) {
-                op.split.min_rows =
-                    precision_ == Precision::FP32 ? 0 : reduced_tensor_core_min_rows(precision_);
+                op.split.min_rows = precision_ == Precision::FP32
+                                        ? 0
+                                        : reduced_tensor_core_min_rows(precision_, overrides);
               }
               if (precision_ != Precision::FP32) effective_precision_ = precision_;
               op.load_reason += "; the split form from " + std::to_string(op.split.min_rows) +
@@ -744,7 +722,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
           if (lt_half_operands) {
             op.load_reason += std::string(" reading W and x in ") +
                               (half_format_ == HalfFormat::Binary16 ? "fp16" : "bf16") +
-                              " (x narrowed into the workspace first)";
+                              " (x narrowed into the workspace first, or a model input of that "
+                              "type read as it is)";
           }
           if (precision_ == Precision::FP32) {
             plan_small_batch_linear(as_int32(step.in_features, step, "in_features"),
@@ -774,11 +753,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         const Conv2dArgs geometry = conv2d_geometry(step.window);
         ConvGemmPlan gemm;
         auto ready_gemm = [&] {
-          return conv_runs_as_gemm(geometry, precision_) &&
+          return conv_runs_as_gemm(geometry, precision_, overrides) &&
                  plan_conv_gemm(geometry, tensor_core_math(precision_), device_, &gemm) &&
                  prepare_conv2d_implicit_gemm(gemm, device_);
         };
-        const bool prefer_gemm = reduced_precision_prefers_gemm(geometry, precision_);
+        const bool prefer_gemm = reduced_precision_prefers_gemm(geometry, precision_, overrides);
         bool gemm_ready = prefer_gemm && ready_gemm();
         if (fused_conv && !gemm_ready && lower_conv_pool(p, s, consumers, device_, &op)) {
           op.load_reason = op.last_step > static_cast<int>(s)
@@ -815,7 +794,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
         op.load_reason = fused_conv ? "the direct kernel (conv2d.cu): the fused conv kernel does "
                                       "not take this geometry"
                                     : "the direct kernel (conv2d.cu): the fused conv kernel is off "
-                                      "(FUSEDNN_CUDA_FUSED_CONV=0)";
+                                      "(override fused_conv=0)";
         break;
       }
       case StepKind::MaxPool2d: op.kind = OpKind::MaxPool2d; break;
@@ -848,7 +827,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   // Without a loadable cuBLASLt those steps run on the tiled GEMM (the reason is kept for
   // cublaslt_unavailable_reason()).
   if (uses_cublaslt && !use_cublaslt) {
-    cublaslt_unavailable_reason_ = "cuBLASLt is off for fp32 models (FUSEDNN_CUDA_CUBLASLT=0)";
+    cublaslt_unavailable_reason_ = "cuBLASLt is off for fp32 models (override cublaslt=0)";
   } else if (uses_cublaslt && cublaslt_library(&cublaslt_unavailable_reason_) != nullptr) {
     cublaslt_ = std::make_unique<CublasLtHandle>();  // on the model's device, current here
     cublaslt_workspace_bytes_ = recommended_cublaslt_workspace_bytes(device_);
@@ -904,7 +883,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
       const Step& step = p.steps[op.first_step];
       if (refs[i].half_weight != kNone) {
         op.half_weight = half_weights_.data() + refs[i].half_weight;
-        ++launches_per_run_;  // the narrowing of x
+        ++launches_per_run_;  // the narrowing of a float32 x (cublaslt_input_narrowings_)
       }
       const cublasComputeType_t compute = op.half_weight != nullptr
                                               ? CUBLAS_COMPUTE_32F
@@ -963,18 +942,109 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
     }
     runs_touch_context_memory_ = runs_touch_context_memory_ || workspace;
   }
+  find_model_io_ops();
+}
+
+void CudaBackend::find_model_io_ops() {
+  const Plan& p = *plan_;
+  bool output_read = false;  // a step reads the model output (then no kernel writes it in 16 bits)
+  for (const Step& step : p.steps) {
+    for (const int id : step.inputs) {
+      output_read = output_read || p.values[id].storage == Storage::ModelOutput;
+    }
+  }
+  for (Op& op : ops_) {
+    for (int s = op.first_step; s <= op.last_step; ++s) {
+      for (const int id : p.steps[s].inputs) {
+        op.reads_model_input = op.reads_model_input || p.values[id].storage == Storage::ModelInput;
+      }
+    }
+    op.writes_model_output =
+        !output_read && p.values[p.steps[op.last_step].output].storage == Storage::ModelOutput;
+    const bool half_cublaslt =
+        op.kind == OpKind::CublasLtLinear && op.lt != nullptr && op.half_weight != nullptr &&
+        p.values[p.steps[op.first_step].inputs.front()].storage == Storage::ModelInput;
+    op.takes_16_bit_io = half_cublaslt || (op.kind == OpKind::FusedMlp &&
+                                           tensor_core_mlp_takes_16_bit_io(op.tensor_core));
+    cublaslt_reads_16_bit_input_ = cublaslt_reads_16_bit_input_ || half_cublaslt;
+    if (half_cublaslt) ++cublaslt_input_narrowings_;
+  }
+}
+
+bool CudaBackend::op_takes_16_bit_io(const Op& op, int64_t batch) const {
+  if (!op.takes_16_bit_io || op.kind != OpKind::FusedMlp) return false;
+  const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
+  return mlp_route(op, rows) == MlpRoute::TensorCore;
+}
+
+bool CudaBackend::op_reads_16_bit(const Op& op, int64_t batch, ElementType input, const void* data,
+                                  const void* model_output) const {
+  if (op.kind != OpKind::CublasLtLinear) return op_takes_16_bit_io(op, batch);
+  if (!op.takes_16_bit_io) return false;
+  // cuBLASLt's operand in its own type, on 256 bytes as the staging is: cuBLASLt then picks the
+  // algorithm a float32 input's run picks, and the bits are those of that run.
+  const ElementType own =
+      half_format_ == HalfFormat::Binary16 ? ElementType::Float16 : ElementType::Bfloat16;
+  if (input != own || reinterpret_cast<uintptr_t>(data) % 256 != 0) return false;
+  const Plan& p = *plan_;
+  const int64_t rows = batch * p.steps[op.first_step].rows_per_sample;
+  const bool writes_output = p.values[p.steps[op.last_step].output].storage == Storage::ModelOutput;
+  const auto* y =
+      static_cast<const float*>(writes_output ? model_output : reinterpret_cast<const void*>(256));
+  return op.lt->choose(rows, data, y).usable;
+}
+
+bool CudaBackend::reads_16_bit_input(int64_t batch, ElementType input, const void* data,
+                                     const void* model_output) const {
+  if (single_launch_.takes(batch) || input == ElementType::Float32) return false;
+  bool any = false;
+  for (const Op& op : ops_) {
+    if (!op.reads_model_input) continue;
+    if (!op_reads_16_bit(op, batch, input, data, model_output)) return false;
+    any = true;
+  }
+  return any;
+}
+
+bool CudaBackend::host_mapped_io_at(int64_t batch) const {
+  if (!host_mapped_io_) return false;
+  if (single_launch_.takes(batch)) return true;
+  // The Warpgroup form takes x on 16 bytes only: asked for such an x, as the staging is.
+  const auto* aligned = reinterpret_cast<const void*>(uintptr_t{256});
+  for (const Op& op : ops_) {
+    if (!op.reads_model_input || op.kind != OpKind::FusedMlp) continue;
+    const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
+    if (mlp_route(op, rows) == MlpRoute::TensorCore &&
+        tensor_core_mlp_launch_form(op.tensor_core, aligned, rows) ==
+            TensorCoreLaunchForm::Warpgroup) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool CudaBackend::writes_16_bit_output(int64_t batch, ElementType output) const {
+  if (single_launch_.takes(batch)) return false;
+  for (const Op& op : ops_) {
+    if (!op.writes_model_output) continue;
+    // In-place passes after the kernel (epilogue pieces past the first) run on float32.
+    const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
+    return op.epilogue.size() <= 1 && op_takes_16_bit_io(op, batch) &&
+           tensor_core_mlp_writes(op.tensor_core, output, rows);
+  }
+  return false;
 }
 
 // LeNet-class plans, a stack of fused conv (+ pool) ops and an optional fp32 MLP head with
 // nothing else in between, also get the whole network as one kernel (conv_net.hpp) for the
-// batches where that is faster (every batch up to the SM count with
-// FUSEDNN_CUDA_SINGLE_LAUNCH=1, none with 0).
+// batches where that is faster (every batch up to the SM count with the override
+// single_launch=1, none with 0).
 void CudaBackend::plan_single_launch() {
-  const ConvNetMode mode = conv_net_mode();
-  if (mode == ConvNetMode::Off) return;
-  const int64_t min_batch = mode == ConvNetMode::Always ? 1 : kConvNetDefaultMinBatch;
+  const Forced mode = device_.overrides.conv_net_single_launch;
+  if (mode == Forced::Off) return;
+  const int64_t min_batch = mode == Forced::On ? 1 : kConvNetDefaultMinBatch;
   const int64_t max_batch =
-      mode == ConvNetMode::Always ? max_batch_ : std::min(max_batch_, kConvNetDefaultMaxBatch);
+      mode == Forced::On ? max_batch_ : std::min(max_batch_, kConvNetDefaultMaxBatch);
   if (max_batch < min_batch) return;
   const Plan& p = *plan_;
   std::vector<ConvNetStageDesc> stages;
@@ -1227,6 +1297,10 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
   const HostIoChoice io = host_io_choice();
   result.summary += std::string("; host I/O ") +
                     (io.path == FDNN_HOST_IO_MAPPED ? "mapped" : "staged") + ": " + io.reason;
+  if (io.path == FDNN_HOST_IO_MAPPED && !host_mapped_io_at(batch)) {
+    result.summary += " (staged at batch " + std::to_string(batch) +
+                      ": the Warpgroup MLP form reads the input by bulk copies)";
+  }
   if (single_launch_.takes(batch)) {
     KernelChoice choice;
     choice.first_step = 0;
@@ -1328,7 +1402,14 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
               now += ", more than the small-batch kernel's " +
                      std::to_string(kSmallBatchLinearMaxRows);
             }
-            if (op.half_weight != nullptr) ++choice.launches;
+            if (op.half_weight != nullptr) {
+              ++choice.launches;  // a float32 x narrowed into the 16-bit staging first
+              if (op.takes_16_bit_io) {
+                now += std::string("; a ") +
+                       (half_format_ == HalfFormat::Binary16 ? "float16" : "bfloat16") +
+                       " model input on 256 bytes is the operand as it is, one launch fewer";
+              }
+            }
           } else {
             choice.form = "tiled GEMM (linear.cu)";
             now = lt_choice.reason;
@@ -1358,6 +1439,28 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
     }
     choice.reason = op.load_reason.empty() ? "the one kernel for this step" : op.load_reason;
     if (!now.empty()) choice.reason += "; at this batch: " + now;
+    if (op.reads_model_input) {
+      const bool binary16 = reads_16_bit_input(batch, ElementType::Float16, aligned, aligned);
+      const bool bfloat16 = reads_16_bit_input(batch, ElementType::Bfloat16, aligned, aligned);
+      choice.reason += binary16 && bfloat16 ? "; reads a float16 or bfloat16 model input itself"
+                       : binary16 ? "; reads a float16 model input itself (a bfloat16 one is "
+                                    "widened to float32 first)"
+                       : bfloat16 ? "; reads a bfloat16 model input itself (a float16 one is "
+                                    "widened to float32 first)"
+                                  : "; a float16 or bfloat16 model input is widened to float32 "
+                                    "first";
+    }
+    if (op.writes_model_output) {
+      const bool binary16 = writes_16_bit_output(batch, ElementType::Float16);
+      const bool bfloat16 = writes_16_bit_output(batch, ElementType::Bfloat16);
+      choice.reason += binary16 && bfloat16 ? "; writes a float16 or bfloat16 model output itself"
+                       : binary16 ? "; writes a float16 model output itself (a bfloat16 one is "
+                                    "narrowed from float32 after)"
+                       : bfloat16 ? "; writes a bfloat16 model output itself (a float16 one is "
+                                    "narrowed from float32 after)"
+                                  : "; a float16 or bfloat16 model output is narrowed from "
+                                    "float32 after";
+    }
     if (passes > 0) {
       choice.reason += "; " + std::to_string(passes) + " in-place elementwise pass(es) after it";
     }
@@ -1366,16 +1469,35 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
   return result;
 }
 
-void CudaBackend::enqueue(int64_t batch, const float* input, float* output, float* workspace,
+void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, float* workspace,
                           void* cublaslt_workspace, cudaStream_t stream) const {
   const Plan& p = *plan_;
+  if ((input.type != ElementType::Float32 &&
+       !reads_16_bit_input(batch, input.type, input.data, output.data)) ||
+      (output.type != ElementType::Float32 && !writes_16_bit_output(batch, output.type))) {
+    fail(FDNN_STATUS_INTERNAL_ERROR,
+         "a 16-bit model input or output reached a kernel that reads "
+         "and writes float32 only at batch ",
+         batch);
+  }
+  // Every op but those that take 16-bit I/O sees float32 model buffers (checked above).
   auto data = [&](int value_id) -> float* {
     switch (p.values[value_id].storage) {
-      case Storage::ModelInput: return const_cast<float*>(input);  // only ever read
-      case Storage::ModelOutput: return output;
+      case Storage::ModelInput:
+        return const_cast<float*>(static_cast<const float*>(input.data));  // only ever read
+      case Storage::ModelOutput: return static_cast<float*>(output.data);
       case Storage::Workspace: break;
     }
     return workspace + value_offset_[value_id];
+  };
+  // The same buffers with their element types, for the kernels that convert them themselves.
+  auto typed_input = [&](int value_id) -> TypedInput {
+    if (p.values[value_id].storage == Storage::ModelInput) return input;
+    return TypedInput(data(value_id));
+  };
+  auto typed_output = [&](int value_id) -> TypedOutput {
+    if (p.values[value_id].storage == Storage::ModelOutput) return output;
+    return TypedOutput(data(value_id));
   };
   auto in_place_passes = [&](const Op& op, float* y, int64_t count) {
     for (size_t piece = 1; piece < op.epilogue.size(); ++piece) {
@@ -1413,7 +1535,8 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
   };
 
   if (single_launch_.takes(batch)) {
-    launch_conv_net(single_launch_, input, output, batch, stream);
+    launch_conv_net(single_launch_, static_cast<const float*>(input.data),
+                    static_cast<float*>(output.data), batch, stream);
     return;
   }
   for (const Op& op : ops_) {
@@ -1428,7 +1551,8 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         const int64_t rows = batch * step.rows_per_sample;
         const MlpRoute route = mlp_route(op, rows);
         if (route == MlpRoute::TensorCore) {
-          launch_tensor_core_mlp(op.tensor_core, x, y, rows, device_, stream);
+          launch_tensor_core_mlp(op.tensor_core, typed_input(step.inputs.front()),
+                                 typed_output(last.output), rows, device_, stream);
         } else if (route == MlpRoute::Split) {
           launch_split_mlp(op.split, x, op.mlp.layers.front().bias,
                            workspace + split_middle_offset_, y, rows, device_, stream);
@@ -1454,21 +1578,33 @@ void CudaBackend::enqueue(int64_t batch, const float* input, float* output, floa
         args.in = static_cast<int32_t>(step.in_features);
         args.out = static_cast<int32_t>(step.out_features);
         args.epilogue = op.epilogue.front();
-        if (small_batch_linear_takes(op.small_batch, rows, x)) {
+        // A 16-bit model input is cuBLASLt's operand as it is (reads_16_bit_input() checked that
+        // cuBLASLt takes it); a float32 one is narrowed into the staging first.
+        const TypedInput typed_x = typed_input(step.inputs.front());
+        const bool direct = typed_x.type != ElementType::Float32;
+        if (!direct && small_batch_linear_takes(op.small_batch, rows, x)) {
           launch_small_batch_linear(op.small_batch, args, stream);
           break;
         }
         if (op.lt) {
           void* staging = workspace + half_staging_offset_;
-          const void* operand = op.half_weight != nullptr ? staging : x;
+          const void* operand = direct                      ? typed_x.data
+                                : op.half_weight != nullptr ? staging
+                                                            : static_cast<const void*>(x);
           const CublasLtLinear::Choice& choice = op.lt->choose(rows, operand, y);
           if (choice.usable) {
-            if (op.half_weight != nullptr) {
+            if (op.half_weight != nullptr && !direct) {
               launch_narrow(x, staging, half_format_, rows * step.in_features, device_, stream);
             }
             op.lt->run(choice, operand, y, cublaslt_workspace, stream);
             break;
           }
+        }
+        if (direct) {
+          fail(FDNN_STATUS_INTERNAL_ERROR, "step '", step.label,
+               "' has no cuBLASLt algorithm for "
+               "its 16-bit input at ",
+               rows, " rows, which the backend checked it had");
         }
         // No cuBLASLt algorithm for this shape (choice.reason says why): the tiled GEMM.
         launch_linear(args, device_, stream);

@@ -38,6 +38,13 @@ static_assert(static_cast<int32_t>(HalfFormat::Binary16) == FDNN_DTYPE_FLOAT16 &
 
 HalfFormat half_format(fdnn_dtype dtype) { return static_cast<HalfFormat>(dtype); }
 
+static_assert(static_cast<int32_t>(ElementType::Float32) == FDNN_DTYPE_FLOAT32 &&
+                  static_cast<int32_t>(ElementType::Float16) == FDNN_DTYPE_FLOAT16 &&
+                  static_cast<int32_t>(ElementType::Bfloat16) == FDNN_DTYPE_BFLOAT16,
+              "ElementType mirrors fdnn_dtype");
+
+ElementType element_type(fdnn_dtype dtype) { return static_cast<ElementType>(dtype); }
+
 }  // namespace
 
 CudaContext::Resources::Resources(const CudaBackend& backend) {
@@ -82,12 +89,13 @@ CudaContext::CudaContext(const CudaBackend& backend)
   }
 }
 
-bool CudaContext::host_zero_copy(size_t input_bytes, size_t output_bytes) const {
-  if (mapped_input_ == nullptr || mapped_output_ == nullptr ||
-      backend_.requested_host_io() != FDNN_HOST_IO_AUTO || !backend_.host_mapped_io()) {
+bool CudaContext::host_zero_copy(int64_t batch, size_t input_bytes, size_t output_bytes) const {
+  const Forced forced = backend_.device_info().overrides.host_zero_copy;
+  if (mapped_input_ == nullptr || mapped_output_ == nullptr || forced == Forced::Off ||
+      backend_.requested_host_io() != FDNN_HOST_IO_AUTO || !backend_.host_mapped_io_at(batch)) {
     return false;
   }
-  return input_bytes <= kZeroCopyBytes && output_bytes <= kZeroCopyBytes;
+  return forced == Forced::On || (input_bytes <= kZeroCopyBytes && output_bytes <= kZeroCopyBytes);
 }
 
 CudaContext::~CudaContext() {
@@ -122,11 +130,12 @@ void CudaContext::order_after_previous(cudaStream_t stream) {
 
 CudaContext::CachedGraph* CudaContext::find(std::vector<CachedGraph>& graphs, int64_t batch,
                                             int alignment, fdnn_dtype input_dtype,
-                                            fdnn_dtype output_dtype, const void* input,
-                                            const void* output) {
+                                            fdnn_dtype output_dtype, int conversions,
+                                            const void* input, const void* output) {
   for (CachedGraph& graph : graphs) {
     if (graph.batch != batch || graph.alignment != alignment) continue;
     if (graph.input_dtype != input_dtype || graph.output_dtype != output_dtype) continue;
+    if (graph.conversions != conversions) continue;
     if (input != nullptr && (graph.input != input || graph.output != output)) continue;
     return &graph;
   }
@@ -238,7 +247,7 @@ bool CudaContext::run_host_typed(int64_t batch, const void* input, fdnn_dtype in
 // conversions happen on the host, into and out of the pinned staging (a plain copy for float32).
 void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype,
                                      void* output, fdnn_dtype output_dtype) {
-  if (host_io_ == FDNN_HOST_IO_MAPPED) {
+  if (host_io_ == FDNN_HOST_IO_MAPPED && backend_.host_mapped_io_at(batch)) {
     run_host_mapped(batch, input, input_dtype, output, output_dtype);
     return;
   }
@@ -253,7 +262,7 @@ void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtyp
   const size_t output_bytes = sizeof(float) * output_count;
   widen_to_float(input, input_dtype, r.host_input, input_count);
 
-  const bool zero_copy = host_zero_copy(input_bytes, output_bytes);
+  const bool zero_copy = host_zero_copy(batch, input_bytes, output_bytes);
   auto body = [&](cudaStream_t stream) {
     if (zero_copy) {
       backend_.enqueue(batch, mapped_input_, mapped_output_, r.workspace, r.cublaslt_workspace,
@@ -300,10 +309,14 @@ void CudaContext::run_host_mapped(int64_t batch, const void* input, fdnn_dtype i
   const auto in_begin = reinterpret_cast<uintptr_t>(input);
   const auto out_begin = reinterpret_cast<uintptr_t>(output);
   // The kernels read and write whole elements: a buffer misaligned for its dtype is staged. So
-  // is an output that overlaps the input, which the kernels would overwrite while reading it.
+  // is an output that overlaps the input, which the kernels would overwrite while reading it,
+  // and a 16-bit input that cuBLASLt could read itself (it is not relied on to reach host
+  // memory); staged, it is widened to float32 and narrowed again by a kernel of the plan's.
   const bool overlapping =
       in_begin < out_begin + output_bytes && out_begin < in_begin + input_bytes;
-  const bool input_mappable = in_begin % dtype_bytes(input_dtype) == 0;
+  const bool input_mappable =
+      in_begin % dtype_bytes(input_dtype) == 0 &&
+      (input_dtype == FDNN_DTYPE_FLOAT32 || !backend_.cublaslt_reads_16_bit_input());
   const bool output_mappable = out_begin % dtype_bytes(output_dtype) == 0 && !overlapping;
   const DeviceInfo& device = backend_.device_info();
   // Declared before the run's guard: released only once the stream is idle.
@@ -357,13 +370,22 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   FDNN_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
   const bool caller_capturing = capturing != cudaStreamCaptureStatusNone;
-  // A float32 run of a plan that reads and writes only the caller's buffers and the weights, in
-  // one launch (no graph of the context's), shares nothing with the context's other runs: it
-  // neither waits for the previous one nor records the order event, whose cost is a noticeable
-  // part of so short a run.
+  // A 16-bit side goes through the context's float32 buffer only where no kernel reads (or
+  // writes) it in 16 bits itself at this batch; the plan then sees float32 on that side.
+  const bool narrow = output_dtype != FDNN_DTYPE_FLOAT32 &&
+                      !backend_.writes_16_bit_output(batch, element_type(output_dtype));
+  const bool widen =
+      input_dtype != FDNN_DTYPE_FLOAT32 &&
+      !backend_.reads_16_bit_input(batch, element_type(input_dtype), input,
+                                   narrow ? static_cast<void*>(r.device_output) : output);
+  // A run of a plan that reads and writes only the caller's buffers and the weights, in one
+  // launch (no conversion pass, no graph of the context's), shares nothing with the context's
+  // other runs: it neither waits for the previous one nor records the order event, whose cost
+  // is a noticeable part of so short a run.
+  const int plan_launches =
+      backend_.launches_per_run(batch, input_dtype != FDNN_DTYPE_FLOAT32 && !widen);
   const bool shares_nothing =
-      input_dtype == FDNN_DTYPE_FLOAT32 && output_dtype == FDNN_DTYPE_FLOAT32 &&
-      !backend_.runs_touch_context_memory(batch) && backend_.launches_per_run(batch) < 2;
+      !widen && !narrow && !backend_.runs_touch_context_memory(batch) && plan_launches < 2;
   const bool ordered = !caller_capturing && !shares_nothing;
   if (ordered) order_after_previous(stream);
   // Such a run still reads the weights: the backend waits for the device before freeing them.
@@ -382,12 +404,11 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   const bool overlapping = in_begin < out_begin + static_cast<uintptr_t>(output_bytes) &&
                            out_begin < in_begin + static_cast<uintptr_t>(input_bytes);
 
-  // A 16-bit side goes through the context's float32 buffer, so the plan sees only float32.
-  const bool widen = input_dtype != FDNN_DTYPE_FLOAT32;
-  const bool narrow = output_dtype != FDNN_DTYPE_FLOAT32;
   auto body = [&](const void* caller_input, void* caller_output, cudaStream_t run_stream) {
-    const float* plan_input = widen ? r.device_input : static_cast<const float*>(caller_input);
-    float* plan_output = narrow ? r.device_output : static_cast<float*>(caller_output);
+    const TypedInput plan_input =
+        widen ? TypedInput(r.device_input) : TypedInput(caller_input, element_type(input_dtype));
+    const TypedOutput plan_output = narrow ? TypedOutput(r.device_output)
+                                           : TypedOutput(caller_output, element_type(output_dtype));
     if (widen) {
       launch_widen(caller_input, half_format(input_dtype), r.device_input, input_count,
                    backend_.device_info(), run_stream);
@@ -398,17 +419,22 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
                     backend_.device_info(), run_stream);
     }
   };
-  const int launches = backend_.launches_per_run(batch) + (widen ? 1 : 0) + (narrow ? 1 : 0);
+  const int launches = plan_launches + (widen ? 1 : 0) + (narrow ? 1 : 0);
   // cuBLASLt kernels cannot be re-pointed; with both sides converted, no plan kernel touches a
   // caller buffer (only the conversion kernels do, and they can be).
-  const bool repointable = backend_.device_graphs_repointable() || (widen && narrow);
+  const bool cublaslt_reads_caller_input =
+      input_dtype != FDNN_DTYPE_FLOAT32 && !widen && backend_.cublaslt_reads_16_bit_input();
+  const bool repointable =
+      (backend_.device_graphs_repointable() && !cublaslt_reads_caller_input) || (widen && narrow);
 
   CachedGraph* graph = nullptr;
   if (backend_.cuda_graphs() && launches >= 2 && !caller_capturing && !overlapping) {
     const int alignment = alignment_class(input, output);
+    const int conversions = (widen ? 1 : 0) | (narrow ? 2 : 0);
     graph = repointable
-                ? find(device_graphs_, batch, alignment, input_dtype, output_dtype)
-                : find(device_graphs_, batch, alignment, input_dtype, output_dtype, input, output);
+                ? find(device_graphs_, batch, alignment, input_dtype, output_dtype, conversions)
+                : find(device_graphs_, batch, alignment, input_dtype, output_dtype, conversions,
+                       input, output);
     if (graph == nullptr && device_graphs_.size() < kMaxGraphs) {
       CachedGraph captured =
           capture(batch, [&](cudaStream_t capture_stream) { body(input, output, capture_stream); });
@@ -417,6 +443,7 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
       captured.input_dtype = input_dtype;
       captured.output_dtype = output_dtype;
       captured.alignment = alignment;
+      captured.conversions = conversions;
       find_pointer_slots(captured, input_bytes, output_bytes);
       device_graphs_.push_back(std::move(captured));
       graph = &device_graphs_.back();

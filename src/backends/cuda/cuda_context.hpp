@@ -5,17 +5,19 @@
 // Host path (run_host), staged (fdnn_host_io; CudaBackend::host_io_choice() picks the path):
 // input -> pinned staging -> async copy in, the kernels, async copy out, one stream
 // synchronisation, pinned staging -> output. With options.host_io AUTO, where the batch's input
-// and output are small (kZeroCopyBytes each) and the backend allows it
-// (CudaBackend::host_mapped_io()), the kernels read and write the pinned staging themselves
+// and output are small (kZeroCopyBytes each) and the backend allows it at the batch
+// (CudaBackend::host_mapped_io_at()), the kernels read and write the pinned staging themselves
 // through its device mapping, with no copies: each copy in a graph costs microseconds of
-// latency, while a few KB read over the bus cost about one round trip.
+// latency, while a few KB read over the bus cost about one round trip. The override
+// host_zero_copy=0 turns this off, =1 takes it at every size the backend allows.
 // Host path, mapped (integrated GPUs by default; forced by options.host_io): no DMA copy. The
 // caller's buffers are registered for the run (host_registration.hpp) and the plan runs on
 // their device addresses as the device path runs (run_device_in_dtypes, on the context's own
 // stream, graphs re-pointed), then the stream is synchronised and the registrations released.
 // A buffer that cannot be registered (unsupported, misaligned for its dtype, overlapping the
-// other buffer or a registration it cannot share) is replaced by the context's mapped pinned
-// staging, with a host memcpy (or dtype conversion) in or out.
+// other buffer or a registration it cannot share, a 16-bit input cuBLASLt would read) is
+// replaced by the context's mapped pinned staging, with a host memcpy (or dtype conversion) in
+// or out. Batches the backend cannot run on host memory (host_mapped_io_at) are staged.
 // Device path (run_device): the kernels read and write the caller's device buffers on the
 // caller's stream; nothing is copied, allocated or waited for (a NULL stream means the context's
 // own stream, and then the call waits).
@@ -32,12 +34,14 @@
 //
 // Caller dtypes (run_host_typed / run_device_typed): on the host path a 16-bit input is widened
 // into the pinned staging and a 16-bit output narrowed out of it, on the host; the graphs are
-// those of run_host. On the device path a 16-bit input is widened on the caller's stream into
-// the context's device_input and a 16-bit output narrowed from its device_output
-// (convert_dtype.cu), so the plan always runs on float32 buffers. The conversions are kernels
-// launched through launch_kernel: they are captured with the plan, graphs are keyed on the
-// dtypes too, and the caller's 16-bit buffers are re-pointed in the conversion kernels. FLOAT32
-// both ways is run_host / run_device.
+// those of run_host. On the device path the kernels that read the model input and write its
+// output convert 16-bit buffers themselves where the backend says they can at the run's batch
+// (CudaBackend::reads_16_bit_input / writes_16_bit_output: the tensor-core MLP forms); elsewhere
+// a 16-bit input is widened on the caller's stream into the context's device_input and a 16-bit
+// output narrowed from its device_output (convert_dtype.cu), so those kernels see float32. Either
+// way the kernels are launched through launch_kernel: they are captured with the plan, graphs
+// are keyed on the dtypes too, and the caller's 16-bit buffers are re-pointed in whichever
+// kernels touch them. FLOAT32 both ways is run_host / run_device.
 //
 // Consecutive runs of one context on different streams are ordered (the new stream waits for
 // the old one), since they share the workspace; device-path runs of plans that touch no memory
@@ -105,6 +109,10 @@ class CudaContext final : public ExecutionContext {
     int alignment = 0;  // alignment_class() of the buffers it was captured with
     fdnn_dtype input_dtype = FDNN_DTYPE_FLOAT32;  // the caller buffers' element types
     fdnn_dtype output_dtype = FDNN_DTYPE_FLOAT32;
+    // Which sides the context converts (1: the input is widened, 2: the output narrowed). For
+    // one batch and pair of dtypes this can vary with the input's address (cuBLASLt reads a
+    // 16-bit input itself on 256 bytes only), and with it whether the graph can be re-pointed.
+    int conversions = 0;
     const void* input = nullptr;
     void* output = nullptr;
     Graph graph;
@@ -115,10 +123,11 @@ class CudaContext final : public ExecutionContext {
 
   template <typename Body>
   CachedGraph capture(int64_t batch, Body&& body);
-  // The graph for `batch` captured on buffers of `alignment` (alignment_class()) and of these
-  // dtypes; with `input` / `output` not null, only one captured on those buffers.
+  // The graph for `batch` captured on buffers of `alignment` (alignment_class()), of these
+  // dtypes and these conversions (CachedGraph::conversions); with `input` / `output` not null,
+  // only one captured on those buffers.
   static CachedGraph* find(std::vector<CachedGraph>& graphs, int64_t batch, int alignment,
-                           fdnn_dtype input_dtype, fdnn_dtype output_dtype,
+                           fdnn_dtype input_dtype, fdnn_dtype output_dtype, int conversions = 0,
                            const void* input = nullptr, const void* output = nullptr);
   static int alignment_class(const void* input, const void* output);
   // input_bytes / output_bytes: the caller buffers' real sizes in bytes (2 per 16-bit element).
@@ -135,7 +144,7 @@ class CudaContext final : public ExecutionContext {
                             fdnn_dtype output_dtype, void* handle);
   void order_after_previous(cudaStream_t stream);
   // Whether a host-path run of these sizes skips the copies (see the file comment).
-  bool host_zero_copy(size_t input_bytes, size_t output_bytes) const;
+  bool host_zero_copy(int64_t batch, size_t input_bytes, size_t output_bytes) const;
 
   const CudaBackend& backend_;
   int device_;

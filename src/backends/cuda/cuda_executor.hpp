@@ -20,6 +20,7 @@
 #include "backends/cuda/device_epilogue.hpp"
 #include "backends/cuda/device_info.hpp"
 #include "backends/cuda/device_memory.hpp"
+#include "backends/cuda/element_type.hpp"
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/fused_mlp_split.hpp"
 #include "backends/cuda/fused_mlp_tensor_core.hpp"
@@ -82,6 +83,15 @@ struct Op {
   // Why the op took its kind and plans, written where the backend decided them at load; the
   // per-batch choice is added by CudaBackend::explain().
   std::string load_reason;
+  // Whether one of its steps reads the model input, and whether it writes the model output.
+  bool reads_model_input = false;
+  bool writes_model_output = false;
+  // Whether its kernel reads a float16 or bfloat16 model input and writes such an output itself,
+  // decided at load: FusedMlp on the tensor cores' WarpRegisters form (and its Warpgroup
+  // companion), on the rows where that route runs (CudaBackend::op_takes_16_bit_io()). A
+  // CublasLtLinear with 16-bit operands (half_weight) reads a model input of its own type as
+  // cuBLASLt's operand instead of narrowing it into the staging (CudaBackend::op_reads_16_bit()).
+  bool takes_16_bit_io = false;
 };
 
 // How host-path runs move the input and output (fdnn_host_io), and why.
@@ -119,8 +129,23 @@ class CudaBackend final : public Backend {
   // pointers, workspace a context's workspace_floats() buffer and cublaslt_workspace its
   // cublaslt_workspace_bytes() buffer. Nothing is allocated; the first run of a batch size picks
   // the cuBLASLt algorithms for it (host work only, cached for every context).
-  void enqueue(int64_t batch, const float* input, float* output, float* workspace,
+  // A 16-bit input only where reads_16_bit_input(batch), a 16-bit output only where
+  // writes_16_bit_output(batch, its type): the kernels that touch them convert as they read and
+  // write.
+  void enqueue(int64_t batch, TypedInput input, TypedOutput output, float* workspace,
                void* cublaslt_workspace, cudaStream_t stream) const;
+  // Whether every op that reads the model input at `batch` reads a 16-bit one of type `input` at
+  // `data` itself, and whether the op that writes the model output writes one of type `output`
+  // itself (nothing runs in place on it after). Where not, the context widens the caller's input
+  // into a float32 buffer first, or narrows the output from one after (convert_dtype.hpp).
+  // `model_output`: where the plan writes its output (the caller's buffer, or the context's
+  // float32 one when it narrows after), whose alignment cuBLASLt's choice depends on.
+  bool reads_16_bit_input(int64_t batch, ElementType input, const void* data,
+                          const void* model_output) const;
+  bool writes_16_bit_output(int64_t batch, ElementType output) const;
+  // Whether a cuBLASLt call reads a 16-bit model input itself (Op::takes_16_bit_io): a graph of
+  // such a run cannot be re-pointed at other input buffers.
+  bool cublaslt_reads_16_bit_input() const { return cublaslt_reads_16_bit_input_; }
 
   const Plan& plan() const { return *plan_; }
   const DeviceInfo& device_info() const { return device_; }
@@ -155,6 +180,10 @@ class CudaBackend final : public Backend {
   // host path's zero-copy runs, cuda_context.hpp): not when cuBLASLt (or the small-batch
   // Linear's bulk copies) reads or writes them, which are not relied on to reach host memory.
   bool host_mapped_io() const { return host_mapped_io_; }
+  // Whether a run of `batch` samples may read and write them there: host_mapped_io(), and no
+  // step reading the model input takes the Warpgroup MLP form at that batch, whose bulk copies
+  // of the input are not relied on to reach host memory either. Such runs are staged.
+  bool host_mapped_io_at(int64_t batch) const;
   // The host path the model's contexts take (fdnn_model_options::host_io, the device, and
   // host_mapped_io()), and why: mapped by default on an integrated GPU, staged on a discrete one.
   HostIoChoice host_io_choice() const;
@@ -170,10 +199,12 @@ class CudaBackend final : public Backend {
   // destructor then waits for the device before it frees the weights.
   void note_unordered_run() const { unordered_runs_.store(true, std::memory_order_release); }
   // Kernel launches one run of `batch` samples makes (graphs pay off from two).
-  int launches_per_run(int64_t batch) const {
-    return single_launch_.takes(batch)
-               ? 1
-               : launches_per_run_ + count_from(split_launch_min_batches_, batch);
+  // `input_read_in_16_bits`: the run's input is 16-bit and reads_16_bit_input() holds for it; the
+  // cuBLASLt steps that take it as their operand then narrow nothing into the staging first.
+  int launches_per_run(int64_t batch, bool input_read_in_16_bits = false) const {
+    if (single_launch_.takes(batch)) return 1;
+    return launches_per_run_ + count_from(split_launch_min_batches_, batch) -
+           (input_read_in_16_bits ? cublaslt_input_narrowings_ : 0);
   }
   const std::vector<Op>& ops() const { return ops_; }
 
@@ -184,6 +215,14 @@ class CudaBackend final : public Backend {
  private:
   void plan_single_launch();
   void assign_workspace();
+  // Sets the ops' reads_model_input, writes_model_output and takes_16_bit_io.
+  void find_model_io_ops();
+  // Whether `op` runs, at `batch`, a tensor-core MLP kernel that converts the model input or
+  // output itself.
+  bool op_takes_16_bit_io(const Op& op, int64_t batch) const;
+  // Whether `op` reads, at `batch`, a model input of type `input` at `data` itself.
+  bool op_reads_16_bit(const Op& op, int64_t batch, ElementType input, const void* data,
+                       const void* model_output) const;
 
   std::shared_ptr<const Plan> plan_;
   int64_t max_batch_;
@@ -201,6 +240,10 @@ class CudaBackend final : public Backend {
   size_t cublaslt_workspace_bytes_ = 0;
   std::string cublaslt_unavailable_reason_;  // set when cuBLASLt could not be loaded
   bool device_graphs_repointable_ = true;
+  bool cublaslt_reads_16_bit_input_ = false;
+  // The cuBLASLt steps with 16-bit operands that read the model input: launches_per_run_ counts
+  // each one's narrowing of a float32 x, which a 16-bit input they read themselves spares.
+  int cublaslt_input_narrowings_ = 0;
   bool host_mapped_io_ = true;
   bool runs_touch_context_memory_ = false;
   mutable std::atomic<bool> unordered_runs_{false};

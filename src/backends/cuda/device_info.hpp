@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// What launchers need to know about the GPU, read once when the backend is created.
+// What planning and launchers need to know about the GPU, and the debugging overrides of kernel
+// selection (selection_overrides.hpp), read once when the backend is created.
 #pragma once
 
 #include <cstddef>
+
+#include "backends/cuda/selection_overrides.hpp"
 
 namespace fusednn::cuda {
 
@@ -16,6 +19,7 @@ struct DeviceInfo {
   bool integrated = false;               // shares the host's DRAM (Jetson)
   bool host_register = false;            // cudaHostRegister is supported
   bool host_register_read_only = false;  // ... with cudaHostRegisterReadOnly
+  SelectionOverrides overrides;
 };
 
 }  // namespace fusednn::cuda

@@ -366,16 +366,14 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_ro
   // (build_fused_mlp_row_image, build_fused_mlp_cluster_image). On compute capability 9.0 and
   // newer the cluster form takes batches while its clusters fit the SMs at once; the
   // single-block form takes up to kFusedMlpBlockMaxRows rows elsewhere.
-  // FUSEDNN_CUDA_SMALL_BATCH_MLP=block or =cluster leaves the other form out, for comparing; a
-  // knob, not an API.
-  const char* small_batch_knob = std::getenv("FUSEDNN_CUDA_SMALL_BATCH_MLP");
-  const std::string small_batch = small_batch_knob != nullptr ? small_batch_knob : "";
+  // The override small_batch_mlp=block or =cluster leaves the other form out.
+  const SmallBatchMlpForms forms = device.overrides.small_batch_mlp;
   bool narrow = true;  // the small-batch forms take layers of at most kFusedMlpMaxWidth columns
   for (const FusedMlpLayerDesc& layer : layers) {
     narrow = narrow && layer.padded_out <= kFusedMlpMaxWidth;
   }
 #ifndef FUSEDNN_CUDA_NO_CLUSTER_MLP  // a build switch to rule the cluster form out when debugging
-  if (device.major >= 9 && narrow && small_batch != "block") {
+  if (device.major >= 9 && narrow && forms != SmallBatchMlpForms::BlockOnly) {
     const size_t bytes = fused_mlp_cluster_shared_bytes(result, max_rows);
     const int clusters = bytes <= device.shared_per_block_optin
                              ? fused_mlp_cluster_capacity(bytes, max_rows, device)
@@ -386,7 +384,7 @@ bool plan_fused_mlp(const std::vector<FusedMlpLayerDesc>& layers, int64_t max_ro
     }
   }
 #endif
-  if (narrow && small_batch != "cluster" && result.cluster_shared_bytes == 0) {
+  if (narrow && forms != SmallBatchMlpForms::ClusterOnly && result.cluster_shared_bytes == 0) {
     const size_t bytes = fused_mlp_block_shared_bytes(result);
     if (bytes <= device.shared_per_block_optin) result.block_shared_bytes = bytes;
   }

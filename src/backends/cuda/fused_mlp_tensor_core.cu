@@ -473,8 +473,7 @@ uint16_t tensor_core_half_bits(float value, TensorCoreMath math) {
 bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
                           const DeviceInfo& device, TensorCoreMlpPlan* plan,
                           const TensorCoreRowTail& tail) {
-  const char* knob = std::getenv("FUSEDNN_CUDA_TENSOR_CORE_FORM");
-  const bool shared_only = knob != nullptr && std::string(knob) == "shared";
+  const bool shared_only = device.overrides.shared_tile_tensor_cores_only;
   if (!shared_only && plan_warp_register_mlp(layers, math, device, tail, plan)) {
     if (is_half(math)) {
       plan_warpgroup_mlp(layers, math, device, tail, &plan->warpgroup);
@@ -503,16 +502,27 @@ std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
   return image;
 }
 
-TensorCoreLaunchForm tensor_core_mlp_launch_form(const TensorCoreMlpPlan& plan, const float* x,
+TensorCoreLaunchForm tensor_core_mlp_launch_form(const TensorCoreMlpPlan& plan, const void* x,
                                                  int64_t rows) {
   if (plan.form != TensorCoreForm::WarpRegisters) return TensorCoreLaunchForm::SharedTiles;
   return warpgroup_mlp_takes(plan.warpgroup, x, rows) ? TensorCoreLaunchForm::Warpgroup
                                                       : TensorCoreLaunchForm::WarpRegisters;
 }
 
-void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y, int64_t rows,
-                            const DeviceInfo& device, cudaStream_t stream) {
-  switch (tensor_core_mlp_launch_form(plan, x, rows)) {
+bool tensor_core_mlp_takes_16_bit_io(const TensorCoreMlpPlan& plan) {
+  return plan.tile_rows > 0 && plan.form == TensorCoreForm::WarpRegisters && is_half(plan.math);
+}
+
+bool tensor_core_mlp_writes(const TensorCoreMlpPlan& plan, ElementType output, int64_t rows) {
+  if (output == ElementType::Float32) return true;
+  if (!tensor_core_mlp_takes_16_bit_io(plan)) return false;
+  const bool warpgroup_possible = plan.warpgroup.layer_count > 0 && rows >= plan.warpgroup.min_rows;
+  return !warpgroup_possible || warpgroup_mlp_writes(plan.warpgroup, output);
+}
+
+void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, TypedInput x, TypedOutput y,
+                            int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
+  switch (tensor_core_mlp_launch_form(plan, x.data, rows)) {
     case TensorCoreLaunchForm::Warpgroup:
       launch_warpgroup_mlp(plan.warpgroup,
                            static_cast<const char*>(plan.image) + plan.warpgroup_image_offset, x, y,
@@ -522,7 +532,13 @@ void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float
       launch_warp_register_mlp(plan, x, y, rows, device, stream);
       break;
     case TensorCoreLaunchForm::SharedTiles:
-      launch_shared_tile_mlp(plan, x, y, rows, device, stream);
+      if (x.type != ElementType::Float32 || y.type != ElementType::Float32) {
+        fail(FDNN_STATUS_INTERNAL_ERROR,
+             "the SharedTiles tensor-core MLP reads and writes float32 "
+             "only; the backend must widen and narrow around it");
+      }
+      launch_shared_tile_mlp(plan, static_cast<const float*>(x.data), static_cast<float*>(y.data),
+                             rows, device, stream);
       break;
   }
 }

@@ -33,6 +33,7 @@
 
 #include "backends/cuda/device_epilogue.hpp"
 #include "backends/cuda/device_info.hpp"
+#include "backends/cuda/element_type.hpp"
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/fused_mlp_warpgroup.hpp"
 #include "backends/cuda/tensor_core_math.hpp"
@@ -86,8 +87,8 @@ struct TensorCoreMlpPlan {
 
 // Whether the chain runs on tensor cores on this device with `math`; fills *plan (but not
 // plan->image). Needs compute capability 8.0+, 1..kFusedMlpMaxLayers layers, widths <= 256.
-// The WarpRegisters form where it fits, else SharedTiles; FUSEDNN_CUDA_TENSOR_CORE_FORM=shared
-// forces the second (a knob for tests and benchmarks).
+// The WarpRegisters form where it fits, else SharedTiles; the override tensor_core_form=shared
+// forces the second.
 // With a `tail` (kind != None) only the WarpRegisters form (and its Warpgroup companion)
 // qualifies.
 bool plan_tensor_core_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
@@ -106,11 +107,20 @@ std::vector<uint32_t> build_tensor_core_mlp_image(const TensorCoreMlpPlan& plan,
 // The form launch_tensor_core_mlp() runs for `rows` rows reading x: the Warpgroup companion
 // where it takes them (from its min_rows, x on 16 bytes), else the plan's form.
 enum class TensorCoreLaunchForm { Warpgroup, WarpRegisters, SharedTiles };
-TensorCoreLaunchForm tensor_core_mlp_launch_form(const TensorCoreMlpPlan& plan, const float* x,
+TensorCoreLaunchForm tensor_core_mlp_launch_form(const TensorCoreMlpPlan& plan, const void* x,
                                                  int64_t rows);
 
-// y[rows][last out] = chain(x[rows][first in]); the image must be uploaded.
-void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y, int64_t rows,
-                            const DeviceInfo& device, cudaStream_t stream);
+// Whether the plan's kernels read a 16-bit input and write a 16-bit output themselves: the
+// WarpRegisters form in fp16 and bf16 (not the tf32 forms) and its Warpgroup companion do, at
+// every batch and alignment; SharedTiles reads and writes float32 only. The Warpgroup form writes
+// the math's own 16-bit type only: tensor_core_mlp_writes() says whether a launch of `rows` rows
+// (any alignment) writes `output`.
+bool tensor_core_mlp_takes_16_bit_io(const TensorCoreMlpPlan& plan);
+bool tensor_core_mlp_writes(const TensorCoreMlpPlan& plan, ElementType output, int64_t rows);
+
+// y[rows][last out] = chain(x[rows][first in]); the image must be uploaded. x and y are float32
+// unless tensor_core_mlp_takes_16_bit_io(), y as tensor_core_mlp_writes() allows.
+void launch_tensor_core_mlp(const TensorCoreMlpPlan& plan, TypedInput x, TypedOutput y,
+                            int64_t rows, const DeviceInfo& device, cudaStream_t stream);
 
 }  // namespace fusednn::cuda

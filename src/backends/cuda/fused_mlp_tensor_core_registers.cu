@@ -31,9 +31,10 @@
 // inside a dot product is free, so k t and t+4 are taken to mean columns 2t and 2t+1 of C tile
 // s, and the weights are laid out to match. A thread's two B words of k-steps 2q and 2q+1 are
 // adjacent in shared memory (one 16-byte load); rows 16 mod 32 words apart make those loads
-// conflict-free. The first layer reads fp32 rows (from the warp's staged copy or from global
-// memory): 4 consecutive columns per thread and k-step in the half forms (one 16-byte load), 2
-// in the tf32 forms, with the weights ordered to match.
+// conflict-free. The first layer reads the input rows (from the warp's staged copy or from global
+// memory) in the caller's element type, float32 or 16-bit: 4 consecutive columns per thread and
+// k-step in the half forms (one 16- or 8-byte load), 2 in the tf32 forms, with the weights
+// ordered to match; the last layer stores in the output's element type.
 #include "backends/cuda/fused_mlp_tensor_core_registers.hpp"
 
 #include <algorithm>
@@ -252,12 +253,14 @@ std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& pla
   return image;
 }
 
-void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y, int64_t rows,
-                              const DeviceInfo& device, cudaStream_t stream) {
+void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, TypedInput x, TypedOutput y,
+                              int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
   RegisterParams p{};
-  p.x = x;
-  p.y = y;
+  p.x = x.data;
+  p.y = y.data;
+  p.input_type = static_cast<int32_t>(x.type);
+  p.output_type = static_cast<int32_t>(y.type);
   p.image = static_cast<const uint4*>(plan.image);
   p.rows = rows;
   p.tiles = (rows + kRowsPerWarp - 1) / kRowsPerWarp;
@@ -265,15 +268,15 @@ void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, flo
   p.input_width = plan.layers[0].in;
   // Vector accesses only on 16-byte buffers: the context keys its graphs by 16-byte alignment,
   // and a graph captured on a buffer 8 bytes off 16 is replayed for one 4 bytes off.
-  p.vector_output =
-      plan.layers[plan.layer_count - 1].out % 2 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const bool x_aligned = reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
+  p.vector_output = plan.layers[plan.layer_count - 1].out % 2 == 0 &&
+                    reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
   p.image_chunks = plan.image_bytes / 16;
   p.stage_offset = stage_offset(plan);
   p.stage_stride = stage_stride(plan);
-  p.vector_copy = plan.layers[0].in % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  p.vector_copy = x_aligned && (x.type != ElementType::Float32 || plan.layers[0].in % 4 == 0);
   const int in_alignment = is_half(plan.math) ? 4 : 2;
-  p.vector_input =
-      plan.layers[0].in % in_alignment == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  p.vector_input = plan.layers[0].in % in_alignment == 0 && x_aligned;
   p.tail_kind = static_cast<int32_t>(plan.tail.kind);
   p.tail_eps = plan.tail.eps;
   p.gamma_offset = plan.gamma_offset;

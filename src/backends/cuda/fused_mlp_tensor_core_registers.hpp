@@ -24,8 +24,10 @@ std::vector<uint32_t> build_warp_register_mlp_image(const TensorCoreMlpPlan& pla
                                                     const std::vector<const float*>& biases,
                                                     const float* gamma, const float* beta);
 
-void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, const float* x, float* y, int64_t rows,
-                              const DeviceInfo& device, cudaStream_t stream);
+// x and y in any ElementType: the kernel widens its input rows as it reads them and narrows its
+// output rows as it writes them.
+void launch_warp_register_mlp(const TensorCoreMlpPlan& plan, TypedInput x, TypedOutput y,
+                              int64_t rows, const DeviceInfo& device, cudaStream_t stream);
 
 // fp16 or bf16 bits of `value`, rounded to nearest even (weights are converted once at load).
 uint16_t tensor_core_half_bits(float value, TensorCoreMath math);

@@ -7,6 +7,7 @@
 
 #include <cuda_pipeline.h>
 
+#include "backends/cuda/element_type.cuh"
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/row_tail.cuh"
 #include "backends/cuda/tensor_core_mma.cuh"
@@ -18,17 +19,21 @@ constexpr int kTileGroup = 4;     // 8-column tiles multiplied together, loads i
 constexpr int kStepsPerLoad = 2;  // k-steps of weights per 16-byte shared-memory load
 
 struct RegisterParams {
-  const float* x;
-  float* y;
+  const void* x;  // input_type elements
+  void* y;        // output_type elements
   const uint4* image;
   int64_t rows;
   int64_t tiles;  // of kRowsPerWarp rows
   int32_t layer_count;
   int32_t input_width;
-  int32_t stage_stride;   // floats per staged input row: input_width rounded up to 4
-  int32_t vector_copy;    // input rows are whole, 16-byte aligned chunks: copied 16 bytes at a time
-  int32_t vector_input;   // unstaged kernels: rows start on 16 (half forms) or 8 (tf32) bytes
-  int32_t vector_output;  // rows start on 8 bytes
+  int32_t stage_stride;  // floats per staged input row: input_width rounded up to 4
+  int32_t input_type;    // ElementType of x
+  int32_t output_type;   // ElementType of y
+  // float32 x: rows are whole, 16-byte aligned chunks, copied 16 bytes at a time. 16-bit x: x on
+  // 16 bytes, so each tile's rows (a multiple of 32 bytes apart) start on 16 bytes.
+  int32_t vector_copy;
+  int32_t vector_input;   // unstaged kernels: rows start on 4 columns' (half forms) or 2's bytes
+  int32_t vector_output;  // rows start on 2 elements' bytes
   uint32_t image_chunks;  // 16-byte chunks
   uint32_t stage_offset;  // bytes into shared memory of warp 0's input buffer
   int32_t tail_kind;      // RowTailKind
@@ -93,20 +98,43 @@ __device__ __forceinline__ uint32_t operand_bits(float value) {
   return __float_as_uint(value);
 }
 
+// An input element widened: float32, float16 and bfloat16 as they are typed, or 16-bit bits
+// (uint16_t) of bfloat16 where `bfloat16`, else of float16.
+template <typename T>
+__device__ __forceinline__ float widen_input(T value, bool) {
+  return widen_element(value);
+}
+__device__ __forceinline__ float widen_input(uint16_t bits, bool bfloat16) {
+  return bfloat16 ? __uint_as_float(uint32_t{bits} << 16) : __half2float(__ushort_as_half(bits));
+}
+
 // Copies the input rows of warp tile `tile` into the warp's shared-memory buffer by cp.async,
-// so that they arrive while the warp computes the tile before: 16 bytes a lane at a time where
-// the rows allow, else one float at a time into rows padded to 4 floats (the padding zeroed).
-// The caller commits and waits.
-__device__ __forceinline__ void stage_input(const RegisterParams& p, int64_t tile, float* stage,
+// so that they arrive while the warp computes the tile before. float32 rows: 16 bytes a lane at a
+// time where the rows allow, else one float at a time into rows padded to 4 floats (the padding
+// zeroed). 16-bit rows (T) lie as they do in memory, `width` elements apart: 16-byte copies of
+// the tile's whole chunks where x is on 16 bytes, the rest (or, elsewhere, everything) by plain
+// loads and stores, which the caller's __syncwarp publishes. The caller commits and waits.
+template <typename T>
+__device__ __forceinline__ void stage_input(const RegisterParams& p, int64_t tile, void* stage,
                                             int lane) {
   const int64_t first = tile * kRowsPerWarp;
   const int count = static_cast<int>(p.rows - first < kRowsPerWarp ? p.rows - first : kRowsPerWarp);
   const int width = p.input_width;
-  const float* source = p.x + first * width;
+  const T* source = static_cast<const T*>(p.x) + first * width;
+  T* staged = static_cast<T*>(stage);
+  if constexpr (sizeof(T) == 2) {
+    const int elements = count * width;
+    const int chunks = p.vector_copy ? elements / 8 : 0;
+    for (int i = lane; i < chunks; i += 32) {
+      __pipeline_memcpy_async(staged + 8 * i, source + 8 * i, 16);
+    }
+    for (int i = 8 * chunks + lane; i < elements; i += 32) staged[i] = source[i];
+    return;
+  }
   if (p.vector_copy) {
     const int chunks = count * width / 4;
     for (int i = lane; i < chunks; i += 32) {
-      __pipeline_memcpy_async(stage + 4 * i, source + 4 * i, 16);
+      __pipeline_memcpy_async(staged + 4 * i, source + 4 * i, 16);
     }
     return;
   }
@@ -114,9 +142,9 @@ __device__ __forceinline__ void stage_input(const RegisterParams& p, int64_t til
   for (int i = lane; i < count * stride; i += 32) {
     const int row = i / stride, column = i - row * stride;
     if (column < width) {
-      __pipeline_memcpy_async(stage + i, source + row * width + column, 4);
+      __pipeline_memcpy_async(staged + i, source + row * width + column, 4);
     } else {
-      stage[i] = 0.0f;
+      staged[i] = T{};
     }
   }
 }
@@ -124,11 +152,11 @@ __device__ __forceinline__ void stage_input(const RegisterParams& p, int64_t til
 // The first layer's operand fragments from the warp's input rows (rows[r * stride + c] is
 // column c of the tile's row r: the staged copy, or the rows in global memory), zeros past the
 // batch (`valid_rows`) and past `width`. kVector: width % kColumns == 0 and the rows aligned for
-// one load per thread and k-step.
-template <TensorCoreMath kMath, int kSteps, bool kVector>
-__device__ __forceinline__ void load_input(const float* rows, int stride, int width,
-                                           int64_t valid_rows, int g, int t,
-                                           Fragments<kSteps>& act) {
+// one load per thread and k-step. T: the rows' element type, widened exactly as it is read.
+template <TensorCoreMath kMath, int kSteps, bool kVector, typename T>
+__device__ __forceinline__ void load_input(const T* rows, int stride, int width, int64_t valid_rows,
+                                           int g, int t, Fragments<kSteps>& act,
+                                           bool bfloat16 = false) {
   constexpr int kColumns = is_half(kMath) ? 4 : 2;  // consecutive columns per thread and step
   float v[kSteps][2][kColumns];
 #pragma unroll
@@ -137,22 +165,19 @@ __device__ __forceinline__ void load_input(const float* rows, int stride, int wi
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = g + 8 * h;
-      const float* source = rows + row * stride + column;
+      const T* source = rows + row * stride + column;
 #pragma unroll
       for (int c = 0; c < kColumns; ++c) v[s][h][c] = 0.0f;
       if constexpr (!kVector) {
 #pragma unroll
         for (int c = 0; c < kColumns; ++c) {
-          if (row < valid_rows && column + c < width) v[s][h][c] = source[c];
+          if (row < valid_rows && column + c < width) v[s][h][c] = widen_input(source[c], bfloat16);
         }
       } else if (row < valid_rows && column < width) {
-        if constexpr (kColumns == 4) {
-          const float4 q = *reinterpret_cast<const float4*>(source);
-          v[s][h][0] = q.x, v[s][h][1] = q.y, v[s][h][2] = q.z, v[s][h][3] = q.w;
-        } else {
-          const float2 q = *reinterpret_cast<const float2*>(source);
-          v[s][h][0] = q.x, v[s][h][1] = q.y;
-        }
+        const ElementPack<T, kColumns> pack =
+            *reinterpret_cast<const ElementPack<T, kColumns>*>(source);
+#pragma unroll
+        for (int c = 0; c < kColumns; ++c) v[s][h][c] = widen_input(pack.values[c], bfloat16);
       }
     }
   }
@@ -228,20 +253,31 @@ __device__ __forceinline__ void multiply_group(const uint4* rows, int tile_strid
   }
 }
 
-// Columns col, col+1 of rows row_lo and row_lo + 8 (v: row_lo's pair, then row_lo + 8's).
+// Columns col, col+1 of rows row_lo and row_lo + 8 (v: row_lo's pair, then row_lo + 8's), in
+// the output's element type (narrowed to nearest even). The tf32 forms write float32 only: the
+// 16-bit paths cost the 3xTF32 kernels register spills.
+template <TensorCoreMath kMath>
 __device__ __forceinline__ void store_output(const RegisterParams& p, int out, int64_t row_lo,
                                              int col, const float (&v)[4]) {
+  auto store = [&](auto element) {
+    using T = decltype(element);
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t row = row_lo + 8 * h;
-    if (row >= p.rows) continue;
-    float* destination = p.y + row * out + col;
-    if (p.vector_output && col + 1 < out) {
-      *reinterpret_cast<float2*>(destination) = make_float2(v[2 * h], v[2 * h + 1]);
-    } else {
-      if (col < out) destination[0] = v[2 * h];
-      if (col + 1 < out) destination[1] = v[2 * h + 1];
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = row_lo + 8 * h;
+      if (row >= p.rows) continue;
+      T* destination = static_cast<T*>(p.y) + row * out + col;
+      if (p.vector_output && col + 1 < out) {
+        store_pair_narrowed(destination, v[2 * h], v[2 * h + 1]);
+      } else {
+        if (col < out) destination[0] = narrow_element<T>(v[2 * h]);
+        if (col + 1 < out) destination[1] = narrow_element<T>(v[2 * h + 1]);
+      }
     }
+  };
+  if constexpr (is_half(kMath)) {
+    with_element_type(p.output_type, store);
+  } else {
+    store(float{});
   }
 }
 
@@ -297,7 +333,7 @@ __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorC
     if (last && inside) {
 #pragma unroll
       for (int j = 0; j < kTileGroup; ++j) {
-        store_output(p, layer.out, row_lo, (n0 + j) * 8 + 2 * t, v[j]);
+        store_output<kMath>(p, layer.out, row_lo, (n0 + j) * 8 + 2 * t, v[j]);
       }
     }
 #pragma unroll
@@ -349,7 +385,7 @@ __device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams&
 #pragma unroll
   for (int n = 0; n < kTiles; ++n) {
     if (n >= layer.out_frags) break;
-    store_output(p, out, row_lo, n * 8 + 2 * t, acc[n]);
+    store_output<kMath>(p, out, row_lo, n * 8 + 2 * t, acc[n]);
   }
 }
 
@@ -384,10 +420,17 @@ __global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32, blocks_pe
     __pipeline_memcpy_async(shared_memory + i, p.image + i, 16);
   }
   constexpr bool kStaged = stages_input(kMath, kWidth);
-  float* const stage =
-      reinterpret_cast<float*>(reinterpret_cast<char*>(shared_memory) + p.stage_offset) +
-      warp * kRowsPerWarp * p.stage_stride;
-  if (kStaged && tile < p.tiles) stage_input(p, tile, stage, lane);
+  // The buffer holds 16 rows of stage_stride floats: room for 16-bit rows as they lie in memory.
+  void* const stage = reinterpret_cast<char*>(shared_memory) + p.stage_offset +
+                      size_t{4} * warp * kRowsPerWarp * p.stage_stride;
+  if (kStaged && tile < p.tiles) {
+    // Bits are bits: 16-bit rows of either type are staged alike.
+    if (!is_half(kMath) || p.input_type == static_cast<int32_t>(ElementType::Float32)) {
+      stage_input<float>(p, tile, stage, lane);
+    } else if constexpr (is_half(kMath)) {
+      stage_input<uint16_t>(p, tile, stage, lane);
+    }
+  }
   __pipeline_commit();
   __pipeline_wait_prior(0);
   __syncthreads();  // the only block barrier: from here on each warp runs on its own
@@ -398,20 +441,53 @@ __global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32, blocks_pe
     const int64_t row_lo = first_row + g;
     const int64_t valid_rows = p.rows - first_row;
     Fragments<kSteps> a, b;
-    if constexpr (kStaged) {
-      __pipeline_wait_prior(0);
-      __syncwarp();  // every lane's copies (and padding zeros) have landed
-      load_input<kMath, kSteps, true>(stage, p.stage_stride, p.stage_stride, valid_rows, g, t, a);
-      __syncwarp();  // every lane has read the buffer before it is refilled
-      if (tile + warps < p.tiles) stage_input(p, tile + warps, stage, lane);
-      __pipeline_commit();
-    } else {
-      const float* rows = p.x + first_row * p.input_width;
-      if (p.vector_input) {
-        load_input<kMath, kSteps, true>(rows, p.input_width, p.input_width, valid_rows, g, t, a);
+    // The tile's input, in the caller's element type: one branch per tile. The width-256 kernels
+    // take one path for both 16-bit types, told apart at each conversion (a path per type
+    // spills more registers there, one path for both spills more in the narrower kernels). The
+    // tf32 forms read float32 only.
+    const bool bfloat16 = p.input_type == static_cast<int32_t>(ElementType::Bfloat16);
+    auto load = [&](auto element) {
+      using T = decltype(element);
+      if constexpr (kStaged) {
+        constexpr bool kWide = sizeof(T) == 4;
+        [[maybe_unused]] constexpr int kColumns = is_half(kMath) ? 4 : 2;
+        __pipeline_wait_prior(0);
+        __syncwarp();  // every lane's copies (and padding zeros or plain stores) have landed
+        const T* staged = static_cast<const T*>(stage);
+        if constexpr (kWide) {
+          load_input<kMath, kSteps, true>(staged, p.stage_stride, p.stage_stride, valid_rows, g, t,
+                                          a);
+        } else if (p.input_width % kColumns == 0) {
+          load_input<kMath, kSteps, true>(staged, p.input_width, p.input_width, valid_rows, g, t, a,
+                                          bfloat16);
+        } else {
+          load_input<kMath, kSteps, false>(staged, p.input_width, p.input_width, valid_rows, g, t,
+                                           a, bfloat16);
+        }
+        __syncwarp();  // every lane has read the buffer before it is refilled
+        if (tile + warps < p.tiles) stage_input<T>(p, tile + warps, stage, lane);
+        __pipeline_commit();
       } else {
-        load_input<kMath, kSteps, false>(rows, p.input_width, p.input_width, valid_rows, g, t, a);
+        const T* rows = static_cast<const T*>(p.x) + first_row * p.input_width;
+        if (p.vector_input) {
+          load_input<kMath, kSteps, true>(rows, p.input_width, p.input_width, valid_rows, g, t, a,
+                                          bfloat16);
+        } else {
+          load_input<kMath, kSteps, false>(rows, p.input_width, p.input_width, valid_rows, g, t, a,
+                                           bfloat16);
+        }
       }
+    };
+    if constexpr (!is_half(kMath)) {
+      load(float{});
+    } else if constexpr (kWidth > 128) {
+      if (p.input_type == static_cast<int32_t>(ElementType::Float32)) {
+        load(float{});
+      } else {
+        load(uint16_t{});
+      }
+    } else {
+      with_element_type(p.input_type, load);
     }
     if constexpr (is_half(kMath)) {
       // Two layers per trip, each writing the other's operands: no copy between layers.

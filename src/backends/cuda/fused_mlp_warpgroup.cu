@@ -30,30 +30,46 @@
 #include <string>
 
 #include "backends/cuda/dependent_launch.cuh"
+#include "backends/cuda/element_type.cuh"
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/kernel_timeline.cuh"
 #include "backends/cuda/launch.hpp"
 #include "backends/cuda/mbarrier.cuh"
 #include "backends/cuda/row_tail.cuh"
 #include "backends/cuda/wgmma.cuh"
+#include "common/error.hpp"
 
 namespace fusednn::cuda {
 namespace {
 
+// Which output element types a kernel stores (a template parameter): the general kernels choose
+// at run time between float32 and the math's 16-bit type; the uniform kernels, whose wgmma
+// pipeline ptxas serialises when their last layer holds both store paths, have one kernel each.
+enum class OutputStore { Either = 0, Float32 = 1, Math16 = 2 };
+
 struct WarpgroupParams {
-  const float* x;
-  float* y;
+  const char* x;        // input_type elements
+  void* y;              // output_type elements
+  int32_t input_type;   // ElementType of x
+  int32_t output_type;  // ElementType of y
+  int32_t input_bytes;  // per element of x
   const uint4* image;
   int64_t rows;
   int64_t tiles;  // of kWarpgroupTileRows rows
   int32_t layer_count;
   int32_t input_width;
-  uint32_t stage_bytes;
-  uint32_t last_tile_bytes;  // the last tile's input, which may hold fewer rows
+  uint32_t stage_bytes;  // a stage buffer's stride: a float32 tile's rows
+  // A full tile's input as it lies in the caller's memory (64 rows of input_bytes elements, a
+  // multiple of 16 bytes): its bulk copy's bytes, at most stage_bytes.
+  uint32_t tile_bytes;
+  // The last tile's input, which may hold fewer rows: its bulk copy's bytes (a multiple of 16)
+  // and the 8 bytes past them that 16-bit rows may leave (0 or 8), copied by the issuer itself.
+  uint32_t last_tile_bytes;
+  uint32_t last_tile_rest;
   int32_t input_steps;
   int32_t interleaved_columns;  // the first layer's k order (fused_mlp_warpgroup_image.cpp)
   int32_t stages;
-  int32_t vector_output;  // y on 16 bytes and an even last width: float2 stores
+  int32_t vector_output;  // y on 16 bytes and an even last width: stores of 2 elements
   uint32_t image_chunks;  // 16-byte chunks
   uint32_t stage_offset;
   uint32_t barrier_offset;
@@ -101,12 +117,24 @@ __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
 }
 
 // The input of `tile`, whose rows start at `source`, into the stage buffer at `buffer` as one bulk
-// copy (rows are contiguous and a multiple of 16 bytes), counted on `barrier`. One thread.
+// copy (rows are contiguous; a whole tile is a multiple of 16 bytes), counted on `barrier`. One
+// thread. The last tile's 16-bit rows may end 8 bytes past a multiple of 16: those arrive by an
+// 8-byte cp.async that the same mbarrier waits for (with a plain load and store there, ptxas
+// serialises the uniform kernels' wgmma pipeline for want of registers).
 __device__ __forceinline__ void stage_tile(const WarpgroupParams& p, int64_t tile,
-                                           const float* source, uint32_t buffer, uint32_t barrier) {
-  const uint32_t bytes = tile + 1 == p.tiles ? p.last_tile_bytes : p.stage_bytes;
+                                           const char* source, uint32_t buffer, uint32_t barrier) {
+  const bool last = tile + 1 == p.tiles;
+  const uint32_t bytes = last ? p.last_tile_bytes : p.tile_bytes;
+  if (last && p.last_tile_rest != 0) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(buffer + bytes),
+                 "l"(source + bytes)
+                 : "memory");
+    // The mbarrier's phase waits for that copy too (its pending count goes up by one until the
+    // copy lands).
+    asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(barrier) : "memory");
+  }
   expect_bytes(barrier, bytes);
-  bulk_copy(buffer, source, bytes, barrier);
+  if (bytes != 0) bulk_copy(buffer, reinterpret_cast<const float*>(source), bytes, barrier);
 }
 
 // 16 bytes of shared memory at `address` where `inside`, else zeros: a predicated load, not a
@@ -116,6 +144,17 @@ __device__ __forceinline__ float4 load_shared_if(bool inside, uint32_t address) 
   asm("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %4, 0;\n\t"
       "@p ld.shared.v4.f32 {%0, %1, %2, %3}, [%5];\n\t}"
       : "+f"(v.x), "+f"(v.y), "+f"(v.z), "+f"(v.w)
+      : "r"(static_cast<int>(inside)), "r"(address));
+  return v;
+}
+
+// 8 bytes of shared memory at `address` where `inside`, else zeros (load_shared_if's 16-bit
+// rows: 4 elements).
+__device__ __forceinline__ uint2 load_shared_pair_if(bool inside, uint32_t address) {
+  uint2 v = make_uint2(0u, 0u);
+  asm("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %2, 0;\n\t"
+      "@p ld.shared.v2.b32 {%0, %1}, [%3];\n\t}"
+      : "+r"(v.x), "+r"(v.y)
       : "r"(static_cast<int>(inside)), "r"(address));
   return v;
 }
@@ -130,6 +169,27 @@ __device__ __forceinline__ void pack_step(const float4& low, const float4& high,
   fragment[3] = pack<kMath, false>(high.z, high.w);
 }
 
+// The 4 columns of 16-bit elements (T) in `bits` widened (exactly).
+template <typename T>
+__device__ __forceinline__ float4 widen_four(uint2 bits) {
+  ElementPack<T, 4> pack;
+  memcpy(&pack, &bits, sizeof pack);
+  return make_float4(widen_element(pack.values[0]), widen_element(pack.values[1]),
+                     widen_element(pack.values[2]), widen_element(pack.values[3]));
+}
+
+// pack_step from 16-bit rows: pairs of the math's own type are already the fragment's words
+// (what widening then rounding them would give); the other 16-bit type is widened and rounded.
+template <TensorCoreMath kMath, typename T>
+__device__ __forceinline__ void pack_step_16(uint2 low, uint2 high, uint32_t (&fragment)[4]) {
+  constexpr bool kSame = (kMath == TensorCoreMath::Fp16) == std::is_same_v<T, __half>;
+  if constexpr (kSame) {
+    fragment[0] = low.x, fragment[1] = high.x, fragment[2] = low.y, fragment[3] = high.y;
+  } else {
+    pack_step<kMath>(widen_four<T>(low), widen_four<T>(high), fragment);
+  }
+}
+
 // The first layer's A fragments from this warp's 16 staged rows: 4 consecutive columns per
 // thread and k-step, in quads or interleaved (the weights' k order matches, and the image's
 // file says which order is conflict-free at which row stride); zeros past the input's width (a
@@ -140,10 +200,15 @@ __device__ __forceinline__ void pack_step(const float4& low, const float4& high,
 // loads before issuing the next step's, and the warpgroups spend a large share of each tile
 // reading the input. At width 64 (two or four k-steps) the batched order is slightly slower, so
 // it keeps a branch per step.
-template <TensorCoreMath kMath, int kSteps>
+//
+// T: the rows' element type. 16-bit rows take 8-byte loads and no conversion where T is the
+// math's type.
+template <TensorCoreMath kMath, int kSteps, typename T = float>
 __device__ __forceinline__ void load_input(uint32_t rows, int stride, int input_steps,
                                            bool interleaved, int g, int t, Operands<kSteps>& a) {
-  float4 low[kSteps], high[kSteps];
+  constexpr bool kWide = sizeof(T) == 4;
+  using Loaded = std::conditional_t<kWide, float4, uint2>;
+  Loaded low[kSteps], high[kSteps];
   // Step s starts at 16 s + 4 t (quads) or 32 (s / 2) + 8 t + 4 (s % 2): 16 s + 8 t, less 12 on
   // odd steps.
   const int even_column = interleaved ? 8 * t : 4 * t;
@@ -153,8 +218,9 @@ __device__ __forceinline__ void load_input(uint32_t rows, int stride, int input_
     const int first = 16 * s + (s % 2 == 0 ? even_column : odd_column);
     const bool inside = s < input_steps && first < stride;
     const uint32_t column = static_cast<uint32_t>(first);
-    const uint32_t low_row = rows + 4u * (static_cast<uint32_t>(g * stride) + column);
-    const uint32_t high_row = rows + 4u * (static_cast<uint32_t>((g + 8) * stride) + column);
+    constexpr uint32_t kBytes = sizeof(T);
+    const uint32_t low_row = rows + kBytes * (static_cast<uint32_t>(g * stride) + column);
+    const uint32_t high_row = rows + kBytes * (static_cast<uint32_t>((g + 8) * stride) + column);
     if constexpr (kSteps <= 4) {
       if (!inside) {
 #pragma unroll
@@ -162,16 +228,29 @@ __device__ __forceinline__ void load_input(uint32_t rows, int stride, int input_
         continue;
       }
     }
-    low[s] = load_shared_if(inside, low_row);
-    high[s] = load_shared_if(inside, high_row);
+    if constexpr (kWide) {
+      low[s] = load_shared_if(inside, low_row);
+      high[s] = load_shared_if(inside, high_row);
+    } else {
+      low[s] = load_shared_pair_if(inside, low_row);
+      high[s] = load_shared_pair_if(inside, high_row);
+    }
     if constexpr (kSteps <= 4) {
-      pack_step<kMath>(low[s], high[s], a[s]);
+      if constexpr (kWide) {
+        pack_step<kMath>(low[s], high[s], a[s]);
+      } else {
+        pack_step_16<kMath, T>(low[s], high[s], a[s]);
+      }
     }
   }
   if constexpr (kSteps > 4) {
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      pack_step<kMath>(low[s], high[s], a[s]);
+      if constexpr (kWide) {
+        pack_step<kMath>(low[s], high[s], a[s]);
+      } else {
+        pack_step_16<kMath, T>(low[s], high[s], a[s]);
+      }
     }
   }
 }
@@ -232,11 +311,15 @@ __device__ __forceinline__ void pack_next(const float (&acc)[kN / 2], Operands<k
 }
 
 // Rows row_lo and row_lo + 8 of the output (those below `valid`, counted from the warp's first
-// row), columns 8j + 2t and 8j + 2t + 1.
-template <int kN>
+// row), columns 8j + 2t and 8j + 2t + 1: float32, or the math's 16-bit type narrowed to nearest
+// even (p.output_type; another 16-bit type is narrowed by the context after a float32 run).
+template <TensorCoreMath kMath, OutputStore kStore, int kN>
 __device__ __forceinline__ void store_output(const WarpgroupParams& p, int out, int64_t row_lo,
                                              int64_t valid, int g, int t, bool relu,
                                              float (&acc)[kN / 2]) {
+  const bool wide = kStore == OutputStore::Either
+                        ? p.output_type == static_cast<int32_t>(ElementType::Float32)
+                        : kStore == OutputStore::Float32;
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) {
     const int col = 8 * j + 2 * t;
@@ -246,12 +329,24 @@ __device__ __forceinline__ void store_output(const WarpgroupParams& p, int out, 
       if (g + 8 * h >= valid) continue;
       float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
       if (relu) v0 = relu_keeping_nan(v0), v1 = relu_keeping_nan(v1);
-      float* destination = p.y + (row_lo + 8 * h) * out + col;
-      if (p.vector_output) {
-        *reinterpret_cast<float2*>(destination) = make_float2(v0, v1);
+      const int64_t offset = (row_lo + 8 * h) * out + col;
+      if (wide) {
+        float* destination = static_cast<float*>(p.y) + offset;
+        if (p.vector_output) {
+          *reinterpret_cast<float2*>(destination) = make_float2(v0, v1);
+        } else {
+          destination[0] = v0;
+          if (col + 1 < out) destination[1] = v1;
+        }
       } else {
-        destination[0] = v0;
-        if (col + 1 < out) destination[1] = v1;
+        uint16_t* destination = static_cast<uint16_t*>(p.y) + offset;
+        const uint32_t bits = pack<kMath, false>(v0, v1);  // round to nearest even
+        if (p.vector_output) {
+          *reinterpret_cast<uint32_t*>(destination) = bits;
+        } else {
+          destination[0] = static_cast<uint16_t>(bits);
+          if (col + 1 < out) destination[1] = static_cast<uint16_t>(bits >> 16);
+        }
       }
     }
   }
@@ -274,7 +369,8 @@ __device__ __forceinline__ void start_from_bias(const WarpgroupMlpLayer& layer, 
   }
 }
 
-template <TensorCoreMath kMath, int kSteps, int kN, bool kTail, int kActive = kSteps>
+template <TensorCoreMath kMath, int kSteps, int kN, bool kTail, int kActive = kSteps,
+          OutputStore kStore = OutputStore::Either>
 __device__ __forceinline__ void run_layer(const WarpgroupParams& p, const WarpgroupMlpLayer& layer,
                                           bool last, const char* smem, uint32_t shared_base,
                                           int64_t row_lo, int64_t valid, int g, int t,
@@ -294,9 +390,9 @@ __device__ __forceinline__ void run_layer(const WarpgroupParams& p, const Warpgr
     normalize_rows(tiles, (layer.out + 7) / 8, layer.out, t, nullptr, relu,
                    p.tail_kind == static_cast<int32_t>(RowTailKind::Softmax), p.tail_eps,
                    p.gamma_offset != 0 ? gamma : nullptr, p.beta_offset != 0 ? beta : nullptr);
-    store_output<kN>(p, layer.out, row_lo, valid, g, t, false, acc);
+    store_output<kMath, kStore, kN>(p, layer.out, row_lo, valid, g, t, false, acc);
   } else if (last) {
-    store_output<kN>(p, layer.out, row_lo, valid, g, t, relu, acc);
+    store_output<kMath, kStore, kN>(p, layer.out, row_lo, valid, g, t, relu, acc);
   } else if (relu) {
     pack_next<kMath, kSteps, kN, true>(acc, next);
   } else {
@@ -305,15 +401,16 @@ __device__ __forceinline__ void run_layer(const WarpgroupParams& p, const Warpgr
 }
 
 // Layer l from `a` into `next`, its N chosen at run time; the caller says whether it is the last.
-template <TensorCoreMath kMath, int kSteps, bool kTail, int kActive = kSteps>
+template <TensorCoreMath kMath, int kSteps, bool kTail, int kActive = kSteps,
+          OutputStore kStore = OutputStore::Either>
 __device__ __forceinline__ void run_layer_at(const WarpgroupParams& p, int l, bool last,
                                              const char* smem, uint32_t shared_base, int64_t row_lo,
                                              int64_t valid, int g, int t, Operands<kSteps>& a,
                                              Operands<kSteps>& next) {
   const WarpgroupMlpLayer& layer = p.layers[l];
-#define FDNN_RUN_LAYER(n)                                                                          \
-  run_layer<kMath, kSteps, n, kTail, kActive>(p, layer, last, smem, shared_base, row_lo, valid, g, \
-                                              t, a, next)
+#define FDNN_RUN_LAYER(n)                                                                        \
+  run_layer<kMath, kSteps, n, kTail, kActive, kStore>(p, layer, last, smem, shared_base, row_lo, \
+                                                      valid, g, t, a, next)
   switch (layer.n) {
     case 16: FDNN_RUN_LAYER(16); break;
     case 32: FDNN_RUN_LAYER(32); break;
@@ -368,7 +465,7 @@ __device__ __forceinline__ void run_layers(const WarpgroupParams& p, const char*
 // A uniform chain of kCount layers (WarpgroupMlpPlan::uniform_hidden) from layer kLayer on:
 // straight-line hidden layers, then the last with the switch on its N. No test or branch between
 // the hidden layers (in the general chain each layer tested its N and whether it was the last).
-template <TensorCoreMath kMath, int kSteps, int kCount, int kLayer>
+template <TensorCoreMath kMath, int kSteps, int kCount, int kLayer, OutputStore kStore>
 __device__ __forceinline__ void run_uniform_layers(const WarpgroupParams& p, const char* smem,
                                                    uint32_t shared_base, int64_t row_lo,
                                                    int64_t valid, int g, int t, Operands<kSteps>& a,
@@ -382,11 +479,11 @@ __device__ __forceinline__ void run_uniform_layers(const WarpgroupParams& p, con
       run_hidden_layer<kMath, kSteps, kSteps>(p.layers[kLayer], smem, shared_base, t, a, b);
     }
     if (threadIdx.x % 128 == 0) FDNN_TILE_STAMP(warpgroup, local_tile, 4 + kLayer);
-    run_uniform_layers<kMath, kSteps, kCount, kLayer + 1>(p, smem, shared_base, row_lo, valid, g, t,
-                                                          b, a, warpgroup, local_tile);
+    run_uniform_layers<kMath, kSteps, kCount, kLayer + 1, kStore>(
+        p, smem, shared_base, row_lo, valid, g, t, b, a, warpgroup, local_tile);
   } else {
-    run_layer_at<kMath, kSteps, false>(p, kLayer, true, smem, shared_base, row_lo, valid, g, t, a,
-                                       b);
+    run_layer_at<kMath, kSteps, false, kSteps, kStore>(p, kLayer, true, smem, shared_base, row_lo,
+                                                       valid, g, t, a, b);
     if (threadIdx.x % 128 == 0) FDNN_TILE_STAMP(warpgroup, local_tile, 4 + kLayer);
   }
 }
@@ -397,7 +494,8 @@ __device__ __forceinline__ void run_uniform_layers(const WarpgroupParams& p, con
 // (WarpgroupMlpPlan::uniform_hidden), whose code is its straight-line chain alone. A kernel for
 // all uniform counts would choose the count's code per tile, and the jump's compares and the
 // instruction fetches after it are a visible share of the stalls; a kernel per count avoids them.
-template <TensorCoreMath kMath, int kWidth, bool kTail, int kUniformLayers>
+template <TensorCoreMath kMath, int kWidth, bool kTail, int kUniformLayers,
+          OutputStore kStore = OutputStore::Either>
 __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     warpgroup_mlp_kernel(const __grid_constant__ WarpgroupParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -456,9 +554,12 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
   // warpgroup's first products back); width 128 computes them afresh (two more registers made
   // the kernel with a folded row op spill more).
   constexpr bool kRunningCopy = kSteps <= 4;
-  const int64_t copy_stride = grid_step * kRows * width;  // floats between a warpgroup's tiles
+  const auto row_bytes = static_cast<uint32_t>(width * p.input_bytes);
+  // This warp's 16 rows in a stage buffer, in bytes.
+  const uint32_t warp_rows = static_cast<uint32_t>(warp * 16) * row_bytes;
+  const int64_t copy_stride = grid_step * kRows * row_bytes;  // bytes between a warpgroup's tiles
   int64_t copy_tile = first_tile;
-  const float* copy_source = p.x + first_tile * kRows * width;
+  const char* copy_source = p.x + first_tile * kRows * row_bytes;
   if (issuer) {
     for (int s = 0; s < p.stages; ++s) {
       if (copy_tile < p.tiles) {
@@ -479,15 +580,18 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
   for (int64_t tile = first_tile; tile < p.tiles; tile += grid_step) {
     wait_for_parity(barriers + 8u * stage, parity);
     if (issuer) FDNN_TILE_STAMP(warpgroup, local_tile, 1);
-    const uint32_t rows = ring + static_cast<uint32_t>(stage) * stage_bytes +
-                          static_cast<uint32_t>(warp * 16 * width) * 4u;
+    const uint32_t rows = ring + static_cast<uint32_t>(stage) * stage_bytes + warp_rows;
     Operands<kSteps> a, b;
-    load_input<kMath, kSteps>(rows, width, p.input_steps, p.interleaved_columns != 0, g, t, a);
+    // The caller's element type: one branch per tile.
+    with_element_type(p.input_type, [&](auto element) {
+      load_input<kMath, kSteps, decltype(element)>(rows, width, p.input_steps,
+                                                   p.interleaved_columns != 0, g, t, a);
+    });
     warpgroup_barrier(warpgroup);  // every thread has read the stage
     if (issuer) {
       if constexpr (!kRunningCopy) {
         copy_tile = tile + int64_t{p.stages} * grid_step;
-        copy_source = p.x + copy_tile * kRows * width;
+        copy_source = p.x + copy_tile * kRows * int64_t{width} * p.input_bytes;
       }
       if (copy_tile < p.tiles) {
         stage_tile(p, copy_tile, copy_source, ring + stage * stage_bytes, barriers + 8u * stage);
@@ -501,8 +605,8 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
     const int64_t row_lo = warp_row + g;
     const int64_t valid = p.rows - warp_row;
     if constexpr (kUniformLayers > 0) {
-      run_uniform_layers<kMath, kSteps, kUniformLayers, 0>(p, smem, shared_base, row_lo, valid, g,
-                                                           t, a, b, warpgroup, local_tile);
+      run_uniform_layers<kMath, kSteps, kUniformLayers, 0, kStore>(
+          p, smem, shared_base, row_lo, valid, g, t, a, b, warpgroup, local_tile);
     } else if constexpr (kSteps <= 4) {
       run_layers<kMath, kSteps, kTail, 0>(p, smem, shared_base, row_lo, valid, g, t, a, b,
                                           warpgroup, local_tile);
@@ -530,39 +634,36 @@ __global__ void __launch_bounds__(max_warpgroups(kWidth) * 128, 1)
 using KernelFunction = void (*)(WarpgroupParams);
 
 // The uniform kernel of `layers` layers or a later count's (the uniform kernels exist at width 64
-// without a tail: lay_out_warpgroup_mlp() sets uniform_hidden only there).
+// without a tail: lay_out_warpgroup_mlp() sets uniform_hidden only there), storing float32 or,
+// with math16_output, the math's 16-bit type.
 template <TensorCoreMath kMath, int kLayers = 2>
-KernelFunction uniform_kernel(int layers) {
+KernelFunction uniform_kernel(int layers, bool math16_output) {
   if constexpr (kLayers < kFusedMlpMaxLayers) {
-    if (layers != kLayers) return uniform_kernel<kMath, kLayers + 1>(layers);
+    if (layers != kLayers) return uniform_kernel<kMath, kLayers + 1>(layers, math16_output);
   }
-  return warpgroup_mlp_kernel<kMath, 64, false, kLayers>;
+  return math16_output ? warpgroup_mlp_kernel<kMath, 64, false, kLayers, OutputStore::Math16>
+                       : warpgroup_mlp_kernel<kMath, 64, false, kLayers, OutputStore::Float32>;
 }
 
 template <TensorCoreMath kMath, bool kTail>
-KernelFunction kernel_for_width(const WarpgroupMlpPlan& plan) {
+KernelFunction kernel_for_width(const WarpgroupMlpPlan& plan, bool math16_output) {
   if (plan.width_class > 64) return warpgroup_mlp_kernel<kMath, 128, kTail, 0>;
   if constexpr (!kTail) {
-    if (plan.uniform_hidden) return uniform_kernel<kMath>(plan.layer_count);
+    if (plan.uniform_hidden) return uniform_kernel<kMath>(plan.layer_count, math16_output);
   }
   return warpgroup_mlp_kernel<kMath, 64, kTail, 0>;
 }
 
-KernelFunction kernel_for(const WarpgroupMlpPlan& plan) {
+// The kernel for the plan storing float32 or (math16_output) the math's 16-bit type; the general
+// kernels store either, as the run's parameters say.
+KernelFunction kernel_for(const WarpgroupMlpPlan& plan, bool math16_output) {
   const bool tail = plan.tail.kind != RowTailKind::None;
   if (plan.math == TensorCoreMath::Fp16) {
-    return tail ? kernel_for_width<TensorCoreMath::Fp16, true>(plan)
-                : kernel_for_width<TensorCoreMath::Fp16, false>(plan);
+    return tail ? kernel_for_width<TensorCoreMath::Fp16, true>(plan, math16_output)
+                : kernel_for_width<TensorCoreMath::Fp16, false>(plan, math16_output);
   }
-  return tail ? kernel_for_width<TensorCoreMath::Bf16, true>(plan)
-              : kernel_for_width<TensorCoreMath::Bf16, false>(plan);
-}
-
-// FUSEDNN_CUDA_WGMMA: "0" never plans the form, "1" takes it at every batch (for tests and
-// benchmarks), anything else from min_rows rows.
-std::string knob() {
-  const char* value = std::getenv("FUSEDNN_CUDA_WGMMA");
-  return value != nullptr ? value : "";
+  return tail ? kernel_for_width<TensorCoreMath::Bf16, true>(plan, math16_output)
+              : kernel_for_width<TensorCoreMath::Bf16, false>(plan, math16_output);
 }
 
 }  // namespace
@@ -572,7 +673,8 @@ bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCore
                         WarpgroupMlpPlan* plan) {
 #if defined(FUSEDNN_WGMMA_BUILT)
   // sm_90a code runs on compute capability 9.0 alone.
-  if (knob() == "0" || device.major != 9 || device.minor != 0) return false;
+  if (device.overrides.warpgroup == Forced::Off || device.major != 9 || device.minor != 0)
+    return false;
   WarpgroupMlpPlan result;
   if (!lay_out_warpgroup_mlp(layers, math, tail, 1, 1, &result)) return false;
   // The most warpgroups whose input buffers fit, three stages each where they fit, else two.
@@ -585,51 +687,69 @@ bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCore
     }
   }
   if (!fits) return false;
-  const KernelFunction kernel = kernel_for(result);
-  int blocks = 0;
   // The limit is the kernel's, shared by every chain that runs it in this process: the device's
-  // (a chain's own size would refuse the larger chains planned before it).
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(device.shared_per_block_optin)) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 128 * result.warpgroups,
-                                                    result.shared_bytes) != cudaSuccess ||
-      blocks < 1) {
-    (void)cudaGetLastError();  // not sticky: the WarpRegisters form runs instead
-    return false;
+  // (a chain's own size would refuse the larger chains planned before it). Both kernels of a
+  // uniform chain (float32 and 16-bit output) get it.
+  for (const bool math16_output : {false, true}) {
+    const KernelFunction kernel = kernel_for(result, math16_output);
+    int blocks = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(device.shared_per_block_optin)) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 128 * result.warpgroups,
+                                                      result.shared_bytes) != cudaSuccess ||
+        blocks < 1) {
+      (void)cudaGetLastError();  // not sticky: the WarpRegisters form runs instead
+      return false;
+    }
   }
   // From 512 rows: from there on it beats WarpRegisters at every batch.
-  result.min_rows = knob() == "1" ? 0 : kWarpgroupMinRows;
+  result.min_rows = device.overrides.warpgroup == Forced::On ? 0 : kWarpgroupMinRows;
   *plan = result;
   return true;
 #else
-  (void)layers, (void)math, (void)device, (void)tail, (void)plan, (void)knob;
+  (void)layers, (void)math, (void)device, (void)tail, (void)plan;
   return false;
 #endif
 }
 
-bool warpgroup_mlp_takes(const WarpgroupMlpPlan& plan, const float* x, int64_t rows) {
+bool warpgroup_mlp_writes(const WarpgroupMlpPlan& plan, ElementType output) {
+  return output == ElementType::Float32 ||
+         output ==
+             (plan.math == TensorCoreMath::Fp16 ? ElementType::Float16 : ElementType::Bfloat16);
+}
+
+bool warpgroup_mlp_takes(const WarpgroupMlpPlan& plan, const void* x, int64_t rows) {
   return plan.layer_count > 0 && rows >= plan.min_rows && reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
-void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const float* x, float* y,
-                          int64_t rows, const DeviceInfo& device, cudaStream_t stream) {
+void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, TypedInput x,
+                          TypedOutput y, int64_t rows, const DeviceInfo& device,
+                          cudaStream_t stream) {
   if (rows <= 0) return;
   WarpgroupParams p{};
-  p.x = x;
-  p.y = y;
+  p.x = static_cast<const char*>(x.data);
+  p.y = y.data;
+  p.input_type = static_cast<int32_t>(x.type);
+  p.output_type = static_cast<int32_t>(y.type);
+  p.input_bytes = element_bytes(x.type);
   p.image = static_cast<const uint4*>(image);
   p.rows = rows;
   p.tiles = (rows + kWarpgroupTileRows - 1) / kWarpgroupTileRows;
   p.layer_count = plan.layer_count;
   p.input_width = plan.layers[0].in;
   p.stage_bytes = plan.stage_bytes;
-  p.last_tile_bytes =
-      static_cast<uint32_t>((rows - (p.tiles - 1) * kWarpgroupTileRows) * plan.layers[0].in * 4);
+  p.tile_bytes = static_cast<uint32_t>(kWarpgroupTileRows * plan.layers[0].in * p.input_bytes);
+  // The input's rows are a multiple of 4 columns (the plan's condition): 16 bytes as float32, 8
+  // as 16-bit elements.
+  const auto last_bytes = static_cast<uint32_t>((rows - (p.tiles - 1) * kWarpgroupTileRows) *
+                                                plan.layers[0].in * p.input_bytes);
+  p.last_tile_bytes = last_bytes / 16 * 16;
+  p.last_tile_rest = last_bytes % 16;
   p.input_steps = plan.input_steps;
   p.interleaved_columns = plan.interleaved_columns ? 1 : 0;
   p.stages = plan.stages;
-  p.vector_output =
-      plan.layers[plan.layer_count - 1].out % 2 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  p.vector_output = plan.layers[plan.layer_count - 1].out % 2 == 0 &&
+                    reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
   p.image_chunks = plan.image_bytes / 16;
   p.stage_offset = plan.stage_offset;
   p.barrier_offset = plan.barrier_offset;
@@ -640,8 +760,13 @@ void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const
   for (int l = 0; l < plan.layer_count; ++l) p.layers[l] = plan.layers[l];
   const int64_t blocks = (p.tiles + plan.warpgroups - 1) / plan.warpgroups;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks, device.sm_count));
-  launch_dependent_kernel(kernel_for(plan), "warpgroup_mlp_kernel", dim3(grid),
-                          dim3(128 * plan.warpgroups), plan.shared_bytes, stream, p);
+  if (!warpgroup_mlp_writes(plan, y.type)) {
+    fail(FDNN_STATUS_INTERNAL_ERROR,
+         "the Warpgroup MLP writes float32 or its math's 16-bit type "
+         "only; the backend must narrow other output types after it");
+  }
+  launch_dependent_kernel(kernel_for(plan, y.type != ElementType::Float32), "warpgroup_mlp_kernel",
+                          dim3(grid), dim3(128 * plan.warpgroups), plan.shared_bytes, stream, p);
 }
 
 }  // namespace fusednn::cuda

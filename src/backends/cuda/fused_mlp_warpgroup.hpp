@@ -15,6 +15,7 @@
 
 #include "backends/cuda/device_epilogue.hpp"
 #include "backends/cuda/device_info.hpp"
+#include "backends/cuda/element_type.hpp"
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/tensor_core_math.hpp"
 #include "backends/cuda/tensor_core_row_tail.hpp"
@@ -41,7 +42,7 @@ struct WarpgroupMlpPlan {
   int32_t width_class = 0;   // 64 or 128: the kernel's register arrays
   int32_t warpgroups = 0;    // per block; one block per SM
   int32_t stages = 0;        // input tiles each warpgroup has in flight
-  uint32_t stage_bytes = 0;  // per input buffer: a tile's rows as they lie in memory
+  uint32_t stage_bytes = 0;  // per input buffer: a float32 tile's rows as they lie in memory
   int32_t input_steps = 0;   // k-steps over the first layer's input, in its k order
   // The first layer's k order (the .cpp says which columns each thread reads): interleaved where
   // the input's row stride makes that order's 16-byte shared loads conflict-free.
@@ -63,8 +64,7 @@ struct WarpgroupMlpPlan {
 // Fills *plan when the library holds the sm_90a kernels, the device is compute capability 9.0,
 // math is Fp16 or Bf16, every width is at most kWarpgroupMaxWidth, the first layer's input is a
 // multiple of 4 columns (rows are copied 16 bytes at a time) and everything fits one block's
-// shared memory. FUSEDNN_CUDA_WGMMA=0 turns the form off, =1 takes it at every batch (knobs for
-// tests and benchmarks).
+// shared memory. The override wgmma=0 turns the form off, =1 takes it at every batch.
 bool plan_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorCoreMath math,
                         const DeviceInfo& device, const TensorCoreRowTail& tail,
                         WarpgroupMlpPlan* plan);
@@ -87,10 +87,16 @@ std::vector<uint32_t> build_warpgroup_mlp_image(const WarpgroupMlpPlan& plan,
 
 // Whether a launch with these buffers can take the form: x on 16 bytes (its rows are bulk
 // copies); decided by the 16-byte alignment classes the context keys its graphs by.
-bool warpgroup_mlp_takes(const WarpgroupMlpPlan& plan, const float* x, int64_t rows);
+bool warpgroup_mlp_takes(const WarpgroupMlpPlan& plan, const void* x, int64_t rows);
 
-// y[rows][last out] = chain(x[rows][first in]); `image` is the uploaded image.
-void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, const float* x, float* y,
-                          int64_t rows, const DeviceInfo& device, cudaStream_t stream);
+// Whether the form stores output rows of this type: float32 and the math's own 16-bit type.
+bool warpgroup_mlp_writes(const WarpgroupMlpPlan& plan, ElementType output);
+
+// y[rows][last out] = chain(x[rows][first in]); `image` is the uploaded image. x in any
+// ElementType: 16-bit input rows are staged as they lie in memory and read without a float32
+// copy; y as warpgroup_mlp_writes() allows, 16-bit rows narrowed as they are stored.
+void launch_warpgroup_mlp(const WarpgroupMlpPlan& plan, const void* image, TypedInput x,
+                          TypedOutput y, int64_t rows, const DeviceInfo& device,
+                          cudaStream_t stream);
 
 }  // namespace fusednn::cuda

@@ -107,7 +107,8 @@ bool lay_out_warpgroup_mlp(const std::vector<FusedMlpLayerDesc>& layers, TensorC
   result.stages = stages;
   // A tile's rows arrive as one bulk copy, as they lie in memory (a copy per row, 64 a tile, is
   // slower). The kernel reads only columns inside the width and takes zeros for the rest of the
-  // last k-step.
+  // last k-step. A buffer holds a float32 tile, the widest input; a 16-bit tile's copy moves
+  // half of that (WarpgroupParams::tile_bytes, set per launch from the input's element type).
   result.stage_bytes = static_cast<uint32_t>(kWarpgroupTileRows * layers.front().in * 4);
   result.stage_offset = offset;
   const size_t buffers = size_t(warpgroups) * size_t(stages);

@@ -3,8 +3,8 @@
 // FUSEDNN_KERNEL_TIMELINE defined stamps %globaltimer (ns) and the SM's clock at each phase, from
 // thread 0 of one chosen block; the probe reads both arrays back (their ratio is the SM clock
 // the kernel ran at). In the library the macros are empty. A launch's slot is the count of
-// launches that finished stamping, so launches must not overlap: run the probes of dependent
-// launches with FUSEDNN_CUDA_DEPENDENT_LAUNCH=0.
+// launches that finished stamping, so launches must not overlap: such a build makes no dependent
+// launches (launch.hpp's kDependentLaunches).
 #pragma once
 
 namespace fusednn::cuda {

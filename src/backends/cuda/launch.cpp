@@ -23,14 +23,6 @@ bool kernel_built_for(const void* kernel, int ptx_version) {
   return attributes.ptxVersion >= ptx_version;
 }
 
-bool dependent_launch_allowed() {
-  static const bool allowed = [] {
-    const char* knob = std::getenv("FUSEDNN_CUDA_DEPENDENT_LAUNCH");
-    return knob == nullptr || std::strcmp(knob, "0") != 0;
-  }();
-  return allowed;
-}
-
 ScopedCaptureLog::ScopedCaptureLog(CaptureLog* log) { g_capture_log = log; }
 ScopedCaptureLog::~ScopedCaptureLog() { g_capture_log = nullptr; }
 

@@ -53,11 +53,6 @@ bool kernel_built_for(const void* kernel, int ptx_version);
 [[noreturn]] void throw_launch_error(cudaError_t error, const char* kernel_name, dim3 grid,
                                      dim3 block, size_t shared_bytes);
 
-// Whether kernels written for it start while the kernel before them on their stream finishes
-// (programmatic dependent launch, compute capability 9.0 and newer). FUSEDNN_CUDA_DEPENDENT_LAUNCH
-// "0" turns it off: a knob for A/B runs, read once.
-bool dependent_launch_allowed();
-
 namespace detail {
 template <typename Params>
 void launch(void (*kernel)(Params), const char* kernel_name, dim3 grid, dim3 block,
@@ -93,6 +88,15 @@ void launch_kernel(void (*kernel)(Params), const char* kernel_name, dim3 grid, d
   detail::launch(kernel, kernel_name, grid, block, shared_bytes, stream, params, false);
 }
 
+// Whether launch_dependent_kernel() makes programmatic dependent launches (compute capability
+// 9.0 and newer). Not in a latency probe's build (kernel_timeline.cuh): its stamps need launches
+// that do not overlap.
+#if defined(FUSEDNN_KERNEL_TIMELINE)
+inline constexpr bool kDependentLaunches = false;
+#else
+inline constexpr bool kDependentLaunches = true;
+#endif
+
 // launch_kernel() for a kernel that may start before the previous kernel on `stream` has
 // finished: it calls wait_for_previous_grid() (dependent_launch.cuh) before it reads anything
 // that kernel may write or writes anything it may read, and only weights and its own shared
@@ -101,7 +105,7 @@ template <typename Params>
 void launch_dependent_kernel(void (*kernel)(Params), const char* kernel_name, dim3 grid, dim3 block,
                              size_t shared_bytes, cudaStream_t stream, const Params& params) {
   detail::launch(kernel, kernel_name, grid, block, shared_bytes, stream, params,
-                 dependent_launch_allowed());
+                 kDependentLaunches);
 }
 
 // Blocks of `threads` for `work` items, capped at `max_blocks` (grid-stride loops do the rest).

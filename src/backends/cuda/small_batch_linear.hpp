@@ -23,10 +23,9 @@ namespace fusednn::cuda {
 // The rows one launch takes (one row tile of the kernel).
 constexpr int64_t kSmallBatchLinearMaxRows = 32;
 
-// FUSEDNN_CUDA_SMALL_BATCH_LINEAR: "0" Off; unset or anything else Auto (where the plan's
-// estimate says it beats cuBLASLt); "1" Always (every shape it can take, for measuring);
-// "unicast" as Auto without the cluster form (every block loads all of x itself).
-enum class SmallBatchLinearMode { Off, Auto, Always, Unicast };
+// SmallBatchLinearMode (selection_overrides.hpp, override small_batch_linear): Auto where the
+// plan's estimate says it beats cuBLASLt; Off; Always (every shape it can take, for measuring);
+// Unicast as Auto without the cluster form (every block loads all of x itself).
 
 struct SmallBatchLinearPlan {
   int variant = -1;  // which kernel (columns per block); -1 when not planned

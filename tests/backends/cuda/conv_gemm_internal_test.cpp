@@ -264,7 +264,7 @@ std::vector<ConvRoute> conv_routes(const Net& net, fdnn_precision precision) {
 TEST(ConvGemmInternal, WhichConvolutionsRunAsImplicitGemms) {
   REQUIRE_CUDA();
   REQUIRE_TENSOR_CORES();
-  ScopedEnvironment unfused("FUSEDNN_CUDA_FUSED_CONV", "0");
+  ScopedOverride unfused("fused_conv", "0");
   Net small({3, 12, 12});  // a sample and a filter fit the direct kernel's 48 KB
   small.conv("conv", 3, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true);
   Net large({16, 60, 60});  // 246 KB padded: they do not
@@ -290,10 +290,10 @@ TEST(ConvGemmInternal, WhichConvolutionsRunAsImplicitGemms) {
     EXPECT_EQ(routes[0].math, math);
   }
   {
-    ScopedEnvironment off("FUSEDNN_CUDA_IMPLICIT_GEMM", "0");
+    ScopedOverride off("implicit_gemm", "0");
     routes = conv_routes(large, FDNN_PRECISION_BF16);
     ASSERT_EQ(routes.size(), 1u);
-    EXPECT_FALSE(routes[0].gemm) << "FUSEDNN_CUDA_IMPLICIT_GEMM=0";
+    EXPECT_FALSE(routes[0].gemm) << "override implicit_gemm=0";
   }
 }
 

@@ -26,13 +26,13 @@ namespace {
 using namespace fusednn_cuda_test;
 
 // cuBLASLt is the default for fp32 models; pinned on here in case the default or the caller's
-// environment (FUSEDNN_CUDA_CUBLASLT=0) says otherwise.
+// FUSEDNN_CUDA_OVERRIDES (cublaslt=0) says otherwise.
 // The small-batch kernel, which takes these layers' runs of up to 32 rows by default, is off
 // except where a test turns it on, so that cuBLASLt and its fallback are checked at every size.
 class CublasLtInternal : public ::testing::Test {
  protected:
-  ScopedEnvironment cublaslt_on_{"FUSEDNN_CUDA_CUBLASLT", "1"};
-  ScopedEnvironment small_batch_off_{"FUSEDNN_CUDA_SMALL_BATCH_LINEAR", "0"};
+  ScopedOverride cublaslt_on_{"cublaslt", "1"};
+  ScopedOverride small_batch_off_{"small_batch_linear", "0"};
 };
 using fusednn::cuda::CublasLtLinear;
 using fusednn::cuda::CudaBackend;
@@ -330,6 +330,45 @@ TEST_F(CublasLtInternal, HalfPrecisionsGiveCublasLtHalfOperands) {
   }
 }
 
+// A cuBLASLt step with 16-bit operands that reads the model input narrows a float32 x into its
+// staging first, a launch a run on a 16-bit input it reads itself does not make: the launch
+// count (the context's graph gate) drops by one for each such step, and by none where cuBLASLt
+// reads a value of the workspace. Below compute capability 8.0 there are no 16-bit operands.
+TEST_F(CublasLtInternal, SixteenBitInputSparesTheNarrowingLaunch) {
+  REQUIRE_CUDA();
+  Net lone_wide = lone(300, 520, false, {kGeluErf, kScale});
+  Net between({64});
+  between.linear("fc1", 64, 96).act(kReLU).linear("wide", 96, 520).act(kSiLU);
+  between.linear("fc2", 520, 10);
+  Net leading({300});
+  leading.linear("wide", 300, 520).act(kReLU).linear("fc", 520, 10);
+  struct Case {
+    const Net* net;
+    const char* name;
+    int spared;
+  };
+  uint32_t seed = 2600;
+  for (const fdnn_precision precision : {FDNN_PRECISION_BF16, FDNN_PRECISION_FP16}) {
+    for (const Case& c : {Case{&lone_wide, "300 -> 520", 1}, Case{&between, "64-96 | 520 | 10", 0},
+                          Case{&leading, "300 -> 520 | 10", 1}}) {
+      SCOPED_TRACE(std::string(c.name) + ", precision " + std::to_string(precision));
+      std::mt19937 random(seed++);
+      const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
+          create_model(c.net->spec(), FDNN_DEVICE_CUDA, 64, 1, precision), fdnn_model_destroy);
+      ASSERT_NE(model, nullptr);
+      set_weights(model.get(), *c.net, draw_weights(*c.net, random));
+      CudaBackend* backend = backend_of(model.get());
+      ASSERT_NE(backend, nullptr);
+      const int spared = backend->device_info().major >= 8 ? c.spared : 0;
+      for (const int64_t batch : {int64_t{1}, int64_t{33}, int64_t{64}}) {
+        EXPECT_EQ(backend->launches_per_run(batch) - backend->launches_per_run(batch, true), spared)
+            << "batch " << batch;
+      }
+      EXPECT_EQ(backend->cublaslt_reads_16_bit_input(), spared > 0);
+    }
+  }
+}
+
 // Which runs the small-batch kernel takes: 1 to 32 rows of a planned shape (sm_90+, input
 // width a multiple of 4, not so large that cuBLASLt is faster unless the knob says "1"), none
 // with the knob off, and never 33 rows; where it takes every run,
@@ -354,7 +393,7 @@ TEST_F(CublasLtInternal, SmallBatchKernelTakesUpTo32Rows) {
   };
   uint32_t seed = 2400;
   for (const Case& c : cases) {
-    ScopedEnvironment knob("FUSEDNN_CUDA_SMALL_BATCH_LINEAR", c.knob);
+    ScopedOverride knob("small_batch_linear", c.knob);
     GpuHooks hooks;
     bool planned = false;
     hooks.before_runs = [&](fdnn_model* model) {

@@ -27,10 +27,10 @@ namespace {
 using namespace fusednn_cuda_test;
 
 // cuBLASLt is the default for fp32 models; pinned on here in case the default or the caller's
-// environment (FUSEDNN_CUDA_CUBLASLT=0) says otherwise.
+// FUSEDNN_CUDA_OVERRIDES (cublaslt=0) says otherwise.
 class CublasLtLinear : public ::testing::Test {
  protected:
-  ScopedEnvironment cublaslt_on_{"FUSEDNN_CUDA_CUBLASLT", "1"};
+  ScopedOverride cublaslt_on_{"cublaslt", "1"};
 };
 
 struct Activation {
@@ -198,7 +198,7 @@ TEST_F(CublasLtLinear, SmallBatchLinearEveryShape) {
   }
   // The long reductions, which the default leaves to cuBLASLt, through the kernel too: its 3xTF32
   // products must hold the fp32 bound over 3072 and 6000 terms.
-  ScopedEnvironment always("FUSEDNN_CUDA_SMALL_BATCH_LINEAR", "1");
+  ScopedOverride always("small_batch_linear", "1");
   expect_matches_cpu(lone_linear(3072, 768, relu, true, false), few, seed++,
                      "3072 -> 768 on the small-batch kernel");
   expect_matches_cpu(lone_linear(6000, 64, none, false, false), few, seed++,

@@ -86,13 +86,13 @@ TEST(CudaBackend, EveryActivationFusedAndStandalone) {
 // ones the backend picks them for: the same 1e-5 bound as the FMA kernels.
 TEST(CudaBackend, Fp32ChainsOnTensorCoresHoldFp32Accuracy) {
   REQUIRE_CUDA();
-  ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "1");
+  ScopedOverride force("fp32_tensor_cores", "1");
   expect_matches_cpu(seed_mlp(), all_batches(), 21, "seed MLP, 3xTF32");
   // More tiles than resident blocks: the persistent loops (and the SharedTiles form's
   // double-buffered input).
   expect_matches_cpu(seed_mlp(), with_large({}, 100000, 30000), 42, "seed MLP, 3xTF32, many rows");
   {
-    ScopedEnvironment form("FUSEDNN_CUDA_TENSOR_CORE_FORM", "shared");
+    ScopedOverride form("tensor_core_form", "shared");
     expect_matches_cpu(seed_mlp(), with_large({1, 33, 129}, 20000), 43,
                        "seed MLP, 3xTF32, SharedTiles");
   }
@@ -137,7 +137,7 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
                        std::string("seed MLP, many rows, ") + c.name, reports_precision,
                        c.precision, c.bound);
     {
-      ScopedEnvironment form("FUSEDNN_CUDA_TENSOR_CORE_FORM", "shared");
+      ScopedOverride form("tensor_core_form", "shared");
       expect_matches_cpu(seed_mlp(), with_large({17, 33, 129}, 20000), seed++,
                          std::string("seed MLP, SharedTiles, ") + c.name, reports_precision,
                          c.precision, c.bound);
@@ -298,7 +298,7 @@ TEST(CudaBackend, HalfChainsAtLargeBatches) {
       fdnn_model_destroy(cpu);
     }
     // Forced at every batch: tiles mostly empty, warpgroups with no tile at all.
-    ScopedEnvironment every_batch("FUSEDNN_CUDA_WGMMA", "1");
+    ScopedOverride every_batch("wgmma", "1");
     expect_matches_cpu(seed_mlp(), {1, 33, 65, 129, 1000}, seed++,
                        std::string("seed MLP, Warpgroup form at every batch, ") + c.name, {},
                        c.precision, c.bound);
@@ -318,7 +318,7 @@ TEST(CudaBackend, WideFirstLayerChainsSplit) {
   REQUIRE_CUDA();
   const Net head = lenet5_head(R"({"type": "Tanh"})");
   {
-    ScopedEnvironment split("FUSEDNN_CUDA_SPLIT_MLP", "1");
+    ScopedOverride split("split_mlp", "1");
     expect_matches_cpu(head, with_large(few_batches(), 4097, 129), 960, "400-120-84-10, forced");
     Net rows({3, 272});
     rows.linear("a", 272, 40, false).act(R"({"type": "GELU"})").linear("b", 40, 7);
@@ -334,7 +334,7 @@ TEST(CudaBackend, WideFirstLayerChainsSplit) {
     wide.linear("a", 1100, 64).act(R"({"type": "ReLU"})").linear("b", 64, 10);
     expect_matches_cpu(wide, {33, 5000}, seed++, std::string("1100-64-10, ") + c.name, {},
                        c.precision, c.bound);
-    ScopedEnvironment split("FUSEDNN_CUDA_SPLIT_MLP", "1");
+    ScopedOverride split("split_mlp", "1");
     expect_matches_cpu(wide, {1, 33}, seed++, std::string("1100-64-10, forced, ") + c.name, {},
                        c.precision, c.bound);
   }
@@ -342,7 +342,7 @@ TEST(CudaBackend, WideFirstLayerChainsSplit) {
 
 TEST(CudaBackend, Fp32ChainsOnFmaPipesOnly) {
   REQUIRE_CUDA();
-  ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "0");
+  ScopedOverride force("fp32_tensor_cores", "0");
   expect_matches_cpu(seed_mlp(), {1, 33, 4097, 20000}, 41, "seed MLP, FMA kernels");
 }
 
@@ -365,7 +365,7 @@ uint32_t expect_every_activation_and_no_bias(uint32_t seed, const std::string& f
 // batch size it takes (1 to 16 rows) and one past it, every activation.
 TEST(CudaBackend, SmallBatchSingleBlockForm) {
   REQUIRE_CUDA();
-  ScopedEnvironment form("FUSEDNN_CUDA_SMALL_BATCH_MLP", "block");
+  ScopedOverride form("small_batch_mlp", "block");
   expect_matches_cpu(seed_mlp(), {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33}, 50, "seed MLP, one block");
   const Net net = off_grid_chain();
   // 326 KB of weights: too big for one block's shared memory, so this checks the fallback.
@@ -382,7 +382,7 @@ TEST(CudaBackend, SmallBatchSingleBlockForm) {
 // checks then cover.
 TEST(CudaBackend, SmallBatchClusterForm) {
   REQUIRE_CUDA();
-  ScopedEnvironment form("FUSEDNN_CUDA_SMALL_BATCH_MLP", "cluster");
+  ScopedOverride form("small_batch_mlp", "cluster");
   expect_matches_cpu(seed_mlp(), {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 128, 131, 132, 133, 200}, 54,
                      "seed MLP, cluster");
   const Net net = off_grid_chain();
@@ -502,7 +502,7 @@ class ConvolutionsAndPooling : public testing::TestWithParam<const char*> {};
 
 TEST_P(ConvolutionsAndPooling, MatchTheCpu) {
   REQUIRE_CUDA();
-  ScopedEnvironment fused_conv("FUSEDNN_CUDA_FUSED_CONV", GetParam());
+  ScopedOverride fused_conv("fused_conv", GetParam());
   Net a({3, 17, 19});
   a.conv("conv", 3, 8, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
   a.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 3, "stride": 2, "padding": 1})");
@@ -546,7 +546,7 @@ TEST(CudaBackend, FusedChainOutputKeepsOffItsInputSlot) {
 
 // ------------------------------------------------------------------------------------------
 // Fused Conv2d + bias + activation + pooling (conv_pool.cu), the default; pinned on with
-// FUSEDNN_CUDA_FUSED_CONV=1 (0 turns it off) around model creation (the backend reads it when a
+// override fused_conv=1 (0 turns it off) around model creation (the backend reads it when a
 // model prepares: at its first context or run). Each net is checked against the CPU at batch sizes
 // that take both launch forms (one sample split into row slabs below the SM count, several samples
 // per block above it), and the kernel launches of one run are counted to show which path ran.
@@ -608,14 +608,14 @@ void count_kernels(const Net& net, int64_t batch, int* kernels,
 // Counted per layer, with the whole-network launch off (WholeConvNetInOneLaunch counts that one).
 void expect_launches_saved(const Net& net, int saved, const std::string& what) {
   SCOPED_TRACE(what);
-  ScopedEnvironment per_layer("FUSEDNN_CUDA_SINGLE_LAUNCH", "0");
+  ScopedOverride per_layer("single_launch", "0");
   int fused = -1, unfused = -1;
   {
-    ScopedEnvironment on("FUSEDNN_CUDA_FUSED_CONV", "1");
+    ScopedOverride on("fused_conv", "1");
     count_kernels(net, 3, &fused);
   }
   {
-    ScopedEnvironment off("FUSEDNN_CUDA_FUSED_CONV", "0");
+    ScopedOverride off("fused_conv", "0");
     count_kernels(net, 3, &unfused);
   }
   ASSERT_GT(fused, 0);
@@ -631,7 +631,7 @@ void expect_launches_saved(const Net&, int, const std::string&) {}
 // own rows. Checked with and without LayerNorm's affine constants and with an activation after
 // the LayerNorm:
 // - fp32 against the CPU backend at the fp32 bound, every run path;
-// - every reduced precision against the same model run with FUSEDNN_CUDA_FOLD_ROW_OPS=0 (the row
+// - every reduced precision against the same model run with override fold_row_ops=0 (the row
 //   kernel after the chain, on the same fragments): the fold may not change the result beyond
 //   float rounding of the row statistics. Against the CPU they meet the contract's bounds, except
 //   a 13-wide LayerNorm without affine, whose normalisation amplifies the chain's rounding past
@@ -684,7 +684,7 @@ TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChains) {
     expect_matches_cpu(head.net, batches, seed++, head.name + ", fp32");
   }
   {
-    ScopedEnvironment all_rows("FUSEDNN_CUDA_FP32_TENSOR_CORES", "1");
+    ScopedOverride all_rows("fp32_tensor_cores", "1");
     expect_matches_cpu(row_op_heads()[0].net, {1, 33}, seed++,
                        "seed MLP + Softmax, 3xTF32 at every batch");
   }
@@ -704,7 +704,7 @@ TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChains) {
             run_on_gpu(head.net, weights, r.precision, batch, input, output_count);
         std::vector<float> separate;
         {
-          ScopedEnvironment off("FUSEDNN_CUDA_FOLD_ROW_OPS", "0");
+          ScopedOverride off("fold_row_ops", "0");
           separate = run_on_gpu(head.net, weights, r.precision, batch, input, output_count);
         }
         EXPECT_LE(relative_error(folded, separate), 2e-5) << "folded against the row kernel";
@@ -718,7 +718,7 @@ TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChains) {
   int folded = -1, separate = -1;
   count_kernels(row_op_heads()[0].net, 8192, &folded);
   {
-    ScopedEnvironment off("FUSEDNN_CUDA_FOLD_ROW_OPS", "0");
+    ScopedOverride off("fold_row_ops", "0");
     count_kernels(row_op_heads()[0].net, 8192, &separate);
   }
   EXPECT_EQ(separate - folded, 1) << "folded: " << folded << " launches, separate: " << separate;
@@ -740,7 +740,7 @@ TEST(CudaBackend, RowOpsFoldedIntoSplitChains) {
   expect_matches_cpu(softmax, {1, 1000, 2112, 4097}, 970, "400-120-84-10 + Softmax");
   expect_matches_cpu(norm, {33, 2112, 4097}, 971, "400-120-84 + LayerNorm + SiLU");
   {
-    ScopedEnvironment split("FUSEDNN_CUDA_SPLIT_MLP", "1");
+    ScopedOverride split("split_mlp", "1");
     expect_matches_cpu(softmax, {1, 33, 129}, 972, "400-120-84-10 + Softmax, forced");
     expect_matches_cpu(norm, {1, 33}, 973, "400-120-84 + LayerNorm + SiLU, forced");
   }
@@ -756,7 +756,7 @@ TEST(CudaBackend, RowOpsFoldedIntoSplitChains) {
   int folded = -1, separate = -1;
   count_kernels(softmax, 8192, &folded);
   {
-    ScopedEnvironment off("FUSEDNN_CUDA_FOLD_ROW_OPS", "0");
+    ScopedOverride off("fold_row_ops", "0");
     count_kernels(softmax, 8192, &separate);
   }
   EXPECT_EQ(separate - folded, 1) << "folded: " << folded << " launches, separate: " << separate;
@@ -769,12 +769,12 @@ TEST(CudaBackend, RowOpsFoldedIntoSplitChains) {
 void expect_fused_conv_matches_cpu(const Net& net, const std::vector<int64_t>& batches,
                                    uint32_t seed, int launches_saved, const std::string& what) {
   {
-    ScopedEnvironment on("FUSEDNN_CUDA_FUSED_CONV", "1");
+    ScopedOverride on("fused_conv", "1");
     {
-      ScopedEnvironment single("FUSEDNN_CUDA_SINGLE_LAUNCH", "1");
+      ScopedOverride single("single_launch", "1");
       expect_matches_cpu(net, batches, seed, what + ", one launch up to the SM count");
     }
-    ScopedEnvironment per_layer("FUSEDNN_CUDA_SINGLE_LAUNCH", "0");
+    ScopedOverride per_layer("single_launch", "0");
     expect_matches_cpu(net, batches, seed + 1000, what + ", one launch per layer");
   }
   expect_launches_saved(net, launches_saved, what);
@@ -789,14 +789,22 @@ TEST(CudaBackend, FusedConvLeNet5EveryBatchSize) {
 
 // The host path on each fdnn_host_io: staging copies at every batch (STAGED), the kernels on the
 // caller's registered buffers (MAPPED), and the default, where on a discrete GPU small batches
-// read and write the pinned staging in place.
+// read and write the pinned staging in place (the override host_zero_copy=1: every batch).
 TEST(CudaBackend, HostPathOnEveryHostIo) {
   REQUIRE_CUDA();
   uint32_t seed = 70;
-  for (const auto& [host_io, name] :
-       {std::pair{FDNN_HOST_IO_STAGED, "staged"}, std::pair{FDNN_HOST_IO_MAPPED, "mapped"},
-        std::pair{FDNN_HOST_IO_AUTO, "auto"}}) {
-    const std::string what = std::string(", host_io ") + name;
+  const struct {
+    fdnn_host_io host_io;
+    const char* zero_copy;  // the override host_zero_copy ("": none)
+    const char* name;
+  } cases[] = {{FDNN_HOST_IO_STAGED, "", "host_io staged"},
+               {FDNN_HOST_IO_MAPPED, "", "host_io mapped"},
+               {FDNN_HOST_IO_AUTO, "", "host_io auto"},
+               {FDNN_HOST_IO_AUTO, "1", "host_io auto, override host_zero_copy=1"}};
+  for (const auto& c : cases) {
+    ScopedOverride zero_copy("host_zero_copy", c.zero_copy);
+    const std::string what = std::string(", ") + c.name;
+    const fdnn_host_io host_io = c.host_io;
     expect_matches_cpu(seed_mlp(), few_batches(), seed++, "seed MLP" + what, {},
                        FDNN_PRECISION_FP32, kTolerance, host_io);
     expect_matches_cpu(lenet5(), few_batches(), seed++, "LeNet-5" + what, {}, FDNN_PRECISION_FP32,
@@ -897,7 +905,7 @@ TEST(CudaBackend, FusedConvPoolGeometries) {
 // The whole network in one launch (conv_net.cu): checked against the CPU by the FusedConv tests
 // (which run every net with it forced on up to the SM count and with it off); here, the
 // launches a run makes: by default one for batches 1 to 12 and one per layer past them;
-// FUSEDNN_CUDA_SINGLE_LAUNCH=1, one up to the SM count; =0, one per layer. On nets that take
+// override single_launch=1, one up to the SM count; =0, one per layer. On nets that take
 // it (a conv stack with and without an MLP head, 5x5, 3x3 and strided taps, max and average
 // pooling, a conv without pooling) and one that does not (an activation before the first conv).
 TEST(CudaBackend, WholeConvNetInOneLaunch) {
@@ -917,7 +925,7 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
   {
     // By default the head's layers after its first run whole in every block of the cluster;
     // here every layer is split over the blocks.
-    ScopedEnvironment split_head("FUSEDNN_CUDA_CONV_NET_WHOLE_TAIL", "0");
+    ScopedOverride split_head("conv_net_whole_tail", "0");
     expect_fused_conv_matches_cpu(three, {1, 7}, 531, 2, "three stages, head split over blocks");
     expect_fused_conv_matches_cpu(lenet5(), {1, 3}, 532, 2, "LeNet-5, head split over blocks");
   }
@@ -955,18 +963,17 @@ TEST(CudaBackend, WholeConvNetInOneLaunch) {
     count_kernels(c.net, 13, &kernels);
     EXPECT_EQ(kernels, c.per_layer) << "batch 13";
     {
-      ScopedEnvironment always("FUSEDNN_CUDA_SINGLE_LAUNCH", "1");
+      ScopedOverride always("single_launch", "1");
       count_kernels(c.net, 1, &kernels);
-      EXPECT_EQ(kernels, single) << "batch 1, FUSEDNN_CUDA_SINGLE_LAUNCH=1";
+      EXPECT_EQ(kernels, single) << "batch 1, override single_launch=1";
       count_kernels(c.net, sms, &kernels);
-      EXPECT_EQ(kernels, single) << "batch " << sms
-                                 << ", the SM count, FUSEDNN_CUDA_SINGLE_LAUNCH=1";
+      EXPECT_EQ(kernels, single) << "batch " << sms << ", the SM count, override single_launch=1";
       count_kernels(c.net, sms + 1, &kernels);
-      EXPECT_EQ(kernels, c.per_layer) << "batch " << sms + 1 << ", FUSEDNN_CUDA_SINGLE_LAUNCH=1";
+      EXPECT_EQ(kernels, c.per_layer) << "batch " << sms + 1 << ", override single_launch=1";
     }
-    ScopedEnvironment off("FUSEDNN_CUDA_SINGLE_LAUNCH", "0");
+    ScopedOverride off("single_launch", "0");
     count_kernels(c.net, 8, &kernels);
-    EXPECT_EQ(kernels, c.per_layer) << "batch 8, FUSEDNN_CUDA_SINGLE_LAUNCH=0";
+    EXPECT_EQ(kernels, c.per_layer) << "batch 8, override single_launch=0";
   }
 #endif
 }
@@ -987,11 +994,7 @@ TEST(CudaBackend, DependentLaunchesWaitForTheKernelBefore) {
   int device = 0, major = 0;
   CUDA_OK(cudaGetDevice(&device));
   CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  const char* knob = std::getenv("FUSEDNN_CUDA_DEPENDENT_LAUNCH");
-  if (major < 9 || (knob != nullptr && std::string(knob) == "0")) {
-    GTEST_SKIP() << "dependent launches need compute capability 9.0 and "
-                    "FUSEDNN_CUDA_DEPENDENT_LAUNCH unset or not 0";
-  }
+  if (major < 9) GTEST_SKIP() << "dependent launches need compute capability 9.0";
   struct Case {
     const char* name;
     Net net;
@@ -1368,6 +1371,30 @@ TEST(CudaBackend, DeviceSelection) {
   ASSERT_EQ(fdnn_model_device(model, &device), FDNN_STATUS_OK);
   EXPECT_EQ(device, FDNN_DEVICE_CUDA);
   fdnn_model_destroy(model);
+}
+
+// A selection override the backend cannot take fails the model's creation with INVALID_ARGUMENT
+// naming the variable and the pair, rather than running a choice nobody asked for; a valid one
+// creates the model and runs it as the CPU backend does.
+TEST(CudaBackend, ASelectionOverrideItCannotTakeIsRefusedByName) {
+  REQUIRE_CUDA();
+  const std::string spec = seed_mlp().spec();
+  fdnn_model_options options;
+  fdnn_model_options_init(&options, sizeof options);
+  options.device = FDNN_DEVICE_CUDA;
+  for (const char* text : {"no_such_key=1", "wgmma=sometimes", "cublaslt"}) {
+    SCOPED_TRACE(text);
+    ScopedEnvironment bad("FUSEDNN_CUDA_OVERRIDES", text);
+    fdnn_model* model = nullptr;
+    EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+              FDNN_STATUS_INVALID_ARGUMENT);
+    const std::string message = fdnn_last_error_message();
+    EXPECT_NE(message.find("FUSEDNN_CUDA_OVERRIDES"), std::string::npos) << message;
+    EXPECT_NE(message.find(text), std::string::npos) << message;
+    EXPECT_EQ(model, nullptr);
+  }
+  ScopedEnvironment good("FUSEDNN_CUDA_OVERRIDES", "small_batch_mlp=block, wgmma=0");
+  expect_matches_cpu(seed_mlp(), {1, 33}, 90, "seed MLP, small_batch_mlp=block");
 }
 
 // Runs in every build: without a GPU, CUDA is refused with a message that says why.

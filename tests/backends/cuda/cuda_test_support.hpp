@@ -36,8 +36,7 @@ namespace fusednn_cuda_test {
 
 inline constexpr double kTolerance = 1e-5;
 
-// Sets an environment variable for the lifetime of the object (the backend reads its knobs when
-// a model is created).
+// Sets an environment variable for the lifetime of the object.
 class ScopedEnvironment {
  public:
   ScopedEnvironment(const char* name, const char* value) : name_(name) {
@@ -57,6 +56,24 @@ class ScopedEnvironment {
  private:
   std::string name_, previous_;
   bool had_previous_ = false;
+};
+
+// Adds key=value to the CUDA backend's selection overrides (FUSEDNN_CUDA_OVERRIDES, which the
+// backend reads when a model is created) for the lifetime of the object; an empty value adds
+// nothing. Nested objects add up, the innermost winning for a key.
+class ScopedOverride {
+ public:
+  ScopedOverride(const char* key, const char* value)
+      : environment_("FUSEDNN_CUDA_OVERRIDES", with(key, value).c_str()) {}
+
+ private:
+  static std::string with(const char* key, const char* value) {
+    const char* current = std::getenv("FUSEDNN_CUDA_OVERRIDES");
+    std::string text = current != nullptr ? current : "";
+    if (value[0] != '\0') text += std::string(text.empty() ? "" : ",") + key + "=" + value;
+    return text;
+  }
+  ScopedEnvironment environment_;
 };
 
 // The host_io GPU models are created with unless a test chooses (FUSEDNN_CUDA_TEST_HOST_IO:

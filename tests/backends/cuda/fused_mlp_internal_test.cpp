@@ -136,7 +136,7 @@ TEST(FusedMlpInternal, ClusterImageGivesEachBlockItsRowsAndBiases) {
 
 // On compute capability 9.0 and newer, small batches of a chain whose layers are at most 256
 // wide run on the cluster form (fused_mlp_cluster.cu), with its image uploaded; the knob
-// FUSEDNN_CUDA_SMALL_BATCH_MLP=block gives the single-block form (and its image) instead.
+// override small_batch_mlp=block gives the single-block form (and its image) instead.
 TEST(FusedMlpInternal, SmallBatchesTakeTheClusterFormOnHopper) {
   REQUIRE_CUDA();
   int major = 0;
@@ -146,7 +146,7 @@ TEST(FusedMlpInternal, SmallBatchesTakeTheClusterFormOnHopper) {
   // LeNet-5's head: 236 KB of weights, more than one block holds.
   const Net head = lenet5_head(R"({"type": "ReLU"})");
   for (const char* knob : {"", "block"}) {
-    ScopedEnvironment form("FUSEDNN_CUDA_SMALL_BATCH_MLP", knob);
+    ScopedOverride form("small_batch_mlp", knob);
     for (const Net* net : {&seed, &head}) {
       std::mt19937 random(8);
       const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
@@ -235,7 +235,7 @@ TEST(FusedMlpInternal, Fp32ChainsSplitTheirWeightsWhereTheyFit) {
   int major = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   if (major < 8) GTEST_SKIP() << "compute capability " << major << ": no tf32 tensor cores";
-  ScopedEnvironment force("FUSEDNN_CUDA_FP32_TENSOR_CORES", "1");
+  ScopedOverride force("fp32_tensor_cores", "1");
   const Net seed = seed_mlp();  // 208 KB split: one 8-warp block per SM either way
   Net wide({32});               // 64-wide: 98 KB whole (two blocks per SM), 164 KB split (one)
   wide.linear("l0", 32, 64).act(R"({"type": "ReLU"})");
@@ -420,7 +420,7 @@ TEST(FusedMlpInternal, WarpgroupUniformHiddenLayersOnlyWhereEveryHiddenLayerIsFu
 
 // On compute capability 9.0 the fp16 and bf16 chains that fit get the Warpgroup form beside
 // WarpRegisters (from kWarpgroupMinRows rows), a folded Softmax included; tf32 chains and
-// FUSEDNN_CUDA_WGMMA=0 do not.
+// override wgmma=0 do not.
 TEST(FusedMlpInternal, HalfChainsGetTheWarpgroupFormOnComputeCapability90) {
   REQUIRE_CUDA();
   int major = 0, minor = 0;
@@ -443,7 +443,7 @@ TEST(FusedMlpInternal, HalfChainsGetTheWarpgroupFormOnComputeCapability90) {
         Case{&seed, FDNN_PRECISION_BF16, "0", false}, Case{&seed, FDNN_PRECISION_TF32, "", false},
         Case{&softmax, FDNN_PRECISION_BF16, "", true}}) {
     SCOPED_TRACE(std::string(c.knob) + " precision " + std::to_string(c.precision));
-    ScopedEnvironment knob("FUSEDNN_CUDA_WGMMA", c.knob);
+    ScopedOverride knob("wgmma", c.knob);
     std::mt19937 random(13);
     const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
         create_model(c.net->spec(), FDNN_DEVICE_CUDA, 100000, 1, c.precision), fdnn_model_destroy);
@@ -467,8 +467,8 @@ TEST(FusedMlpInternal, HalfChainsGetTheWarpgroupFormOnComputeCapability90) {
 // the first layer on the implicit GEMM, the rest in the WarpRegisters form, from the rows that
 // give every SM a warp tile. LeNet-5's 400-120-84-10 head in fp32, and in bf16 1100-64-10 (the
 // SharedTiles form takes first inputs up to 1024 in the reduced precisions). Not where the batch
-// cannot reach those rows, not with FUSEDNN_CUDA_SPLIT_MLP=0, not where the first layer fits the
-// tensor-core kernels (the seed MLP, even with FUSEDNN_CUDA_SPLIT_MLP=1).
+// cannot reach those rows, not with override split_mlp=0, not where the first layer fits the
+// tensor-core kernels (the seed MLP, even with override split_mlp=1).
 TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
   REQUIRE_CUDA();
   int major = 0, sm_count = 0;
@@ -497,7 +497,7 @@ TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
                         Case{&seed, FDNN_PRECISION_FP32, 8, "1", false, {}}}) {
     SCOPED_TRACE(std::string(c.knob) + " precision " + std::to_string(c.precision) + " max_batch " +
                  std::to_string(c.max_batch) + " " + c.net->spec());
-    ScopedEnvironment knob("FUSEDNN_CUDA_SPLIT_MLP", c.knob);
+    ScopedOverride knob("split_mlp", c.knob);
     std::mt19937 random(17);
     const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
         create_model(c.net->spec(), FDNN_DEVICE_CUDA, c.max_batch, 1, c.precision),
@@ -534,7 +534,7 @@ TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
 
 // A Softmax or LayerNorm after a split chain ends the split's second kernel: two launches at every
 // batch (the fused kernel and the row kernel below the split's rows, the split's two from there),
-// against three from the split's rows with FUSEDNN_CUDA_FOLD_ROW_OPS=0.
+// against three from the split's rows with override fold_row_ops=0.
 TEST(FusedMlpInternal, RowTailsAfterSplitChainsFoldIntoTheSecondKernel) {
   REQUIRE_CUDA();
   int major = 0, sm_count = 0;
@@ -551,8 +551,8 @@ TEST(FusedMlpInternal, RowTailsAfterSplitChainsFoldIntoTheSecondKernel) {
   for (const auto& [net, kind] :
        {Head{&softmax, RowTailKind::Softmax}, Head{&norm, RowTailKind::LayerNorm}}) {
     for (const char* fold : {"", "0"}) {
-      SCOPED_TRACE(net->spec() + " FUSEDNN_CUDA_FOLD_ROW_OPS=" + fold);
-      ScopedEnvironment knob("FUSEDNN_CUDA_FOLD_ROW_OPS", fold);
+      SCOPED_TRACE(net->spec() + " override fold_row_ops=" + fold);
+      ScopedOverride knob("fold_row_ops", fold);
       std::mt19937 random(18);
       const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
           create_model(net->spec(), FDNN_DEVICE_CUDA, 16384, 1, FDNN_PRECISION_FP32),

@@ -5,7 +5,7 @@
 // cross the kernel's edges: channel counts off its 64-channel tile, K off its 16- and 32-element
 // stages, windows reaching into the padding, groups, dilation, strides, 1x1 and depthwise.
 //
-// FUSEDNN_CUDA_IMPLICIT_GEMM=1 with FUSEDNN_CUDA_FUSED_CONV=0 sends every Conv2d to the implicit
+// The overrides implicit_gemm=1 and fused_conv=0 send every Conv2d to the implicit
 // GEMM; the default routing (which convolutions go there unasked) is checked by the last tests
 // and, from inside the library, by conv_gemm_internal_test.cpp. Without a GPU every test skips.
 #include <gtest/gtest.h>
@@ -167,8 +167,8 @@ double bound_for(const PrecisionBound& p, const Geometry& g) {
 
 TEST(ImplicitGemmConv, EveryGeometryInEveryPrecision) {
   REQUIRE_CUDA();
-  ScopedEnvironment unfused("FUSEDNN_CUDA_FUSED_CONV", "0");
-  ScopedEnvironment gemm("FUSEDNN_CUDA_IMPLICIT_GEMM", "1");
+  ScopedOverride unfused("fused_conv", "0");
+  ScopedOverride gemm("implicit_gemm", "1");
   uint32_t seed = 1300;
   for (const PrecisionBound& p : kPrecisions) {
     SCOPED_TRACE(p.name);
@@ -183,8 +183,8 @@ TEST(ImplicitGemmConv, EveryGeometryInEveryPrecision) {
 // after it read what it wrote).
 TEST(ImplicitGemmConv, ManySamplesAndInsideANetwork) {
   REQUIRE_CUDA();
-  ScopedEnvironment unfused("FUSEDNN_CUDA_FUSED_CONV", "0");
-  ScopedEnvironment gemm("FUSEDNN_CUDA_IMPLICIT_GEMM", "1");
+  ScopedOverride unfused("fused_conv", "0");
+  ScopedOverride gemm("implicit_gemm", "1");
   Net net({3, 16, 16});
   net.conv("conv1", 3, 32, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true).act(R"({"type": "ReLU"})");
   net.layer(R"({"type": "MaxPool2d", "name": "pool", "kernel_size": 2, "stride": 2})");
@@ -204,8 +204,8 @@ TEST(ImplicitGemmConv, ManySamplesAndInsideANetwork) {
 // between them): x off 16 bytes takes the table's gather instead of the 16-byte row copies.
 TEST(ImplicitGemmConv, DenseRowsAndTheirGatherOnBuffersOffSixteenBytes) {
   REQUIRE_CUDA();
-  ScopedEnvironment unfused("FUSEDNN_CUDA_FUSED_CONV", "0");
-  ScopedEnvironment gemm("FUSEDNN_CUDA_IMPLICIT_GEMM", "1");
+  ScopedOverride unfused("fused_conv", "0");
+  ScopedOverride gemm("implicit_gemm", "1");
   const Geometry& dense = kGeometries[std::size(kGeometries) - 1];
   uint32_t seed = 1450;
   for (const PrecisionBound& p : kPrecisions) {

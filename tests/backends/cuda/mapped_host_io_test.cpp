@@ -208,6 +208,27 @@ TEST(MappedHostIo, Bf16CublasLtLinearNotTouchingTheIoRunsMapped) {
                                FDNN_PRECISION_BF16, 1e-2);
 }
 
+// The Warpgroup MLP form (fp16 and bf16 chains from 512 rows on compute capability 9.0) reads
+// the input by bulk copies, which are not relied on to reach host memory: a mapped context runs
+// those batches staged, and the explanation at such a batch says so; the others run mapped.
+TEST(MappedHostIo, BatchesReadByBulkCopiesRunStagedAndSaySo) {
+  REQUIRE_CUDA();
+  Net chain({64});
+  chain.linear("fc1", 64, 64).act(R"({"type": "ReLU"})").linear("fc2", 64, 10);
+  const std::vector<int64_t> batches = {1, 33, 129, 600, 1000};
+  expect_mapped_matches_staged(chain, batches, 3108, "64-64-10, bf16", FDNN_HOST_IO_MAPPED,
+                               FDNN_PRECISION_BF16, 1e-2);
+  std::mt19937 random(3109);
+  ThreeModels m;
+  ASSERT_NO_FATAL_FAILURE(make_models(chain, 1000, FDNN_PRECISION_BF16, random, &m));
+  for (const int64_t batch : batches) {
+    const std::string text = explain_text(m.mapped, batch);
+    const bool bulk_copies = text.find("Warpgroup (wgmma)") != std::string::npos;
+    const std::string staged = "(staged at batch " + std::to_string(batch);
+    EXPECT_EQ(text.find(staged) != std::string::npos, bulk_copies) << text;
+  }
+}
+
 // Random float16 bit patterns of magnitude 2^-5 to 2^3: every one a normal, finite value.
 std::vector<uint16_t> float16_values(size_t count, std::mt19937& random) {
   std::vector<uint16_t> bits(count);
