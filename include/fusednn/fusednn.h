@@ -741,7 +741,8 @@ FDNN_API fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, cons
  * they are copied through the context's staging; never ::FDNN_HOST_IO_AUTO. It follows
  * fdnn_model_options::host_io and the device (mapped by default on an integrated GPU, staged on
  * a discrete one), and is staged where the model cannot run mapped: fdnn_model_explain() gives
- * the reason. Fixed for the context's lifetime.
+ * the reason. Fixed for the context's lifetime; a mapped context still stages the runs at
+ * batches whose input is read by bulk copies (see ::fdnn_host_io).
  *
  * @param[in] context The context. Must not be NULL.
  * @param[out] host_io Receives the path. Must not be NULL.
