@@ -171,6 +171,48 @@ typedef enum fdnn_explain_format {
 } fdnn_explain_format;
 
 /**
+ * @brief How a GPU model's host-buffer runs (fdnn_context_run(), fdnn_model_run() and their
+ * typed forms) move the caller's input and output. Values are pinned.
+ *
+ * Set with fdnn_model_options::host_io; fdnn_context_host_io() reports what a context does.
+ * Every path gives the same bits. The CPU backend reads and writes the caller's buffers
+ * directly and ignores the option.
+ *
+ * **Staged.** The input is copied into the context's pinned staging, from there to the GPU
+ * (an asynchronous DMA copy), the model runs, and the output comes back the same way. The
+ * fastest on a discrete GPU for all but small batches.
+ *
+ * **Mapped.** No DMA copy: the kernels read the caller's input and write its output through a
+ * device mapping of host memory. For the duration of each run the caller's buffers are
+ * page-locked with `cudaHostRegister` (read-only for the input where the device supports it)
+ * and released afterwards; a buffer that is already page-locked (allocated with
+ * `cudaHostAlloc` / `cudaMallocHost`, or registered by the caller) is used as it is and stays
+ * so. Where a buffer cannot be registered (the device does not support it, or its pages
+ * overlap memory registered differently) the kernels use the context's mapped pinned staging
+ * for it instead, with a host memcpy in or out. On an integrated GPU (Jetson), whose host and
+ * device memory are the same DRAM, this saves the copies' bandwidth; on a discrete GPU every
+ * access crosses the bus, which only small batches afford.
+ *
+ * Where a step of the model reads or writes the model input or output with copy engines or
+ * library kernels that may not reach host memory (a lone Linear on cuBLASLt, or the
+ * small-batch Linear's bulk copies, both fp32 only), the model runs staged whatever the
+ * option: fdnn_context_host_io() reports ::FDNN_HOST_IO_STAGED and fdnn_model_explain() says
+ * why. Likewise the batches at which the input is read by bulk copies (the fp16 and bf16 MLP
+ * kernels for large batches on compute capability 9.0) run staged on a mapped context;
+ * fdnn_model_explain() at such a batch says so.
+ * @since 0.4
+ */
+typedef enum fdnn_host_io {
+  /**
+   * Mapped on an integrated GPU, staged on a discrete one (where small batches still let the
+   * kernels read and write the pinned staging in place, without copies). The default.
+   */
+  FDNN_HOST_IO_AUTO = 0,
+  FDNN_HOST_IO_STAGED = 1, /**< Always staged copies, also on an integrated GPU. */
+  FDNN_HOST_IO_MAPPED = 2  /**< Always mapped, also on a discrete GPU (for testing it there). */
+} fdnn_host_io;
+
+/**
  * @brief A network: its graph, its weights, and the backend it runs on.
  *
  * Create with fdnn_model_create_from_file(), fdnn_model_create_from_memory() or
@@ -246,6 +288,14 @@ typedef struct fdnn_model_options {
    * @since 0.4
    */
   uint64_t max_weight_bytes;
+  /**
+   * GPU only: how host-buffer runs move the input and output (see ::fdnn_host_io). An unknown
+   * value is ::FDNN_STATUS_INVALID_ARGUMENT naming "options.host_io", also on the CPU, which
+   * otherwise ignores it. Default ::FDNN_HOST_IO_AUTO; a caller whose struct ends before this
+   * field gets the default.
+   * @since 0.4
+   */
+  fdnn_host_io host_io;
 } fdnn_model_options;
 
 /** @brief A per-sample shape (the batch dimension is not included). */
@@ -684,6 +734,26 @@ FDNN_API fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, cons
                                       size_t input_count, float* output, size_t output_capacity);
 
 /**
+ * @brief How this context's host-buffer runs move the input and output.
+ *
+ * ::FDNN_HOST_IO_MAPPED when the kernels read and write host memory in place (the caller's
+ * buffers, registered for each run, or the context's mapped staging), ::FDNN_HOST_IO_STAGED when
+ * they are copied through the context's staging; never ::FDNN_HOST_IO_AUTO. It follows
+ * fdnn_model_options::host_io and the device (mapped by default on an integrated GPU, staged on
+ * a discrete one), and is staged where the model cannot run mapped: fdnn_model_explain() gives
+ * the reason. Fixed for the context's lifetime; a mapped context still stages the runs at
+ * batches whose input is read by bulk copies (see ::fdnn_host_io).
+ *
+ * @param[in] context The context. Must not be NULL.
+ * @param[out] host_io Receives the path. Must not be NULL.
+ * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT (a NULL argument);
+ *         ::FDNN_STATUS_UNSUPPORTED when the model runs on the CPU, which has no staging (its
+ *         kernels read the caller's buffers directly). Thread-safe.
+ * @since 0.4
+ */
+FDNN_API fdnn_status fdnn_context_host_io(const fdnn_context* context, fdnn_host_io* host_io);
+
+/**
  * @brief Run on device buffers on the caller's CUDA stream (zero-copy).
  *
  * The model must run on ::FDNN_DEVICE_CUDA. Nothing is copied or allocated and the host does not
@@ -723,8 +793,9 @@ FDNN_API fdnn_status fdnn_context_run_device(fdnn_context* context, int64_t batc
  * ::FDNN_DTYPE_FLOAT32 for both it is exactly fdnn_context_run(). The context's float32
  * conversion buffers, sized for max_batch, are allocated by its first run that needs them
  * (before that run's work; never afterwards), so a warmed-up context allocates nothing per run.
- * On a GPU model the conversions go straight into and out of the context's pinned staging and
- * nothing is allocated at all.
+ * On a GPU model the conversions go straight into and out of the context's pinned staging (on
+ * the mapped path, ::fdnn_host_io, kernels convert the caller's buffers in place) and nothing is
+ * allocated at all.
  *
  * Not thread-safe for one context: use one context per thread.
  * @param[in,out] context The context. Must not be NULL.

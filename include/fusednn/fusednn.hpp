@@ -95,6 +95,14 @@ class ModelOptions {
     options_.max_weight_bytes = bytes;
     return *this;
   }
+  /**
+   * @param[in] host_io How a GPU model's host-buffer runs move the input and output
+   *            (fdnn_model_options::host_io, see ::fdnn_host_io). @return *this.
+   */
+  ModelOptions& host_io(fdnn_host_io host_io) {
+    options_.host_io = host_io;
+    return *this;
+  }
   /** @return The C struct, for fdnn_model_create_*(). */
   const fdnn_model_options* get() const { return &options_; }
 
@@ -166,6 +174,16 @@ class Context {
            void* output, fdnn_dtype output_dtype, size_t output_capacity) {
     check(fdnn_context_run_typed(handle_.get(), batch, input, input_dtype, input_count, output,
                                  output_dtype, output_capacity));
+  }
+
+  /**
+   * @return How this context's host-buffer runs move the data: ::FDNN_HOST_IO_STAGED or
+   *         ::FDNN_HOST_IO_MAPPED (fdnn_context_host_io(); throws for a model on the CPU).
+   */
+  fdnn_host_io host_io() const {
+    fdnn_host_io value = FDNN_HOST_IO_STAGED;
+    check(fdnn_context_host_io(handle_.get(), &value));
+    return value;
   }
 
   /** @return The C handle, still owned by this object. */

@@ -322,6 +322,14 @@ fdnn_status fdnn_context_run(fdnn_context* context, int64_t batch, const float* 
   });
 }
 
+fdnn_status fdnn_context_host_io(const fdnn_context* context, fdnn_host_io* host_io) {
+  return guarded(__func__, [&] {
+    require_non_null(context, "context");
+    require_non_null(host_io, "host_io");
+    *host_io = context->context.host_io();
+  });
+}
+
 fdnn_status fdnn_context_run_device(fdnn_context* context, int64_t batch, const float* device_input,
                                     size_t input_count, float* device_output,
                                     size_t output_capacity, void* cuda_stream) {

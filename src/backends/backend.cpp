@@ -23,4 +23,11 @@ void ExecutionContext::run_device_typed(int64_t, const void*, fdnn_dtype, void*,
        "this model runs on the CPU: use fdnn_context_run_typed with host buffers");
 }
 
+fdnn_host_io ExecutionContext::host_io() const {
+  fail(FDNN_STATUS_UNSUPPORTED,
+       "this model runs on the CPU, whose kernels read and write the caller's host buffers "
+       "directly: it has no host I/O path to report (fdnn_model_options::host_io is for GPU "
+       "models)");
+}
+
 }  // namespace fusednn

@@ -33,6 +33,9 @@ class ExecutionContext {
   // FDNN_STATUS_UNSUPPORTED as run_device does.
   virtual void run_device_typed(int64_t batch, const void* input, fdnn_dtype input_dtype,
                                 void* output, fdnn_dtype output_dtype, void* stream);
+  // How run_host moves the input and output (FDNN_HOST_IO_STAGED or FDNN_HOST_IO_MAPPED).
+  // Backends whose memory is the host's throw FDNN_STATUS_UNSUPPORTED as run_device does.
+  virtual fdnn_host_io host_io() const;
 };
 
 class Backend {

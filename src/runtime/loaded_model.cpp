@@ -127,7 +127,7 @@ std::shared_ptr<const PreparedModel> LoadedModel::make_prepared(const WeightStor
   if (options_.device == FDNN_DEVICE_CUDA) {
     prepared->backend = make_cuda_backend(prepared->plan, options_.max_batch, options_.device_id,
                                           options_.cuda_graphs, options_.precision,
-                                          options_.cuda_selection_overrides);
+                                          options_.host_io, options_.cuda_selection_overrides);
   } else {
     prepared->backend = make_cpu_backend(prepared->plan, options_.max_batch, options_.cpu_threads);
   }

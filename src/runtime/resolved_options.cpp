@@ -30,6 +30,7 @@ fdnn_model_options default_model_options() {
   defaults.precision = FDNN_PRECISION_FP32;
   defaults.max_workspace_bytes = FDNN_DEFAULT_MAX_WORKSPACE_BYTES;
   defaults.max_weight_bytes = FDNN_DEFAULT_MAX_WEIGHT_BYTES;
+  defaults.host_io = FDNN_HOST_IO_AUTO;
   return defaults;
 }
 
@@ -56,6 +57,9 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
   }
   if (!holds(offsetof(fdnn_model_options, max_weight_bytes), sizeof given.max_weight_bytes)) {
     given.max_weight_bytes = defaults.max_weight_bytes;
+  }
+  if (!holds(offsetof(fdnn_model_options, host_io), sizeof given.host_io)) {
+    given.host_io = defaults.host_io;
   }
   if (given.max_batch < 1 || given.max_batch > FDNN_MAX_BATCH_LIMIT) {
     fail(FDNN_STATUS_INVALID_ARGUMENT, "options.max_batch is ", given.max_batch,
@@ -110,6 +114,16 @@ ResolvedOptions resolve_options(const fdnn_model_options* options) {
       fail(FDNN_STATUS_INVALID_ARGUMENT, "options.precision has unknown value ", precision,
            "; use FDNN_PRECISION_FP32, FDNN_PRECISION_TF32, FDNN_PRECISION_FP16 or "
            "FDNN_PRECISION_BF16");
+  }
+  // Checked on every device, so that a program tested on the CPU does not fail on a GPU.
+  const int32_t host_io = raw_enum_value(given.host_io);
+  switch (host_io) {
+    case FDNN_HOST_IO_AUTO:
+    case FDNN_HOST_IO_STAGED:
+    case FDNN_HOST_IO_MAPPED: resolved.host_io = static_cast<fdnn_host_io>(host_io); break;
+    default:
+      fail(FDNN_STATUS_INVALID_ARGUMENT, "options.host_io has unknown value ", host_io,
+           "; use FDNN_HOST_IO_AUTO, FDNN_HOST_IO_STAGED or FDNN_HOST_IO_MAPPED");
   }
   return resolved;
 }

@@ -21,6 +21,7 @@ struct ResolvedOptions {
   Precision precision = Precision::FP32;  // as asked for: an upper bound on the error
   uint64_t max_workspace_bytes = FDNN_DEFAULT_MAX_WORKSPACE_BYTES;  // 0: no limit
   uint64_t max_weight_bytes = FDNN_DEFAULT_MAX_WEIGHT_BYTES;        // 0: no limit
+  fdnn_host_io host_io = FDNN_HOST_IO_AUTO;  // GPU only; a checked fdnn_host_io value
   // The CUDA backend's debugging overrides, read once here (read_cuda_selection_overrides).
   std::string cuda_selection_overrides;
 };

@@ -40,6 +40,8 @@ class RunContext {
   // typed_output_, allocated for max_batch by the first run that needs each).
   void run_typed(const TypedRun& run);
   void run_device_typed(const TypedRun& run, void* stream);
+  // The backend context's host path (ExecutionContext::host_io).
+  fdnn_host_io host_io() const { return execution_->host_io(); }
 
  private:
   void check_typed(const TypedRun& run) const;

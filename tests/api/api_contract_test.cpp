@@ -118,6 +118,59 @@ TEST(ApiContract, OptionsWithoutPrecisionRunInFp32) {
   fdnn_model_destroy(model);
 }
 
+TEST(ApiContract, HostIoValuesArePinnedAndAppended) {
+  EXPECT_EQ(FDNN_HOST_IO_AUTO, 0);
+  EXPECT_EQ(FDNN_HOST_IO_STAGED, 1);
+  EXPECT_EQ(FDNN_HOST_IO_MAPPED, 2);
+  EXPECT_EQ(offsetof(fdnn_model_options, host_io),
+            offsetof(fdnn_model_options, max_weight_bytes) + sizeof(uint64_t));
+  fdnn_model_options options;
+  std::memset(&options, 0xab, sizeof options);
+  fdnn_model_options_init(&options, sizeof options);
+  EXPECT_EQ(options.host_io, FDNN_HOST_IO_AUTO);
+}
+
+// The CPU backend reads the caller's buffers directly: every valid host_io gives the same exact
+// results there, and a context has no host I/O path to report.
+TEST(ApiContract, CpuModelsIgnoreHostIoAndReportNoPath) {
+  const std::string spec = tiny_linear_spec();
+  for (fdnn_host_io host_io : {FDNN_HOST_IO_AUTO, FDNN_HOST_IO_STAGED, FDNN_HOST_IO_MAPPED}) {
+    SCOPED_TRACE(static_cast<int>(host_io));
+    fdnn_model_options options;
+    fdnn_model_options_init(&options, sizeof options);
+    options.host_io = host_io;
+    fdnn_model* model = nullptr;
+    ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model),
+              FDNN_STATUS_OK)
+        << fdnn_last_error_message();
+    set_tiny_weights(model);
+    const float input[] = {2, 1, 0};
+    float output[2] = {NAN, NAN};
+    ASSERT_EQ(fdnn_model_run(model, 1, input, 3, output, 2), FDNN_STATUS_OK);
+    EXPECT_EQ(output[0], 4.5f);
+    EXPECT_EQ(output[1], 12.0f);
+    fdnn_context* context = nullptr;
+    ASSERT_EQ(fdnn_context_create(model, &context), FDNN_STATUS_OK) << fdnn_last_error_message();
+    fdnn_host_io reported = FDNN_HOST_IO_MAPPED;
+    EXPECT_EQ(fdnn_context_host_io(context, &reported), FDNN_STATUS_UNSUPPORTED);
+    EXPECT_NE(std::string(fdnn_last_error_message()).find("CPU"), std::string::npos)
+        << fdnn_last_error_message();
+    EXPECT_EQ(reported, FDNN_HOST_IO_MAPPED);  // untouched on failure
+    fdnn_context_destroy(context);
+    fdnn_model_destroy(model);
+  }
+  // A struct that ends before host_io (version 0.4's first layout) gets AUTO: the garbage past
+  // its end is not read.
+  fdnn_model_options options;
+  std::memset(&options, 0xab, sizeof options);
+  ASSERT_EQ(fdnn_model_options_init(&options, offsetof(fdnn_model_options, host_io)),
+            FDNN_STATUS_OK);
+  fdnn_model* model = nullptr;
+  ASSERT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model), FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  fdnn_model_destroy(model);
+}
+
 TEST(ApiContract, CpuModelsReportFp32WhateverPrecisionWasAsked) {
   // The CPU computes in fp32, which meets every precision's bound; the query says so.
   const fdnn_precision asked[] = {FDNN_PRECISION_FP32, FDNN_PRECISION_TF32, FDNN_PRECISION_FP16,

@@ -440,6 +440,24 @@ std::vector<BadInputCase> cases() {
         },
         FDNN_STATUS_INVALID_ARGUMENT, {"options.precision", std::to_string(unknown)});
   }
+  // Checked on the CPU too, which otherwise ignores the option.
+  const std::pair<const char*, int32_t> unknown_host_ios[] = {{"HostIoOptionPastMapped", 3},
+                                                              {"HostIoOptionNegative", -1}};
+  for (const auto& [name, unknown] : unknown_host_ios) {
+    add(name,
+        [unknown = unknown](const TempDir&) {
+          fdnn_model_options options;
+          fdnn_model_options_init(&options, sizeof options);
+          std::memcpy(&options.host_io, &unknown, sizeof options.host_io);  // what C can pass
+          fdnn_model* m = nullptr;
+          const std::string spec = tiny_linear_spec();
+          const fdnn_status status =
+              fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &m);
+          fdnn_model_destroy(m);  // NULL unless the call wrongly succeeded
+          return status;
+        },
+        FDNN_STATUS_INVALID_ARGUMENT, {"options.host_io", std::to_string(unknown)});
+  }
   return all;
 }
 
@@ -621,6 +639,14 @@ TEST(BadInput, NullHandleOrPointerForEveryEntryPoint) {
          return fdnn_context_run_device(c, 1, kInput, 3, nullptr, 2, nullptr);
        },
        "output"},
+      {"context_host_io/context",
+       [&](fdnn_model*, fdnn_context*) {
+         fdnn_host_io host_io = FDNN_HOST_IO_AUTO;
+         return fdnn_context_host_io(nullptr, &host_io);
+       },
+       "context"},
+      {"context_host_io/host_io",
+       [&](fdnn_model*, fdnn_context* c) { return fdnn_context_host_io(c, nullptr); }, "host_io"},
       {"model_run_typed/model",
        [&](fdnn_model*, fdnn_context*) {
          return fdnn_model_run_typed(nullptr, 1, kInput, FDNN_DTYPE_FLOAT32, 3, out,

@@ -34,6 +34,20 @@ TEST(CppWrapper, UnknownPrecisionThrowsNamingTheOption) {
   }
 }
 
+TEST(CppWrapper, HostIoOptionAndCpuContextQuery) {
+  fusednn::Model model = fusednn::Model::from_spec(
+      tiny_linear_spec(), fusednn::ModelOptions().host_io(FDNN_HOST_IO_MAPPED));
+  EXPECT_EQ(model.device(), FDNN_DEVICE_CPU);
+  set_tiny_weights(model.get());
+  fusednn::Context context = model.create_context();
+  try {
+    context.host_io();
+    FAIL() << "a CPU context reported a host I/O path";
+  } catch (const fusednn::Error& error) {
+    EXPECT_EQ(error.status(), FDNN_STATUS_UNSUPPORTED);
+  }
+}
+
 TEST(CppWrapper, FromMemoryTakesABundleAndThrowsOnBadBytes) {
   const std::string spec = tiny_linear_spec();
   fusednn::Model model =

@@ -451,6 +451,47 @@ def test_resource_limits_are_options(tmp_path: Path) -> None:
             fusednn.Model.from_spec(spec, max_weight_bytes=bad)
 
 
+def test_host_io_is_checked_and_ignored_on_the_cpu(rng: np.random.Generator) -> None:
+    x = rng.standard_normal((3, 100)).astype(np.float32)
+    with fusednn.Model.from_file(SEED_MLP / "model.safetensors") as reference:
+        expected = reference.run(x)
+    for host_io in ("auto", "staged", "mapped"):
+        with fusednn.Model.from_file(SEED_MLP / "model.safetensors", host_io=host_io) as model:
+            assert np.array_equal(model.run(x), expected)
+            with model.create_context() as context:
+                with pytest.raises(fusednn.UnsupportedError) as info:
+                    context.host_io
+                check_error(info, fusednn.UnsupportedError, fusednn.Status.UNSUPPORTED, "CPU")
+    for bad in ("zero-copy", 2, None):
+        with pytest.raises(ValueError, match="host_io"):
+            fusednn.Model.from_file(SEED_MLP / "model.safetensors", host_io=bad)
+    # What C can pass: the library names the field.
+    options = _native.ModelOptions()
+    _native.call("fdnn_model_options_init")(ctypes.byref(options), ctypes.sizeof(options))
+    options.host_io = 7
+    spec = (SEED_MLP / "model.safetensors").read_bytes()
+    with pytest.raises(fusednn.InvalidArgumentError) as info:
+        _native.call("fdnn_model_create_from_memory")(spec, len(spec), ctypes.byref(options),
+                                                      ctypes.byref(_native.ModelHandle()))
+    check_error(info, fusednn.InvalidArgumentError, fusednn.Status.INVALID_ARGUMENT,
+                "options.host_io", "7")
+
+
+def test_mapped_host_io_matches_staged_on_a_gpu(rng: np.random.Generator) -> None:
+    if fusednn.cuda_device_count() == 0:
+        pytest.skip("needs a GPU and a CUDA build of libfusednn")
+    path = SEED_MLP / "model.safetensors"
+    with fusednn.Model.from_file(path, device="cuda", host_io="staged") as staged, \
+            fusednn.Model.from_file(path, device="cuda", host_io="mapped") as mapped:
+        with staged.create_context() as context:
+            assert context.host_io == "staged"
+        with mapped.create_context() as context:
+            assert context.host_io == "mapped"
+            for batch in (1, 33, 1000):
+                x = rng.standard_normal((batch, 100)).astype(np.float32)
+                assert np.array_equal(context.run(x), staged.run(x))
+
+
 # ------------------------------------------------------------------------------------------------
 # Results
 # ------------------------------------------------------------------------------------------------

@@ -38,6 +38,21 @@ namespace FusedNN
         /// <summary>The largest batch a run accepts.</summary>
         public long MaxBatch => layout.MaxBatch;
 
+        /// <summary>
+        /// How this context's host-buffer runs move the data on a GPU: <see cref="FusedNN.HostIo.Staged"/>
+        /// or <see cref="FusedNN.HostIo.Mapped"/> (C <c>fdnn_context_host_io</c>).
+        /// </summary>
+        /// <exception cref="FusedNNException">Status <see cref="Status.Unsupported"/> when the model
+        /// runs on the CPU, which reads the caller's buffers directly.</exception>
+        public HostIo HostIo
+        {
+            get
+            {
+                NativeMethods.VerifySuccess(NativeMethods.fdnn_context_host_io(handle, out HostIo hostIo));
+                return hostIo;
+            }
+        }
+
         /// <summary>Runs <paramref name="batch"/> samples with this context; see <see cref="Model.Run(int, float[])"/>.</summary>
         /// <param name="batch">Number of samples, 1 to <see cref="MaxBatch"/>.</param>
         /// <param name="input">Exactly batch x <see cref="InputShape"/> floats in C order.</param>

@@ -105,6 +105,17 @@ namespace FusedNN
             set => native.MaxWeightBytes = value;
         }
 
+        /// <summary>
+        /// GPU only: how host-buffer runs move the input and output (see <see cref="FusedNN.HostIo"/>);
+        /// <see cref="Context.HostIo"/> says which path a context takes. The default is
+        /// <see cref="HostIo.Auto"/>; an undefined value is refused when the model is created.
+        /// </summary>
+        public HostIo HostIo
+        {
+            get => native.HostIo;
+            set => native.HostIo = value;
+        }
+
         /// <summary>A copy of the C struct for a native call.</summary>
         internal NativeModelOptions ToNative() => native;
     }

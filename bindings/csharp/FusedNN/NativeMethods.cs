@@ -24,6 +24,7 @@ namespace FusedNN
         public Precision Precision;
         public ulong MaxWorkspaceBytes;
         public ulong MaxWeightBytes;
+        public HostIo HostIo;
     }
 
     /// <summary>C <c>fdnn_shape</c>: a rank and up to FDNN_MAX_RANK extents.</summary>
@@ -170,6 +171,9 @@ namespace FusedNN
         [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
         internal static extern unsafe Status fdnn_context_run(
             ContextHandle context, long batch, float* input, UIntPtr inputCount, float* output, UIntPtr outputCapacity);
+
+        [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern Status fdnn_context_host_io(ContextHandle context, out HostIo hostIo);
 
         [DllImport(LibraryName, CallingConvention = CallingConvention.Cdecl)]
         internal static extern Status fdnn_context_run_device(

@@ -73,6 +73,23 @@ namespace FusedNN
     }
 
     /// <summary>
+    /// How a GPU model's host-buffer runs move the input and output (C <c>fdnn_host_io</c>).
+    /// </summary>
+    /// <remarks>
+    /// Every path gives the same bits. The CPU backend reads the caller's buffers directly and
+    /// ignores the option.
+    /// </remarks>
+    public enum HostIo
+    {
+        /// <summary>Mapped on an integrated GPU (Jetson), staged on a discrete one. The default.</summary>
+        Auto = 0,
+        /// <summary>Copies through the context's pinned staging.</summary>
+        Staged = 1,
+        /// <summary>No copies: the kernels read and write the caller's host buffers in place, also on a discrete GPU.</summary>
+        Mapped = 2,
+    }
+
+    /// <summary>
     /// A fusednn call failed. <see cref="Status"/> says why; <see cref="ErrorMessage"/> is the
     /// library's message for the calling thread, naming the file, tensor, layer or argument at
     /// fault.

@@ -76,6 +76,29 @@ namespace FusedNN.Tests
                 }
             });
 
+            Add("errors: HostIo is checked, ignored on the CPU, whose contexts report no path", () =>
+            {
+                var error = Fails(Status.InvalidArgument, () => Model.FromSpec(LinearModel.Spec(4, 3),
+                    new ModelOptions { HostIo = (HostIo)3 }), "FromSpec");
+                Contains(error.ErrorMessage, "options.host_io", "message");
+                Equal(HostIo.Auto, new ModelOptions().HostIo, "default HostIo");
+                foreach (HostIo hostIo in new[] { HostIo.Auto, HostIo.Staged, HostIo.Mapped })
+                {
+                    using (var model = Model.FromSpec(LinearModel.Spec(4, 3), new ModelOptions { HostIo = hostIo }))
+                    {
+                        model.SetWeight("fc.weight", new long[] { 3, 4 }, new float[12]);
+                        model.SetWeight("fc.bias", new long[] { 3 }, new float[] { 1, 2, 3 });
+                        float[] output = model.Run(1, new float[4]);
+                        Equal(2.0f, output[1], "output");
+                        using (var context = model.CreateContext())
+                        {
+                            var unsupported = Fails(Status.Unsupported, () => GC.KeepAlive(context.HostIo), "Context.HostIo");
+                            Contains(unsupported.ErrorMessage, "CPU", "message");
+                        }
+                    }
+                }
+            });
+
             Add("errors: null arguments throw ArgumentNullException", () =>
             {
                 Throws<ArgumentNullException>(() => Model.FromFile(null), "FromFile(null)");

@@ -34,6 +34,7 @@ namespace FusedNN.Tests
             { "fdnn_dtype", typeof(NativeDType) },
             { "fdnn_precision", typeof(Precision) },
             { "fdnn_explain_format", typeof(ExplainFormat) },
+            { "fdnn_host_io", typeof(HostIo) },
             { "fdnn_model_options", typeof(NativeModelOptions) },
             { "fdnn_shape", typeof(NativeShape) },
             { "fdnn_memory_info", typeof(NativeMemoryInfo) },

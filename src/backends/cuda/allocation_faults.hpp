@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Allocation failure injection, compiled only into test builds (-DFUSEDNN_FAULT_INJECTION=ON):
-// a test makes the nth acquisition of device memory, pinned memory or an instantiated graph
-// fail as an out-of-memory would (device_memory.cpp), and counts what is still held, so it can
-// prove that every failure path reports OUT_OF_MEMORY and releases what it had acquired. A
-// library built without the option has none of this.
+// a test makes the nth acquisition of device memory, pinned memory, a host registration or an
+// instantiated graph fail as an out-of-memory would (device_memory.cpp), and counts what is
+// still held, so it can prove that every failure path reports OUT_OF_MEMORY (or, for a host
+// registration, falls back to staging) and releases what it had acquired. A library built
+// without the option has none of this.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +25,8 @@ int64_t attempts();
 // Failures injected since the last fail_nth (0 or 1).
 int64_t injected();
 
-// Device allocations, pinned allocations and instantiated graphs acquired and not yet released
-// by the whole process so far.
+// Device allocations, pinned allocations, host registrations and instantiated graphs acquired
+// and not yet released by the whole process so far.
 int64_t live();
 
 }  // namespace fusednn::cuda::allocation_faults

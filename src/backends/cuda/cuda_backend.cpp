@@ -396,12 +396,13 @@ int launches_for(const Op& op, const Step& step) {
 }  // namespace
 
 CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, int device_ordinal,
-                         bool cuda_graphs, Precision precision,
+                         bool cuda_graphs, Precision precision, fdnn_host_io host_io,
                          const SelectionOverrides& selection_overrides)
     : plan_(std::move(plan)),
       max_batch_(max_batch),
       cuda_graphs_(cuda_graphs),
-      precision_(precision) {
+      precision_(precision),
+      requested_host_io_(host_io) {
   const std::string reason = cuda_unavailable_reason(device_ordinal);
   if (!reason.empty()) fail(FDNN_STATUS_UNSUPPORTED, "cannot create the CUDA backend: ", reason);
   DeviceScope scope(device_ordinal);
@@ -421,6 +422,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, in
   FDNN_CUDA_CHECK(
       cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device_ordinal));
   device_.shared_per_sm = static_cast<size_t>(value);
+  FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrIntegrated, device_ordinal));
+  device_.integrated = value != 0;
+  FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrHostRegisterSupported, device_ordinal));
+  device_.host_register = value != 0;
+  FDNN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&value, cudaDevAttrHostRegisterReadOnlySupported, device_ordinal));
+  device_.host_register_read_only = value != 0;
   device_.overrides = selection_overrides;
   const SelectionOverrides& overrides = device_.overrides;
   FDNN_LOAD_STAMP("backend: device attributes");
@@ -1045,6 +1053,23 @@ bool CudaBackend::reads_16_bit_input(int64_t batch, ElementType input, const voi
   return any;
 }
 
+bool CudaBackend::host_mapped_io_at(int64_t batch) const {
+  if (!host_mapped_io_) return false;
+  if (single_launch_.takes(batch)) return true;
+  // The Warpgroup form takes x on 16 bytes only: asked for such an x, as the staging is.
+  const auto* aligned = reinterpret_cast<const void*>(uintptr_t{256});
+  for (const Op& op : ops_) {
+    if (!op.reads_model_input || op.kind != OpKind::FusedMlp) continue;
+    const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
+    if (mlp_route(op, rows) == MlpRoute::TensorCore &&
+        tensor_core_mlp_launch_form(op.tensor_core, aligned, rows) ==
+            TensorCoreLaunchForm::Warpgroup) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool CudaBackend::writes_16_bit_output(int64_t batch, ElementType output, const void* data) const {
   if (single_launch_.takes(batch) || output == ElementType::Float32) return false;
   for (const Op& op : ops_) {
@@ -1198,6 +1223,41 @@ void CudaBackend::assign_workspace() {
   workspace_floats_ = end;
 }
 
+HostIoChoice CudaBackend::host_io_choice() const {
+  constexpr const char* kCannotMap =
+      "a step reads the model input or writes its output with cuBLASLt or the small-batch "
+      "Linear's bulk copies, which are not relied on to reach host memory";
+  HostIoChoice choice;
+  switch (requested_host_io_) {
+    case FDNN_HOST_IO_STAGED:
+      choice.reason = "options.host_io is FDNN_HOST_IO_STAGED";
+      return choice;
+    case FDNN_HOST_IO_MAPPED:
+      if (!host_mapped_io_) {
+        choice.reason = std::string("options.host_io is FDNN_HOST_IO_MAPPED, but ") + kCannotMap;
+        return choice;
+      }
+      choice.path = FDNN_HOST_IO_MAPPED;
+      choice.reason = "options.host_io is FDNN_HOST_IO_MAPPED";
+      return choice;
+    default: break;
+  }
+  if (!device_.integrated) {
+    choice.reason =
+        "a discrete GPU (copies through pinned staging; batches whose input and output are "
+        "small enough read and write the staging in place)";
+    if (!host_mapped_io_) choice.reason = "a discrete GPU (copies through pinned staging)";
+    return choice;
+  }
+  if (!host_mapped_io_) {
+    choice.reason = std::string("an integrated GPU, but ") + kCannotMap;
+    return choice;
+  }
+  choice.path = FDNN_HOST_IO_MAPPED;
+  choice.reason = "an integrated GPU, whose memory is the host's";
+  return choice;
+}
+
 size_t CudaBackend::context_bytes() const {
   // Device workspace and the host path's device buffers, plus as much pinned host staging, and
   // cuBLASLt's workspace.
@@ -1276,6 +1336,13 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
       "; forms for buffers on 256 bytes (the context's own, and cudaMalloc's)";
   if (!cublaslt_unavailable_reason_.empty()) {
     result.summary += "; cuBLASLt unavailable: " + cublaslt_unavailable_reason_;
+  }
+  const HostIoChoice io = host_io_choice();
+  result.summary += std::string("; host I/O ") +
+                    (io.path == FDNN_HOST_IO_MAPPED ? "mapped" : "staged") + ": " + io.reason;
+  if (io.path == FDNN_HOST_IO_MAPPED && !host_mapped_io_at(batch)) {
+    result.summary += " (staged at batch " + std::to_string(batch) +
+                      ": the Warpgroup MLP form reads the input by bulk copies)";
   }
   if (single_launch_.takes(batch)) {
     KernelChoice choice;
@@ -1756,9 +1823,10 @@ std::string cuda_unavailable_reason(int device_id) noexcept {
 
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan> plan, int64_t max_batch,
                                            int device_id, bool cuda_graphs, Precision precision,
+                                           fdnn_host_io host_io,
                                            const std::string& selection_overrides) {
   return std::make_unique<cuda::CudaBackend>(
-      std::move(plan), max_batch, device_id, cuda_graphs, precision,
+      std::move(plan), max_batch, device_id, cuda_graphs, precision, host_io,
       cuda::parse_selection_overrides(selection_overrides.c_str()));
 }
 

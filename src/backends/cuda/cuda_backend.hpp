@@ -28,10 +28,12 @@ std::string cuda_unavailable_reason(int device_id) noexcept;
 // precision: the precision the caller allows (the backend's effective_precision() says what runs).
 // selection_overrides: the debugging overrides of kernel selection as
 // read_cuda_selection_overrides() returned them when the model was created.
+// host_io: how host-buffer runs move the input and output (fdnn_model_options::host_io).
 // Throws FDNN_STATUS_UNSUPPORTED without a usable device, FDNN_STATUS_OUT_OF_MEMORY /
 // FDNN_STATUS_DEVICE_ERROR on CUDA failures (nothing is leaked).
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan> plan, int64_t max_batch,
                                            int device_id, bool cuda_graphs, Precision precision,
+                                           fdnn_host_io host_io,
                                            const std::string& selection_overrides);
 
 // FUSEDNN_CUDA_OVERRIDES's value ("" when unset), read when a model for the GPU is created and

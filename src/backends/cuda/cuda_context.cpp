@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cuda/convert_dtype.hpp"
+#include "backends/cuda/host_registration.hpp"
 #include "common/caller_dtype.hpp"
 #include "common/error.hpp"
 #include "common/load_timeline.hpp"
@@ -82,12 +83,16 @@ CudaContext::CudaContext(const CudaBackend& backend)
     mapped_output_ = mapped_input_ + (resources_->host_output - resources_->host_input);
   }
   FDNN_LOAD_STAMP("context: mapped views");
+  // The mapped path stages, in the mapped staging, the buffers it cannot register.
+  if (backend_.host_io_choice().path == FDNN_HOST_IO_MAPPED && mapped_input_ != nullptr) {
+    host_io_ = FDNN_HOST_IO_MAPPED;
+  }
 }
 
-bool CudaContext::host_zero_copy(size_t input_bytes, size_t output_bytes) const {
+bool CudaContext::host_zero_copy(int64_t batch, size_t input_bytes, size_t output_bytes) const {
   const Forced forced = backend_.device_info().overrides.host_zero_copy;
   if (mapped_input_ == nullptr || mapped_output_ == nullptr || forced == Forced::Off ||
-      !backend_.host_mapped_io()) {
+      backend_.requested_host_io() != FDNN_HOST_IO_AUTO || !backend_.host_mapped_io_at(batch)) {
     return false;
   }
   return forced == Forced::On || (input_bytes <= kZeroCopyBytes && output_bytes <= kZeroCopyBytes);
@@ -242,6 +247,10 @@ bool CudaContext::run_host_typed(int64_t batch, const void* input, fdnn_dtype in
 // conversions happen on the host, into and out of the pinned staging (a plain copy for float32).
 void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype,
                                      void* output, fdnn_dtype output_dtype) {
+  if (host_io_ == FDNN_HOST_IO_MAPPED && backend_.host_mapped_io_at(batch)) {
+    run_host_mapped(batch, input, input_dtype, output, output_dtype);
+    return;
+  }
   DeviceScope scope(device_);
   Resources& r = *resources_;
   const cudaStream_t own = r.stream.get();
@@ -253,7 +262,7 @@ void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtyp
   const size_t output_bytes = sizeof(float) * output_count;
   widen_to_float(input, input_dtype, r.host_input, input_count);
 
-  const bool zero_copy = host_zero_copy(input_bytes, output_bytes);
+  const bool zero_copy = host_zero_copy(batch, input_bytes, output_bytes);
   auto body = [&](cudaStream_t stream) {
     if (zero_copy) {
       backend_.enqueue(batch, mapped_input_, mapped_output_, r.workspace, r.cublaslt_workspace,
@@ -286,6 +295,61 @@ void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtyp
   FDNN_CUDA_CHECK(cudaStreamSynchronize(own));
   FDNN_LOAD_STAMP("run: host path synchronised");
   narrow_from_float(r.host_output, output, output_dtype, output_count);
+}
+
+void CudaContext::run_host_mapped(int64_t batch, const void* input, fdnn_dtype input_dtype,
+                                  void* output, fdnn_dtype output_dtype) {
+  DeviceScope scope(device_);
+  Resources& r = *resources_;
+  const Plan& plan = backend_.plan();
+  const auto input_count = static_cast<size_t>(batch * plan.values[0].elements);
+  const auto output_count = static_cast<size_t>(batch * plan.values[plan.output_value].elements);
+  const size_t input_bytes = dtype_bytes(input_dtype) * input_count;
+  const size_t output_bytes = dtype_bytes(output_dtype) * output_count;
+  const auto in_begin = reinterpret_cast<uintptr_t>(input);
+  const auto out_begin = reinterpret_cast<uintptr_t>(output);
+  // The kernels read and write whole elements: a buffer misaligned for its dtype is staged. So
+  // is an output that overlaps the input, which the kernels would overwrite while reading it,
+  // and a 16-bit input that cuBLASLt could read itself (it is not relied on to reach host
+  // memory); staged, it is widened to float32 and narrowed again by a kernel of the plan's.
+  const bool overlapping =
+      in_begin < out_begin + output_bytes && out_begin < in_begin + input_bytes;
+  const bool input_mappable =
+      in_begin % dtype_bytes(input_dtype) == 0 &&
+      (input_dtype == FDNN_DTYPE_FLOAT32 || !backend_.cublaslt_reads_16_bit_input());
+  const bool output_mappable = out_begin % dtype_bytes(output_dtype) == 0 && !overlapping;
+  const DeviceInfo& device = backend_.device_info();
+  // Declared before the run's guard: released only once the stream is idle.
+  MappedHostRange input_range(input_mappable ? input : nullptr, input_bytes, false, device);
+  MappedHostRange output_range(output_mappable ? output : nullptr, output_bytes, true, device);
+
+  const void* plan_input = input_range.device(input);
+  fdnn_dtype plan_input_dtype = input_dtype;
+  if (plan_input == nullptr) {
+    widen_to_float(input, input_dtype, r.host_input, input_count);
+    plan_input = mapped_input_;
+    plan_input_dtype = FDNN_DTYPE_FLOAT32;
+  }
+  void* plan_output = output_range.device(output);
+  fdnn_dtype plan_output_dtype = output_dtype;
+  if (plan_output == nullptr) {
+    plan_output = mapped_output_;
+    plan_output_dtype = FDNN_DTYPE_FLOAT32;
+  }
+  try {
+    // The NULL stream: the context's own, synchronised before this returns.
+    run_device_in_dtypes(batch, plan_input, plan_input_dtype, plan_output, plan_output_dtype,
+                         nullptr);
+  } catch (...) {
+    // The kernels may still use the caller's pages: wait before the registrations are released.
+    cudaStreamSynchronize(r.stream.get());
+    cudaGetLastError();
+    throw;
+  }
+  FDNN_LOAD_STAMP("run: mapped host path synchronised");
+  if (plan_output == mapped_output_) {
+    narrow_from_float(r.host_output, output, output_dtype, output_count);
+  }
 }
 
 void CudaContext::run_device(int64_t batch, const float* input, float* output, void* handle) {

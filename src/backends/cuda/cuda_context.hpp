@@ -2,13 +2,22 @@
 // One execution context of the CUDA backend: its own non-blocking stream, a workspace for
 // max_batch, device and pinned host staging for the host path, and the CUDA graphs it captured.
 //
-// Host path (run_host): input -> pinned staging -> async copy in, the kernels, async copy out,
-// one stream synchronisation, pinned staging -> output. Where the batch's input and output are
-// small (kZeroCopyBytes each) and the backend allows it (CudaBackend::host_mapped_io()), the
-// kernels read and write the pinned staging themselves through its device mapping, with no
-// copies: each copy in a graph costs microseconds of latency, while a few KB read over the bus
-// cost about one round trip. The override host_zero_copy=0 turns this off, =1 takes it at every
-// size the backend allows.
+// Host path (run_host), staged (fdnn_host_io; CudaBackend::host_io_choice() picks the path):
+// input -> pinned staging -> async copy in, the kernels, async copy out, one stream
+// synchronisation, pinned staging -> output. With options.host_io AUTO, where the batch's input
+// and output are small (kZeroCopyBytes each) and the backend allows it at the batch
+// (CudaBackend::host_mapped_io_at()), the kernels read and write the pinned staging themselves
+// through its device mapping, with no copies: each copy in a graph costs microseconds of
+// latency, while a few KB read over the bus cost about one round trip. The override
+// host_zero_copy=0 turns this off, =1 takes it at every size the backend allows.
+// Host path, mapped (integrated GPUs by default; forced by options.host_io): no DMA copy. The
+// caller's buffers are registered for the run (host_registration.hpp) and the plan runs on
+// their device addresses as the device path runs (run_device_in_dtypes, on the context's own
+// stream, graphs re-pointed), then the stream is synchronised and the registrations released.
+// A buffer that cannot be registered (unsupported, misaligned for its dtype, overlapping the
+// other buffer or a registration it cannot share, a 16-bit input cuBLASLt would read) is
+// replaced by the context's mapped pinned staging, with a host memcpy (or dtype conversion) in
+// or out. Batches the backend cannot run on host memory (host_mapped_io_at) are staged.
 // Device path (run_device): the kernels read and write the caller's device buffers on the
 // caller's stream; nothing is copied, allocated or waited for (a NULL stream means the context's
 // own stream, and then the call waits).
@@ -64,6 +73,7 @@ class CudaContext final : public ExecutionContext {
                       fdnn_dtype output_dtype) override;
   void run_device_typed(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
                         fdnn_dtype output_dtype, void* stream) override;
+  fdnn_host_io host_io() const override { return host_io_; }
 
  private:
   // The memory and handles, created with the model's device current.
@@ -127,12 +137,15 @@ class CudaContext final : public ExecutionContext {
   // The host path, converting from and to the caller's dtypes while staging.
   void run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
                           fdnn_dtype output_dtype);
+  // The mapped host path (see the file comment).
+  void run_host_mapped(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
+                       fdnn_dtype output_dtype);
   // The device path; FLOAT32 both ways runs the plan on the caller's buffers.
   void run_device_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
                             fdnn_dtype output_dtype, void* handle);
   void order_after_previous(cudaStream_t stream);
   // Whether a host-path run of these sizes skips the copies (see the file comment).
-  bool host_zero_copy(size_t input_bytes, size_t output_bytes) const;
+  bool host_zero_copy(int64_t batch, size_t input_bytes, size_t output_bytes) const;
 
   const CudaBackend& backend_;
   int device_;
@@ -142,6 +155,8 @@ class CudaContext final : public ExecutionContext {
   // The pinned staging as the device sees it; null where the device cannot map host memory.
   float* mapped_input_ = nullptr;
   float* mapped_output_ = nullptr;
+  // CudaBackend::host_io_choice()'s path, staged where the staging has no device view.
+  fdnn_host_io host_io_ = FDNN_HOST_IO_STAGED;
   std::vector<CachedGraph> host_graphs_;
   std::vector<CachedGraph> device_graphs_;
 };

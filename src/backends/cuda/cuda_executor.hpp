@@ -98,13 +98,20 @@ struct Op {
   bool writes_16_bit_output = false;
 };
 
+// How host-path runs move the input and output (fdnn_host_io), and why.
+struct HostIoChoice {
+  fdnn_host_io path = FDNN_HOST_IO_STAGED;  // STAGED or MAPPED
+  std::string reason;
+};
+
 // Which kernel a FusedMlp op runs for a number of rows (CudaBackend::mlp_route).
 enum class MlpRoute { TensorCore, Split, Fused };
 
 class CudaBackend final : public Backend {
  public:
   CudaBackend(std::shared_ptr<const Plan> plan, int64_t max_batch, int device_ordinal,
-              bool cuda_graphs, Precision precision, const SelectionOverrides& selection_overrides);
+              bool cuda_graphs, Precision precision, fdnn_host_io host_io,
+              const SelectionOverrides& selection_overrides);
   ~CudaBackend() override;
 
   fdnn_device device() const override { return FDNN_DEVICE_CUDA; }
@@ -182,6 +189,15 @@ class CudaBackend final : public Backend {
   // host path's zero-copy runs, cuda_context.hpp): not when cuBLASLt (or the small-batch
   // Linear's bulk copies) reads or writes them, which are not relied on to reach host memory.
   bool host_mapped_io() const { return host_mapped_io_; }
+  // Whether a run of `batch` samples may read and write them there: host_mapped_io(), and no
+  // step reading the model input takes the Warpgroup MLP form at that batch, whose bulk copies
+  // of the input are not relied on to reach host memory either. Such runs are staged.
+  bool host_mapped_io_at(int64_t batch) const;
+  // The host path the model's contexts take (fdnn_model_options::host_io, the device, and
+  // host_mapped_io()), and why: mapped by default on an integrated GPU, staged on a discrete one.
+  HostIoChoice host_io_choice() const;
+  // fdnn_model_options::host_io as given (AUTO, STAGED or MAPPED).
+  fdnn_host_io requested_host_io() const { return requested_host_io_; }
   // Whether a run of `batch` samples reads or writes memory of the context's (workspace values,
   // cuBLASLt's workspace or staging, a split chain's middle) rather than only the caller's
   // buffers and the weights. Runs that touch none need no order against the context's others.
@@ -224,6 +240,7 @@ class CudaBackend final : public Backend {
   int64_t max_batch_;
   bool cuda_graphs_;
   Precision precision_;
+  fdnn_host_io requested_host_io_;
   Precision effective_precision_ = Precision::FP32;
   DeviceInfo device_;
   std::unique_ptr<CublasLtHandle> cublaslt_;  // created at load when a step runs on cuBLASLt

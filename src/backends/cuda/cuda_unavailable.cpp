@@ -17,7 +17,7 @@ int cuda_device_count() noexcept { return 0; }
 std::string cuda_unavailable_reason(int) noexcept { return kNotBuilt; }
 
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const Plan>, int64_t, int, bool,
-                                           Precision, const std::string&) {
+                                           Precision, fdnn_host_io, const std::string&) {
   fail(FDNN_STATUS_UNSUPPORTED, kNotBuilt);
 }
 

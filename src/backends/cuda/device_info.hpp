@@ -16,6 +16,9 @@ struct DeviceInfo {
   int sm_count = 1;
   size_t shared_per_block_optin = 48 * 1024;  // the most one block may ask for
   size_t shared_per_sm = 48 * 1024;
+  bool integrated = false;               // shares the host's DRAM (Jetson)
+  bool host_register = false;            // cudaHostRegister is supported
+  bool host_register_read_only = false;  // ... with cudaHostRegisterReadOnly
   SelectionOverrides overrides;
 };
 

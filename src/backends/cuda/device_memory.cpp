@@ -81,6 +81,22 @@ void free_pinned(void* memory) noexcept {
   count_released();
 }
 
+bool register_host(void* host, size_t bytes, unsigned flags) noexcept {
+  if (host == nullptr || bytes == 0 || inject_failure()) return false;
+  if (cudaHostRegister(host, bytes, flags) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: leave nothing for the next check
+    return false;
+  }
+  count_acquired();
+  return true;
+}
+
+void unregister_host(void* host) noexcept {
+  if (host == nullptr) return;
+  if (cudaHostUnregister(host) != cudaSuccess) cudaGetLastError();
+  count_released();
+}
+
 cudaGraphExec_t instantiate_graph(cudaGraph_t graph) {
   if (inject_failure())
     fail_injected("cudaGraphInstantiate (failure injected by a test)", __LINE__);

@@ -3,8 +3,8 @@
 // and graphs. Each acquires in its constructor (throwing through FDNN_CUDA_CHECK) and releases in
 // its destructor, so an exception anywhere during a load or context creation leaks nothing.
 // Destructors ignore errors: a release that fails (a dead context) has nothing left to free.
-// Device and pinned memory and graph instantiations go through the functions below
-// (device_memory.cpp), the one place where a test build can make an acquisition fail
+// Device and pinned memory, host registrations and graph instantiations go through the functions
+// below (device_memory.cpp), the one place where a test build can make an acquisition fail
 // (allocation_faults.hpp).
 #pragma once
 
@@ -44,6 +44,11 @@ void* allocate_device(size_t count, size_t element_bytes);
 void free_device(void* memory) noexcept;
 void* allocate_pinned(size_t count, size_t element_bytes);
 void free_pinned(void* memory) noexcept;
+// Page-locks [host, host + bytes) with cudaHostRegister and `flags`; false (the CUDA error
+// cleared, nothing held) where it cannot be: a registration that fails is not an error to the
+// callers, which fall back to staging (host_registration.hpp). Never throws.
+bool register_host(void* host, size_t bytes, unsigned flags) noexcept;
+void unregister_host(void* host) noexcept;
 // The executable graph of `graph`; throws as FDNN_CUDA_CHECK does.
 cudaGraphExec_t instantiate_graph(cudaGraph_t graph);
 void destroy_graph_exec(cudaGraphExec_t exec) noexcept;

@@ -13,8 +13,10 @@
 // not exported from libfusednn.so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -239,7 +241,10 @@ TEST(AllocationFailure, AContextWhoseRunFailedRunsAsAFreshOne) {
   net.layer_norm("norm", 512);
   net.linear("down", 512, 10);
   const auto weights = draw_weights(net, random);
-  fdnn_model* model = create_model(net.spec(), FDNN_DEVICE_CUDA, 64, 1);
+  // Staged: the first acquisition of a first run is then its graph (a mapped run registers the
+  // caller's buffers first).
+  fdnn_model* model =
+      create_model(net.spec(), FDNN_DEVICE_CUDA, 64, 1, FDNN_PRECISION_FP32, FDNN_HOST_IO_STAGED);
   ASSERT_NE(model, nullptr);
   set_weights(model, net, weights);
   fdnn_context* used = nullptr;
@@ -304,6 +309,58 @@ TEST(AllocationFailure, AContextWhoseRunFailedRunsAsAFreshOne) {
   fdnn_context_destroy(fresh);
   fdnn_context_destroy(used);
   fdnn_model_destroy(model);
+}
+
+// A mapped host-path run whose registration of the caller's input (then output) fails stages that
+// buffer in the context's mapped pinned staging instead: the run succeeds with the same bits,
+// holds nothing afterwards, and leaves no CUDA error.
+TEST(AllocationFailure, MappedRunWhoseRegistrationFailsStagesThatBuffer) {
+  REQUIRE_CUDA();
+  std::mt19937 random(8);
+  const Net net = seed_mlp();
+  const auto weights = draw_weights(net, random);
+  fdnn_model* model =
+      create_model(net.spec(), FDNN_DEVICE_CUDA, 64, 1, FDNN_PRECISION_FP32, FDNN_HOST_IO_MAPPED);
+  ASSERT_NE(model, nullptr);
+  set_weights(model, net, weights);
+  fdnn_context* context = nullptr;
+  ASSERT_EQ(fdnn_context_create(model, &context), FDNN_STATUS_OK) << fdnn_last_error_message();
+  fdnn_host_io path = FDNN_HOST_IO_AUTO;
+  ASSERT_EQ(fdnn_context_host_io(context, &path), FDNN_STATUS_OK);
+  ASSERT_EQ(path, FDNN_HOST_IO_MAPPED);
+  const int64_t batch = 17;
+  const size_t in_count = static_cast<size_t>(batch * 100),
+               out_count = static_cast<size_t>(batch * 10);
+  // Page-aligned, on pages of their own: the staging's alignment, so the same kernel forms run.
+  float* input = nullptr;
+  float* output = nullptr;
+  ASSERT_EQ(posix_memalign(reinterpret_cast<void**>(&input), 65536, 65536), 0);
+  ASSERT_EQ(posix_memalign(reinterpret_cast<void**>(&output), 65536, 65536), 0);
+  const std::vector<float> values = normal(in_count, random, 0.0f, 1.0f);
+  std::copy(values.begin(), values.end(), input);
+  std::fill(output, output + out_count, NAN);
+  // The first run captures its graph; the reference.
+  ASSERT_EQ(fdnn_context_run(context, batch, input, in_count, output, out_count), FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  const std::vector<float> reference(output, output + out_count);
+  const int64_t live_before = faults::live();
+  for (int64_t n : {1, 2}) {
+    SCOPED_TRACE(n == 1 ? "the input's registration fails" : "the output's registration fails");
+    std::fill(output, output + out_count, NAN);
+    faults::fail_nth(n);
+    const fdnn_status status = fdnn_context_run(context, batch, input, in_count, output, out_count);
+    const int64_t injected = faults::injected();
+    faults::fail_nth(0);
+    EXPECT_EQ(status, FDNN_STATUS_OK) << fdnn_last_error_message();
+    EXPECT_EQ(injected, 1) << "a mapped run registers its input, then its output";
+    EXPECT_EQ(std::vector<float>(output, output + out_count), reference);
+    EXPECT_EQ(faults::live(), live_before) << "a registration was left behind";
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  }
+  fdnn_context_destroy(context);
+  fdnn_model_destroy(model);
+  std::free(input);
+  std::free(output);
 }
 
 #else

@@ -787,18 +787,30 @@ TEST(CudaBackend, FusedConvLeNet5EveryBatchSize) {
   if (!quick()) expect_fused_conv_matches_cpu(lenet5(), {16384}, 501, 2, "LeNet-5, batch 16384");
 }
 
-// The host path with its staging copies and with the kernels reading and writing the pinned
-// staging in place (by default only small batches do; "1" forces every batch, "0" none).
-TEST(CudaBackend, HostPathWithAndWithoutZeroCopy) {
+// The host path on each fdnn_host_io: staging copies at every batch (STAGED), the kernels on the
+// caller's registered buffers (MAPPED), and the default, where on a discrete GPU small batches
+// read and write the pinned staging in place (the override host_zero_copy=1: every batch).
+TEST(CudaBackend, HostPathOnEveryHostIo) {
   REQUIRE_CUDA();
   uint32_t seed = 70;
-  for (const char* knob : {"0", "1"}) {
-    ScopedOverride zero_copy("host_zero_copy", knob);
-    const std::string what = std::string(", override host_zero_copy=") + knob;
-    expect_matches_cpu(seed_mlp(), few_batches(), seed++, "seed MLP" + what);
-    expect_matches_cpu(lenet5(), few_batches(), seed++, "LeNet-5" + what);
+  const struct {
+    fdnn_host_io host_io;
+    const char* zero_copy;  // the override host_zero_copy ("": none)
+    const char* name;
+  } cases[] = {{FDNN_HOST_IO_STAGED, "", "host_io staged"},
+               {FDNN_HOST_IO_MAPPED, "", "host_io mapped"},
+               {FDNN_HOST_IO_AUTO, "", "host_io auto"},
+               {FDNN_HOST_IO_AUTO, "1", "host_io auto, override host_zero_copy=1"}};
+  for (const auto& c : cases) {
+    ScopedOverride zero_copy("host_zero_copy", c.zero_copy);
+    const std::string what = std::string(", ") + c.name;
+    const fdnn_host_io host_io = c.host_io;
+    expect_matches_cpu(seed_mlp(), few_batches(), seed++, "seed MLP" + what, {},
+                       FDNN_PRECISION_FP32, kTolerance, host_io);
+    expect_matches_cpu(lenet5(), few_batches(), seed++, "LeNet-5" + what, {}, FDNN_PRECISION_FP32,
+                       kTolerance, host_io);
     expect_matches_cpu(off_grid_chain(), {1, 1000}, seed++, "37-200-13-256-255-5" + what, {},
-                       FDNN_PRECISION_BF16, 1e-2);
+                       FDNN_PRECISION_BF16, 1e-2, host_io);
   }
 }
 

@@ -9,7 +9,9 @@
 //
 // Without a GPU (or in a build without the CUDA backend) every test skips with a message
 // (REQUIRE_CUDA). FUSEDNN_CUDA_TEST_QUICK=1 runs fewer batch sizes (for compute-sanitizer, which
-// is slow).
+// is slow). FUSEDNN_CUDA_TEST_HOST_IO=mapped (or staged) creates every GPU model that does not
+// choose its own with that fdnn_model_options::host_io, so the whole suite runs on the mapped
+// host path on a discrete GPU (test_host_io).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -73,6 +75,18 @@ class ScopedOverride {
   }
   ScopedEnvironment environment_;
 };
+
+// The host_io GPU models are created with unless a test chooses (FUSEDNN_CUDA_TEST_HOST_IO:
+// "auto", "staged" or "mapped"; unset: AUTO, the library's default). An unknown value fails
+// loudly rather than testing the default by mistake.
+inline fdnn_host_io test_host_io() {
+  const char* value = std::getenv("FUSEDNN_CUDA_TEST_HOST_IO");
+  if (value == nullptr || std::string(value) == "auto") return FDNN_HOST_IO_AUTO;
+  if (std::string(value) == "staged") return FDNN_HOST_IO_STAGED;
+  if (std::string(value) == "mapped") return FDNN_HOST_IO_MAPPED;
+  ADD_FAILURE() << "FUSEDNN_CUDA_TEST_HOST_IO is '" << value << "'; use auto, staged or mapped";
+  return FDNN_HOST_IO_AUTO;
+}
 
 inline bool quick() {
   const char* value = std::getenv("FUSEDNN_CUDA_TEST_QUICK");
@@ -272,14 +286,15 @@ inline std::vector<std::vector<float>> draw_weights(const Net& net, std::mt19937
 }
 
 inline fdnn_model* create_model(const std::string& spec, fdnn_device device, int64_t max_batch,
-                                int32_t cuda_graphs,
-                                fdnn_precision precision = FDNN_PRECISION_FP32) {
+                                int32_t cuda_graphs, fdnn_precision precision = FDNN_PRECISION_FP32,
+                                fdnn_host_io host_io = test_host_io()) {
   fdnn_model_options options;
   fdnn_model_options_init(&options, sizeof options);
   options.max_batch = max_batch;
   options.device = device;
   options.cuda_graphs = cuda_graphs;
   options.precision = precision;
+  options.host_io = host_io;
   fdnn_model* model = nullptr;
   EXPECT_EQ(fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &model), FDNN_STATUS_OK)
       << fdnn_last_error_message() << "\nspec: " << spec;
@@ -392,11 +407,12 @@ struct GpuHooks {
 // batch through the host path, the device path on a stream and (first batch) the NULL stream
 // and fdnn_model_run's pool.
 // `precision` is what the CUDA models are created with and `tolerance` the bound for it (the CPU
-// reference always runs fp32).
+// reference always runs fp32); `host_io` their fdnn_model_options::host_io.
 inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batches, uint32_t seed,
                                const std::string& what, const GpuHooks& hooks = {},
                                fdnn_precision precision = FDNN_PRECISION_FP32,
-                               double tolerance = kTolerance) {
+                               double tolerance = kTolerance,
+                               fdnn_host_io host_io = test_host_io()) {
   SCOPED_TRACE(what);
   std::mt19937 random(seed);
   const std::vector<std::vector<float>> weights = draw_weights(net, random);
@@ -414,7 +430,7 @@ inline void expect_matches_cpu(const Net& net, const std::vector<int64_t>& batch
 
   for (int32_t graphs : {1, 0}) {
     SCOPED_TRACE(graphs ? "cuda_graphs = 1" : "cuda_graphs = 0");
-    fdnn_model* gpu = create_model(spec, FDNN_DEVICE_CUDA, max_batch, graphs, precision);
+    fdnn_model* gpu = create_model(spec, FDNN_DEVICE_CUDA, max_batch, graphs, precision, host_io);
     ASSERT_NE(gpu, nullptr);
     set_weights(gpu, net, weights);
     fdnn_device device = FDNN_DEVICE_CPU;

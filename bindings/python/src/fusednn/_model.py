@@ -30,6 +30,10 @@ _PRECISION_BY_NAME = {"fp32": _native.PRECISION_FP32, "tf32": _native.PRECISION_
                       "fp16": _native.PRECISION_FP16, "bf16": _native.PRECISION_BF16}
 _PRECISION_NAMES = {value: name for name, value in _PRECISION_BY_NAME.items()}
 
+_HOST_IO_BY_NAME = {"auto": _native.HOST_IO_AUTO, "staged": _native.HOST_IO_STAGED,
+                    "mapped": _native.HOST_IO_MAPPED}
+_HOST_IO_NAMES = {value: name for name, value in _HOST_IO_BY_NAME.items()}
+
 # The element types runs take (fdnn_dtype). numpy has no bfloat16: bfloat16 arrays are uint16
 # arrays holding the bits (with dtype="bfloat16"), or ml_dtypes' bfloat16 arrays.
 _DTYPE_BY_NAME = {"float32": _native.DTYPE_FLOAT32, "float16": _native.DTYPE_FLOAT16,
@@ -91,7 +95,7 @@ def _path_bytes(path: PathLike) -> bytes:
 
 def _options(max_batch: Optional[int], device: str, device_id: int, cpu_threads: Optional[int],
              cuda_graphs: Optional[bool], precision: str, max_workspace_bytes: Optional[int],
-             max_weight_bytes: Optional[int]) -> _native.ModelOptions:
+             max_weight_bytes: Optional[int], host_io: str = "auto") -> _native.ModelOptions:
     # The library writes no further than the size given: the fields this binding knows.
     options = _native.ModelOptions()
     _native.call("fdnn_model_options_init")(ctypes.byref(options),
@@ -124,6 +128,9 @@ def _options(max_batch: Optional[int], device: str, device_id: int, cpu_threads:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit < 2**64:
             raise ValueError(f"{name} must be a non-negative int (0: no limit), got {limit!r}")
         setattr(options, name, limit)
+    if not isinstance(host_io, str) or host_io not in _HOST_IO_BY_NAME:
+        raise ValueError(f"host_io must be one of {sorted(_HOST_IO_BY_NAME)}, got {host_io!r}")
+    options.host_io = _HOST_IO_BY_NAME[host_io]
     return options
 
 
@@ -272,7 +279,7 @@ class Model(Closeable):
                   device: str = "cpu", device_id: int = 0, cpu_threads: Optional[int] = None,
                   cuda_graphs: Optional[bool] = None, precision: str = "fp32",
                   max_workspace_bytes: Optional[int] = None,
-                  max_weight_bytes: Optional[int] = None) -> "Model":
+                  max_weight_bytes: Optional[int] = None, host_io: str = "auto") -> "Model":
         """Create a model from a bundle (spec and weights) or a JSON spec file.
 
         Args:
@@ -299,13 +306,18 @@ class Model(Closeable):
             max_weight_bytes: The most memory the model's weights may take (checked against the
                 spec's declared weights at creation, before any is read). 0: no limit. None
                 keeps the library's default (256 GiB).
+            host_io: GPU only: how host-array runs move the input and output: "auto" (mapped on
+                an integrated GPU such as a Jetson, staged copies on a discrete one), "staged"
+                or "mapped" (the kernels read and write the host arrays in place, forced also on
+                a discrete GPU). Ignored on the CPU. :attr:`Context.host_io` says which a
+                context uses; see docs/jetson.md.
 
         Raises:
             FileError, ParseError, InvalidModelError, WeightMismatchError, UnsupportedError (the
             device cannot be used), OutOfMemoryError; ValueError for a bad option.
         """
         options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
-                           max_workspace_bytes, max_weight_bytes)
+                           max_workspace_bytes, max_weight_bytes, host_io)
         handle = ModelHandle()
         _native.call("fdnn_model_create_from_file")(_path_bytes(path), ctypes.byref(options),
                                                     ctypes.byref(handle))
@@ -318,7 +330,7 @@ class Model(Closeable):
                    max_batch: Optional[int] = None, device: str = "cpu", device_id: int = 0,
                    cpu_threads: Optional[int] = None, cuda_graphs: Optional[bool] = None,
                    precision: str = "fp32", max_workspace_bytes: Optional[int] = None,
-                   max_weight_bytes: Optional[int] = None) -> "Model":
+                   max_weight_bytes: Optional[int] = None, host_io: str = "auto") -> "Model":
         """Create a model from a model file's bytes: a bundle (spec and weights) or a JSON spec.
 
         The same content as :meth:`from_file` takes, already in memory (e.g. embedded in a
@@ -327,7 +339,7 @@ class Model(Closeable):
         Args:
             data: The file's bytes (any bytes-like object).
             max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
-                max_workspace_bytes, max_weight_bytes: As for :meth:`from_file`.
+                max_workspace_bytes, max_weight_bytes, host_io: As for :meth:`from_file`.
 
         Raises:
             ParseError (empty, truncated, neither format), InvalidModelError,
@@ -338,7 +350,7 @@ class Model(Closeable):
             raise TypeError(f"data must be bytes-like, got {type(data).__name__}")
         raw = bytes(data)
         options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
-                           max_workspace_bytes, max_weight_bytes)
+                           max_workspace_bytes, max_weight_bytes, host_io)
         return cls._created_from("fdnn_model_create_from_memory", raw, options, device_id)
 
     @classmethod
@@ -346,13 +358,13 @@ class Model(Closeable):
                   max_batch: Optional[int] = None, device: str = "cpu", device_id: int = 0,
                   cpu_threads: Optional[int] = None, cuda_graphs: Optional[bool] = None,
                   precision: str = "fp32", max_workspace_bytes: Optional[int] = None,
-                  max_weight_bytes: Optional[int] = None) -> "Model":
+                  max_weight_bytes: Optional[int] = None, host_io: str = "auto") -> "Model":
         """Create a model from a spec held in memory; its weights come next.
 
         Args:
             spec: The spec as JSON text (str or UTF-8 bytes) or as a dict.
             max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
-                max_workspace_bytes, max_weight_bytes: As for :meth:`from_file`.
+                max_workspace_bytes, max_weight_bytes, host_io: As for :meth:`from_file`.
 
         Raises:
             ParseError, InvalidModelError, UnsupportedError, OutOfMemoryError; TypeError for a
@@ -367,7 +379,7 @@ class Model(Closeable):
         else:
             raise TypeError(f"spec must be JSON text or a dict, got {type(spec).__name__}")
         options = _options(max_batch, device, device_id, cpu_threads, cuda_graphs, precision,
-                           max_workspace_bytes, max_weight_bytes)
+                           max_workspace_bytes, max_weight_bytes, host_io)
         return cls._created_from("fdnn_model_create_from_spec", text, options, device_id)
 
     @classmethod
@@ -640,6 +652,20 @@ class Context(Closeable):
     def device(self) -> str:
         """Where the model runs: "cpu" or "cuda"."""
         return self._device
+
+    @property
+    def host_io(self) -> str:
+        """How this context's host-array runs move the data on a GPU: "staged" or "mapped"
+        (``fdnn_context_host_io``).
+
+        Raises:
+            UnsupportedError: the model runs on the CPU, which reads the arrays directly.
+        """
+        if self._handle is None:
+            raise ValueError("the context is closed")
+        value = _native.c_host_io(-1)
+        _native.call("fdnn_context_host_io")(self._handle, ctypes.byref(value))
+        return _HOST_IO_NAMES.get(value.value, f"host_io {value.value}")
 
     def run(self, x: np.ndarray, dtype: Any = None, out_dtype: Any = None) -> np.ndarray:
         """Run on a batch with this context; same contract as :meth:`Model.run`

@@ -51,11 +51,16 @@ PRECISION_TF32 = 1
 PRECISION_FP16 = 2
 PRECISION_BF16 = 3
 
+HOST_IO_AUTO = 0  # fdnn_host_io
+HOST_IO_STAGED = 1
+HOST_IO_MAPPED = 2
+
 # C enums are passed as int on every ABI fusednn supports.
 c_status = ctypes.c_int
 c_dtype = ctypes.c_int
 c_device = ctypes.c_int
 c_precision = ctypes.c_int
+c_host_io = ctypes.c_int
 c_explain_format = ctypes.c_int
 EXPLAIN_JSON, EXPLAIN_TEXT = 0, 1  # fdnn_explain_format
 
@@ -88,6 +93,7 @@ class ModelOptions(ctypes.Structure):
         ("precision", c_precision),
         ("max_workspace_bytes", ctypes.c_uint64),
         ("max_weight_bytes", ctypes.c_uint64),
+        ("host_io", c_host_io),
     ]
 
 
@@ -226,6 +232,7 @@ class Library:
         fallible("fdnn_context_create", ModelHandle, P(ContextHandle))
         plain("fdnn_context_destroy", None, ContextHandle)
         fallible("fdnn_context_run", ContextHandle, i64, FloatInput, size_t, FloatOutput, size_t)
+        fallible("fdnn_context_host_io", ContextHandle, P(c_host_io))
         fallible("fdnn_context_run_device", ContextHandle, i64, ctypes.c_void_p, size_t,
                  ctypes.c_void_p, size_t, ctypes.c_void_p)
         fallible("fdnn_context_run_typed", ContextHandle, i64, ctypes.c_void_p, c_dtype, size_t,

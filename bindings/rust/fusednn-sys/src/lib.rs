@@ -91,6 +91,7 @@ pub mod declared {
         super::DEVICE_DECL,
         super::PRECISION_DECL,
         super::EXPLAIN_FORMAT_DECL,
+        super::HOST_IO_DECL,
     ];
 
     /// Every struct declared in this crate.
@@ -316,6 +317,21 @@ c_enum! {
     }
 }
 
+c_enum! {
+    /// How a GPU model's host-buffer runs move the input and output (C `fdnn_host_io`, since
+    /// 0.4): staged copies through pinned memory, or mapped (the kernels read and write the
+    /// caller's host buffers in place, registered for the run). Every path gives the same bits;
+    /// the CPU backend ignores it.
+    HOST_IO_DECL: pub type fdnn_host_io = c_int {
+        /// Mapped on an integrated GPU (Jetson), staged on a discrete one. The default.
+        FDNN_HOST_IO_AUTO = 0,
+        /// Always staged copies.
+        FDNN_HOST_IO_STAGED = 1,
+        /// Always mapped, also on a discrete GPU.
+        FDNN_HOST_IO_MAPPED = 2,
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Handles and structs
 // ------------------------------------------------------------------------------------------------
@@ -364,6 +380,10 @@ c_struct! {
         /// at creation; the backend's copy, checked when prepared). 0: no limit. A struct that
         /// ends before this field gets [`FDNN_DEFAULT_MAX_WEIGHT_BYTES`].
         pub max_weight_bytes: u64,
+        /// GPU only: how host-buffer runs move the input and output (see [`fdnn_host_io`]); an
+        /// unknown value is refused on every device. A struct that ends before this field gets
+        /// `FDNN_HOST_IO_AUTO`.
+        pub host_io: fdnn_host_io,
     }
 }
 
@@ -574,6 +594,11 @@ c_functions! {
         output: *mut f32,
         output_capacity: usize,
     ) -> fdnn_status;
+
+    /// How this context's host-buffer runs move the data (since 0.4): `FDNN_HOST_IO_STAGED` or
+    /// `FDNN_HOST_IO_MAPPED`; `FDNN_STATUS_UNSUPPORTED` for a model on the CPU. Thread-safe.
+    pub fn fdnn_context_host_io(context: *const fdnn_context, host_io: *mut fdnn_host_io)
+        -> fdnn_status;
 
     /// Run on device buffers on the caller's CUDA stream (`cuda_stream` is a `cudaStream_t`, or
     /// NULL for the context's own stream, in which case the call waits). Nothing is copied; the

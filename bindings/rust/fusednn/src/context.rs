@@ -10,7 +10,7 @@ use fusednn_sys as sys;
 use crate::dtype::{check_element, Dtype, Element};
 use crate::error::{check, Error, Result, Status};
 use crate::info::Shape;
-use crate::model::{Model, RunLayout};
+use crate::model::{HostIo, Model, RunLayout};
 
 /// An execution context: the scratch memory (and, on a GPU, the stream) that one run needs,
 /// allocated once for the model's max batch so that its runs allocate nothing.
@@ -90,6 +90,18 @@ impl Context {
     /// The largest batch a run accepts.
     pub fn max_batch(&self) -> usize {
         self.layout.max_batch
+    }
+
+    /// How this context's host-buffer runs move the data on a GPU: [`HostIo::Staged`] or
+    /// [`HostIo::Mapped`] (C `fdnn_context_host_io`).
+    ///
+    /// Errors: [`Status::Unsupported`] when the model runs on the CPU, which reads the caller's
+    /// buffers directly.
+    pub fn host_io(&self) -> Result<HostIo> {
+        let mut raw = sys::FDNN_HOST_IO_AUTO;
+        // SAFETY: the context is live; the call only reads it and writes `raw`.
+        check(unsafe { sys::fdnn_context_host_io(self.raw.as_ptr(), &mut raw) })?;
+        HostIo::from_raw(raw)
     }
 
     /// Runs `batch` samples with this context's scratch memory; see [`Model::run`] for the

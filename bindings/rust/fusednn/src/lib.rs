@@ -48,7 +48,7 @@ pub use context::Context;
 pub use dtype::{Dtype, Element};
 pub use error::{Error, Result, Status};
 pub use info::{LayerInfo, MemoryInfo, Shape, Version, MAX_RANK};
-pub use model::{Device, Model, ModelOptions};
+pub use model::{Device, HostIo, Model, ModelOptions};
 pub use precision::Precision;
 
 /// The version of the loaded library (which may be newer than [`Version::HEADER`]).

@@ -47,6 +47,42 @@ impl Device {
     }
 }
 
+/// How a GPU model's host-buffer runs move the input and output (C `fdnn_host_io`). Every path
+/// gives the same bits; the CPU backend reads the caller's buffers directly and ignores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostIo {
+    /// Mapped on an integrated GPU (Jetson), staged on a discrete one. The default.
+    Auto,
+    /// Copies through the context's pinned staging.
+    Staged,
+    /// No copies: the kernels read and write the caller's host buffers in place (registered
+    /// for the run), also on a discrete GPU.
+    Mapped,
+}
+
+impl HostIo {
+    fn to_raw(self) -> sys::fdnn_host_io {
+        match self {
+            HostIo::Auto => sys::FDNN_HOST_IO_AUTO,
+            HostIo::Staged => sys::FDNN_HOST_IO_STAGED,
+            HostIo::Mapped => sys::FDNN_HOST_IO_MAPPED,
+        }
+    }
+
+    pub(crate) fn from_raw(raw: sys::fdnn_host_io) -> Result<HostIo> {
+        match raw {
+            sys::FDNN_HOST_IO_AUTO => Ok(HostIo::Auto),
+            sys::FDNN_HOST_IO_STAGED => Ok(HostIo::Staged),
+            sys::FDNN_HOST_IO_MAPPED => Ok(HostIo::Mapped),
+            other => Err(Error::new(
+                Status::Unknown(other),
+                format!("the library reported host I/O path {other}, which this crate does not know"),
+            )),
+        }
+    }
+}
+
 /// Options for creating a [`Model`], built from the library's defaults.
 ///
 /// ```no_run
@@ -128,6 +164,13 @@ impl ModelOptions {
     /// copy (checked when it is prepared). 0 means no limit; the default is 256 GiB.
     pub fn max_weight_bytes(mut self, bytes: u64) -> ModelOptions {
         self.raw.max_weight_bytes = bytes;
+        self
+    }
+
+    /// GPU only: how host-buffer runs move the input and output (see [`HostIo`]);
+    /// [`Context::host_io`] says which path a context takes. The default is [`HostIo::Auto`].
+    pub fn host_io(mut self, host_io: HostIo) -> ModelOptions {
+        self.raw.host_io = host_io.to_raw();
         self
     }
 

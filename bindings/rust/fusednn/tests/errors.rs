@@ -5,7 +5,7 @@
 mod common;
 
 use common::{linear_spec, LinearModel, Random};
-use fusednn::{Model, ModelOptions, Status};
+use fusednn::{HostIo, Model, ModelOptions, Status};
 
 #[test]
 fn missing_file_is_io_error_naming_the_path() {
@@ -66,6 +66,21 @@ fn max_batch_past_the_limit_is_invalid_argument() {
     .unwrap_err();
     assert_eq!(error.status(), Status::InvalidArgument, "{error}");
     assert!(error.message().contains("options.max_batch"), "{error}");
+}
+
+#[test]
+fn host_io_is_ignored_on_the_cpu_whose_contexts_report_no_path() {
+    let mut random = Random::new("host_io");
+    for host_io in [HostIo::Auto, HostIo::Staged, HostIo::Mapped] {
+        let options = ModelOptions::new().host_io(host_io);
+        let linear = LinearModel::new(4, 3, &options, &mut random);
+        let input = random.vec(2 * 4);
+        let output = linear.model.run(2, &input).unwrap();
+        assert!(common::relative_error(&output, &linear.reference(2, &input)) <= 1e-6);
+        let error = linear.model.create_context().unwrap().host_io().unwrap_err();
+        assert_eq!(error.status(), Status::Unsupported, "{error}");
+        assert!(error.message().contains("CPU"), "{error}");
+    }
 }
 
 #[test]
