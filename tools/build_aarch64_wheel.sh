@@ -13,8 +13,9 @@
 #   3. the tag: `auditwheel show` reads the library's needed libraries and symbol versions and
 #      names the manylinux policy they fit; the wheel is retagged with that policy's tag.
 #
-# wheel and auditwheel come from PyPI into a venv of their own (WHEEL_TOOLS, default
-# build/wheel-tools), made once.
+# The build backend (scikit-build-core), wheel and auditwheel come from PyPI into a venv of their
+# own (WHEEL_TOOLS, default build/wheel-tools), made once; the wheel is built in it without build
+# isolation, so later runs need no package index.
 # Usage: tools/build_aarch64_wheel.sh [BUILD_DIR] [OUT_DIR]
 #   BUILD_DIR  an aarch64 build folder (default build/aarch64-cpu)
 #   OUT_DIR    where the wheel goes (default BUILD_DIR/wheel; emptied of fusednn wheels first)
@@ -43,10 +44,14 @@ readelf -h "$library" | grep -q 'Machine: *AArch64$' || {
 
 # ---- tools -----------------------------------------------------------------------------------
 
-if [[ ! -x "$tools_venv/bin/auditwheel" || ! -x "$tools_venv/bin/wheel" ]]; then
+if ! "$tools_venv/bin/python" -c 'import auditwheel, scikit_build_core, wheel' 2>/dev/null; then
   python3 -m venv "$tools_venv"
-  "$tools_venv/bin/python" -m pip install -q --disable-pip-version-check wheel auditwheel || {
-    echo "build_aarch64_wheel.sh: could not install wheel and auditwheel from PyPI" >&2; exit 1; }
+  "$tools_venv/bin/python" -m pip install -q --disable-pip-version-check \
+      scikit-build-core wheel auditwheel || {
+    echo "build_aarch64_wheel.sh: could not install scikit-build-core, wheel and auditwheel" \
+         "from PyPI into $tools_venv" >&2
+    exit 1
+  }
 fi
 
 # ---- 2. the wheel ----------------------------------------------------------------------------
@@ -54,14 +59,9 @@ fi
 mkdir -p "$out"
 rm -f "$out"/fusednn-*.whl
 log="$out/pip-wheel.log"
-if ! FUSEDNN_BUNDLE_LIBRARY="$library" python3 -m pip wheel -q --no-deps -w "$out" \
-       ./bindings/python >"$log" 2>&1; then
-  # Without a package index the build backend cannot be fetched: use the tools venv's.
-  "$tools_venv/bin/python" -m pip install -q scikit-build-core >>"$log" 2>&1 &&
-    FUSEDNN_BUNDLE_LIBRARY="$library" "$tools_venv/bin/python" -m pip wheel -q --no-deps \
-      --no-build-isolation -w "$out" ./bindings/python >>"$log" 2>&1 || {
-    tail -n 30 "$log"; echo "build_aarch64_wheel.sh: pip wheel failed (log: $log)" >&2; exit 1; }
-fi
+FUSEDNN_BUNDLE_LIBRARY="$library" "$tools_venv/bin/python" -m pip wheel -q --no-deps \
+    --no-build-isolation --disable-pip-version-check -w "$out" ./bindings/python >"$log" 2>&1 || {
+  tail -n 30 "$log"; echo "build_aarch64_wheel.sh: pip wheel failed (log: $log)" >&2; exit 1; }
 built=("$out"/fusednn-*.whl)
 [[ ${#built[@]} -eq 1 && -f "${built[0]}" ]] || {
   echo "build_aarch64_wheel.sh: expected one wheel in $out" >&2; exit 1; }
