@@ -47,7 +47,7 @@ readelf -h "$library" | grep -q 'Machine: *AArch64$' || {
 if ! "$tools_venv/bin/python" -c 'import auditwheel, scikit_build_core, wheel' 2>/dev/null; then
   python3 -m venv "$tools_venv"
   "$tools_venv/bin/python" -m pip install -q --disable-pip-version-check \
-      scikit-build-core wheel auditwheel || {
+      'scikit-build-core>=0.10' 'wheel>=0.40,<1' 'auditwheel>=6.1,<7' || {
     echo "build_aarch64_wheel.sh: could not install scikit-build-core, wheel and auditwheel" \
          "from PyPI into $tools_venv" >&2
     exit 1

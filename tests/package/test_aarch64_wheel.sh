@@ -52,10 +52,12 @@ echo "wheel: $(basename "$wheel")"
   pass "the wheel is named for py3-none-$expected_tag" ||
   fail "the wheel's name $(basename "$wheel") does not carry py3-none-$expected_tag"
 wheel_file="$(python3 -m zipfile -l "$wheel" | awk '{print $1}' | grep -E '\.dist-info/WHEEL$')"
-tags="$(unzip -p "$wheel" "$wheel_file" | sed -n 's/^Tag: //p')"
+wheel_metadata="$(python3 -c 'import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]).decode())' \
+  "$wheel" "$wheel_file")"
+tags="$(sed -n 's/^Tag: //p' <<<"$wheel_metadata")"
 [[ "$tags" == "py3-none-$expected_tag" ]] && pass "WHEEL: Tag: $tags" ||
   fail "WHEEL's tags are '$(tr '\n' ' ' <<<"$tags")', not py3-none-$expected_tag"
-unzip -p "$wheel" "$wheel_file" | grep -qx 'Root-Is-Purelib: false' &&
+grep -qx 'Root-Is-Purelib: false' <<<"$wheel_metadata" &&
   pass "WHEEL: Root-Is-Purelib: false" || fail "WHEEL does not say Root-Is-Purelib: false"
 report="$("${WHEEL_TOOLS:-$root/build/wheel-tools}/bin/auditwheel" show "$wheel" 2>&1)" ||
   fail "auditwheel show failed: $report"
@@ -65,7 +67,7 @@ grep -q "consistent with the.*following platform tag: \"$expected_tag\"" <<<"${r
 
 # ---- 2. the bundled library ------------------------------------------------------------------
 
-unzip -q "$wheel" -d "$work/unzipped"
+python3 -m zipfile -e "$wheel" "$work/unzipped"
 bundled="$work/unzipped/fusednn/lib/libfusednn.so.0"
 listing="$(cd "$work/unzipped" && find . -type f | sort)"
 for file in fusednn/__init__.py fusednn/_native.py fusednn/_model.py fusednn/py.typed \
