@@ -10,6 +10,7 @@ if [[ "${1:-}" == "--tests" ]]; then
   packages+=(clang libclang-rt-dev)  # libFuzzer and the sanitizers for tools/fuzz.sh
   packages+=(g++-aarch64-linux-gnu qemu-user)  # the aarch64 cross build, tools/test_aarch64.sh
   packages+=(dpkg-dev lintian)  # the .deb packages' Depends and checks, tests/package/test_deb.sh
+  packages+=(python3-venv)  # venvs of tools/run_samples.sh and tools/build_aarch64_wheel.sh
 fi
 
 export DEBIAN_FRONTEND=noninteractive

@@ -6,7 +6,9 @@
 # sweeps), and, given an x86-64 libfusednn.so, checks the aarch64 library's ELF header, soname and
 # exported symbols against it (tools/check_aarch64_library.sh). Then it packages the build as arm64
 # .deb packages and checks them (tests/package/test_deb.sh --arch arm64: fields, files, AArch64
-# library, lintian, and golden_check.c cross-built against them and run under qemu-aarch64).
+# library, lintian, and golden_check.c cross-built against them and run under qemu-aarch64), and
+# builds the aarch64 Python wheel from the same library and checks it
+# (tests/package/test_aarch64_wheel.sh: its manylinux tag, auditwheel, pip, golden_check under qemu).
 # Usage: tools/test_aarch64.sh [X86_64_LIBRARY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,3 +33,4 @@ else
 fi
 
 tests/package/test_deb.sh --arch arm64 build/aarch64-cpu
+tests/package/test_aarch64_wheel.sh build/aarch64-cpu

@@ -216,21 +216,7 @@ fi
 
 fixture="$root/tests/fixtures/golden/lenet5"
 batch=3
-python3 - "$fixture/io.safetensors" "$batch" "$unpacked" <<'EOF'
-# Writes the fixture's input_b<N> and output_b<N> (PyTorch's) as raw float32 files.
-import json, struct, sys
-path, batch, out = sys.argv[1], sys.argv[2], sys.argv[3]
-with open(path, "rb") as handle:
-    header_size = struct.unpack("<Q", handle.read(8))[0]
-    header = json.loads(handle.read(header_size))
-    data = handle.read()
-for key, name in ((f"input_b{batch}", "input.f32"), (f"output_b{batch}", "expected.f32")):
-    entry = header[key]
-    assert entry["dtype"] == "F32", key
-    begin, end = entry["data_offsets"]
-    with open(f"{out}/{name}", "wb") as handle:
-        handle.write(data[begin:end])
-EOF
+python3 "$root/tests/package/write_golden_io.py" "$fixture/io.safetensors" "$batch" "$unpacked"
 check_args=("$fixture/model.safetensors" "$unpacked/input.f32" "$unpacked/expected.f32" "$batch")
 
 cc="${CC:-cc}"

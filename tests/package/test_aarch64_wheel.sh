@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Builds the aarch64 Python wheel from an aarch64 build (tools/build_aarch64_wheel.sh) and checks
+# it as a Jetson user would get it, on an x86-64 machine:
+#
+#   1. its name and WHEEL file carry the documented tag, py3-none-manylinux_2_34_aarch64, and
+#      `auditwheel show` finds the wheel consistent with that tag and no older one;
+#   2. the bundled library, read independently of auditwheel: an AArch64 ELF with soname
+#      libfusednn.so.0, the very file the build made, no debug sections, needing only libc, libm,
+#      libstdc++ and libgcc_s, and no symbol version newer than the tag allows (GLIBC 2.34,
+#      GLIBCXX 3.4.29, CXXABI 1.3.13: the manylinux_2_34 policy's limits);
+#   3. pip installs it for that platform into a target folder (`pip install --platform
+#      manylinux_2_34_aarch64 --only-binary=:all: --target DIR`) and refuses it for JetPack 5's
+#      glibc 2.31 (`--platform manylinux_2_31_aarch64`);
+#   4. the installed package: its pure-Python part imports on this machine's Python and looks for
+#      the library in its own fusednn/lib (where the x86-64 loader cannot open the aarch64 file);
+#      tests/package/golden_check.c, cross-built against the installed fusednn/lib/libfusednn.so.0
+#      and run under qemu-aarch64, runs the LeNet-5 golden fixture at batch 3 within 1e-5 of
+#      PyTorch's output. No aarch64 Python runs the package here.
+#
+# Usage: tests/package/test_aarch64_wheel.sh [BUILD_DIR]   (default build/aarch64-cpu)
+# Exits 0 when every check passes, 1 otherwise.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="$(realpath -m "${1:-$root/build/aarch64-cpu}")"
+expected_tag=manylinux_2_34_aarch64
+declare -A version_limit=([GLIBC]=2.34 [GLIBCXX]=3.4.29 [CXXABI]=1.3.13)
+allowed_needed="libc.so.6 libm.so.6 libstdc++.so.6 libgcc_s.so.1"
+
+for tool in aarch64-linux-gnu-gcc qemu-aarch64 readelf python3; do
+  command -v "$tool" >/dev/null || {
+    echo "test_aarch64_wheel.sh: $tool not found: run tools/install_dependencies.sh --tests" >&2
+    exit 1
+  }
+done
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/fusednn-wheel.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+start=$SECONDS
+
+# ---- 1. the wheel and its tag ----------------------------------------------------------------
+
+"$root/tools/build_aarch64_wheel.sh" "$build" "$work/dist" >"$work/build.log" 2>&1 || {
+  cat "$work/build.log"; echo "FAIL: tools/build_aarch64_wheel.sh"; exit 1; }
+wheel="$(tail -n 1 "$work/build.log")"
+echo "wheel: $(basename "$wheel")"
+[[ "$(basename "$wheel")" =~ ^fusednn-[0-9.]+-py3-none-${expected_tag}\.whl$ ]] &&
+  pass "the wheel is named for py3-none-$expected_tag" ||
+  fail "the wheel's name $(basename "$wheel") does not carry py3-none-$expected_tag"
+wheel_file="$(python3 -m zipfile -l "$wheel" | awk '{print $1}' | grep -E '\.dist-info/WHEEL$')"
+wheel_metadata="$(python3 -c 'import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]).decode())' \
+  "$wheel" "$wheel_file")"
+tags="$(sed -n 's/^Tag: //p' <<<"$wheel_metadata")"
+[[ "$tags" == "py3-none-$expected_tag" ]] && pass "WHEEL: Tag: $tags" ||
+  fail "WHEEL's tags are '$(tr '\n' ' ' <<<"$tags")', not py3-none-$expected_tag"
+grep -qx 'Root-Is-Purelib: false' <<<"$wheel_metadata" &&
+  pass "WHEEL: Root-Is-Purelib: false" || fail "WHEEL does not say Root-Is-Purelib: false"
+report="$("${WHEEL_TOOLS:-$root/build/wheel-tools}/bin/auditwheel" show "$wheel" 2>&1)" ||
+  fail "auditwheel show failed: $report"
+grep -q "consistent with the.*following platform tag: \"$expected_tag\"" <<<"${report//$'\n'/ }" &&
+  pass "auditwheel show: consistent with $expected_tag" ||
+  fail "auditwheel show does not find the wheel consistent with $expected_tag: $report"
+
+# ---- 2. the bundled library ------------------------------------------------------------------
+
+python3 -m zipfile -e "$wheel" "$work/unzipped"
+bundled="$work/unzipped/fusednn/lib/libfusednn.so.0"
+listing="$(cd "$work/unzipped" && find . -type f | sort)"
+for file in fusednn/__init__.py fusednn/_native.py fusednn/_model.py fusednn/py.typed \
+            fusednn/lib/libfusednn.so.0; do
+  grep -qx "./$file" <<<"$listing" && pass "the wheel holds $file" || fail "the wheel lacks $file"
+done
+others="$(grep -E '/lib/' <<<"$listing" | grep -vx './fusednn/lib/libfusednn.so.0' || true)"
+[[ -z "$others" ]] || fail "the wheel bundles more than the library: $others"
+if [[ -f "$bundled" ]]; then
+  readelf -h "$bundled" | grep -q 'Machine: *AArch64$' && pass "the bundled library is AArch64" ||
+    fail "the bundled library's machine is '$(readelf -h "$bundled" | sed -n 's/ *Machine: *//p')'"
+  soname="$(readelf -d "$bundled" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')"
+  [[ "$soname" == libfusednn.so.0 ]] && pass "soname $soname" || fail "soname '$soname'"
+  cmp -s "$bundled" "$(realpath "$build/src/api/libfusednn.so")" &&
+    pass "the bundled library is the build's $(basename "$(realpath "$build/src/api/libfusednn.so")")" ||
+    fail "the bundled library differs from $build/src/api/libfusednn.so"
+  readelf -S "$bundled" | grep -q '\.debug_' && fail "the bundled library has debug sections"
+  needed="$(readelf -d "$bundled" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
+  for library in $needed; do
+    [[ " $allowed_needed " == *" $library "* ]] || fail "the bundled library needs $library"
+  done
+  echo "needs: $needed"
+  # The highest version of each node the library needs (readelf -V's version needs section).
+  versions="$(readelf -V "$bundled" | grep -oE '\b(GLIBC|GLIBCXX|CXXABI)_[0-9][0-9.]*' | sort -u)"
+  for node in GLIBC GLIBCXX CXXABI; do
+    highest="$(sed -n "s/^${node}_//p" <<<"$versions" | sort -V | tail -n 1)"
+    limit="${version_limit[$node]}"
+    if [[ -z "$highest" ]]; then
+      pass "needs no ${node}_ version"
+    elif [[ "$(printf '%s\n%s\n' "$highest" "$limit" | sort -V | tail -n 1)" == "$limit" ]]; then
+      pass "highest ${node}_ needed: $highest (the tag allows $limit)"
+    else
+      fail "the library needs ${node}_$highest, newer than $expected_tag allows ($limit)"
+    fi
+  done
+else
+  fail "no fusednn/lib/libfusednn.so.0 in the wheel"
+fi
+
+# ---- 3. pip, for the tag's platform and an older one -----------------------------------------
+
+target="$work/site"
+if python3 -m pip install -q --disable-pip-version-check --no-index --no-deps \
+     --platform "$expected_tag" --only-binary=:all: --target "$target" "$wheel" \
+     >"$work/pip.log" 2>&1; then
+  [[ -f "$target/fusednn/lib/libfusednn.so.0" ]] &&
+    pass "pip install --platform $expected_tag --target: fusednn/lib/libfusednn.so.0 installed" ||
+    fail "pip installed no fusednn/lib/libfusednn.so.0 into $target"
+else
+  cat "$work/pip.log"
+  fail "pip install --platform $expected_tag refused the wheel"
+fi
+if python3 -m pip install -q --disable-pip-version-check --no-index --no-deps \
+     --platform manylinux_2_31_aarch64 --only-binary=:all: --target "$work/old" "$wheel" \
+     >"$work/pip-old.log" 2>&1; then
+  fail "pip installs the wheel for manylinux_2_31_aarch64 (glibc 2.31), which it needs more than"
+else
+  grep -q 'is not a supported wheel on this platform' "$work/pip-old.log" &&
+    pass "pip refuses the wheel for manylinux_2_31_aarch64 (JetPack 5's glibc 2.31)" ||
+    { cat "$work/pip-old.log"; fail "pip failed for manylinux_2_31_aarch64 for another reason"; }
+fi
+
+# ---- 4. the installed package ----------------------------------------------------------------
+
+if [[ -f "$target/fusednn/lib/libfusednn.so.0" ]]; then
+  # This machine's Python cannot load an aarch64 library; the package must still import and
+  # name its bundled copy among the ones it tried.
+  if output="$(cd "$work" && env -u FUSEDNN_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$target" \
+       PYTHONNOUSERSITE=1 python3 - "$target" 2>&1 <<'PYTHON'
+import sys
+import fusednn
+target = sys.argv[1]
+if not fusednn.__file__.startswith(target):
+    sys.exit(f"fusednn came from {fusednn.__file__}, not {target}")
+try:
+    fusednn.version()
+except fusednn.LibraryNotFoundError as error:
+    bundled = f"{target}/fusednn/lib/libfusednn.so.0"
+    if bundled not in str(error):
+        sys.exit(f"the error does not name the bundled {bundled}: {error}")
+    print("import fusednn: ok; the x86-64 loader cannot open the bundled aarch64 library")
+else:
+    sys.exit("an aarch64 library loaded into x86-64 Python")
+PYTHON
+  )"; then
+    pass "$output"
+  else
+    fail "the installed package: $output"
+  fi
+
+  fixture="$root/tests/fixtures/golden/lenet5"
+  python3 "$root/tests/package/write_golden_io.py" "$fixture/io.safetensors" 3 "$work"
+  lib_dir="$target/fusednn/lib"
+  if aarch64-linux-gnu-gcc -std=c99 -O2 -Wall -Wextra -Wpedantic -Werror -I"$root/include" \
+       -o "$work/golden_check" "$root/tests/package/golden_check.c" \
+       -L"$lib_dir" -l:libfusednn.so.0 -lm >"$work/cc.log" 2>&1; then
+    if env LD_LIBRARY_PATH="$lib_dir" qemu-aarch64 -L /usr/aarch64-linux-gnu "$work/golden_check" \
+         "$fixture/model.safetensors" "$work/input.f32" "$work/expected.f32" 3 \
+         >"$work/golden.log" 2>&1; then
+      pass "golden_check under qemu-aarch64 on the wheel's library: $(grep -m1 '^largest difference' "$work/golden.log")"
+    else
+      cat "$work/golden.log"
+      fail "golden_check failed on the wheel's library"
+    fi
+  else
+    cat "$work/cc.log"
+    fail "golden_check.c did not cross-build against the wheel's library"
+  fi
+fi
+
+echo
+echo "test_aarch64_wheel.sh: $((SECONDS - start)) s"
+if ((failures)); then
+  echo "test_aarch64_wheel.sh: $failures check(s) FAILED"
+  exit 1
+fi
+echo "test_aarch64_wheel.sh: the aarch64 wheel passes"
