@@ -28,7 +28,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 usage() { sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 all_samples=(00_hello_c 01_cpp_raii 02_python_numpy 03_python_torch 04_rust 05_csharp 06_threads
-             07_cuda_stream)
+             07_cuda_stream 08_jetson_camera_loop)
 samples=("${all_samples[@]}")
 build_dir=""
 only=()
@@ -178,9 +178,9 @@ word() { case "$1" in 0) echo pass ;; 1) echo FAIL ;; 2) echo skip ;; esac; }
 # ---- C and C++: find_package and pkg-config ---------------------------------------------------
 
 declare -A program=([00_hello_c]=hello_c [01_cpp_raii]=cpp_raii [06_threads]=threads
-                    [07_cuda_stream]=cuda_stream)
+                    [07_cuda_stream]=cuda_stream [08_jetson_camera_loop]=camera_loop)
 declare -A source=([00_hello_c]=hello.c [01_cpp_raii]=raii.cpp [06_threads]=threads.cpp
-                   [07_cuda_stream]=cuda_stream.cpp)
+                   [07_cuda_stream]=cuda_stream.cpp [08_jetson_camera_loop]=camera_loop.cpp)
 cmake_configured=""
 
 configure_cmake_samples() {
@@ -198,7 +198,7 @@ configure_cmake_samples() {
   return "$cmake_configured"
 }
 
-# The CUDA toolkit for 07_cuda_stream's pkg-config build: its include/ and lib folders, if any.
+# The CUDA toolkit for 07_cuda_stream's and 08_jetson_camera_loop's pkg-config builds: its include/ and lib folders, if any.
 cuda_flags=()
 find_cuda_runtime() {
   local nvcc candidates=("${CUDA_PATH:-}" "${CUDA_HOME:-}")
@@ -247,6 +247,9 @@ run_c_sample() {
                   extra=("-DFUSEDNN_SAMPLE_DIR=\"$root/samples/$name\"" -lm) ;;
       06_threads) compiler="${CXX:-c++}" std=-std=c++17 extra=(-pthread) ;;
       07_cuda_stream) compiler="${CXX:-c++}" std=-std=c++17 extra=("${cuda_flags[@]}") ;;
+      08_jetson_camera_loop) compiler="${CXX:-c++}" std=-std=c++17
+                             extra=("-DFUSEDNN_SAMPLE_MODELS_DIR=\"$root/models/digits\"" -pthread
+                                    "${cuda_flags[@]}") ;;
       *) compiler="${CXX:-c++}" std=-std=c++17 ;;
     esac
     by_pkg=1
@@ -375,7 +378,7 @@ run_csharp() {
 echo
 for name in "${samples[@]}"; do
   case "$name" in
-    00_hello_c|01_cpp_raii|06_threads|07_cuda_stream) run_c_sample "$name" ;;
+    00_hello_c|01_cpp_raii|06_threads|07_cuda_stream|08_jetson_camera_loop) run_c_sample "$name" ;;
     02_python_numpy) run_python_numpy ;;
     03_python_torch) run_python_torch ;;
     04_rust) run_rust ;;
