@@ -310,7 +310,8 @@ typedef struct fdnn_memory_info {
                          written. */
   int64_t parameter_count; /**< Scalars in all weights as the spec declares them. */
   size_t weight_bytes;     /**< Bytes the backend holds for the (folded) weights. */
-  size_t context_bytes;    /**< Scratch bytes each execution context allocates. */
+  size_t context_bytes;    /**< Scratch bytes each execution context allocates, at most
+                                (fdnn_context_create() says when). */
   /**
    * Arithmetic per sample, in floating-point operations, counted as fdnn_model_explain() counts
    * them: a multiply-add of a Linear or Conv2d is 2, each fused activation 1 per output,
@@ -694,8 +695,12 @@ FDNN_API fdnn_status fdnn_model_run_typed(fdnn_model* model, int64_t batch, cons
 /**
  * @brief Create an execution context for a model whose weights are all loaded.
  *
- * Allocates all scratch memory for the model's max_batch now, so runs allocate nothing. Freezes
- * the model's weights.
+ * Allocates the model's scratch memory for its max_batch now. On a GPU model, the staging of
+ * the input and output for max_batch (device memory, and page-locked host memory for the
+ * host-buffer path) is allocated by the context's first run that needs it, before that run's
+ * work: a context used only on the device path with float32 buffers never holds it, which keeps
+ * creating a context for a large max_batch fast. After its first run of each kind (host buffers,
+ * device buffers of each dtype) a context allocates nothing. Freezes the model's weights.
  * @param[in] model The model. Must not be NULL.
  * @param[out] context Receives the context; free it with fdnn_context_destroy(). Must not be NULL.
  * @return ::FDNN_STATUS_OK; ::FDNN_STATUS_INVALID_ARGUMENT, ::FDNN_STATUS_INVALID_STATE

@@ -54,22 +54,36 @@ CudaContext::Resources::Resources(const CudaBackend& backend) {
   const size_t workspace_floats = slot(backend.workspace_floats());
   const size_t cublaslt_floats = slot(static_cast<int64_t>(
       (backend.cublaslt_workspace_bytes() + sizeof(float) - 1) / sizeof(float)));
-  const size_t input_floats = slot(backend.input_floats());
-  const size_t output_floats = slot(backend.output_floats());
-  device_memory =
-      DeviceArray<float>(workspace_floats + cublaslt_floats + input_floats + output_floats);
+  input_floats = slot(backend.input_floats());
+  output_floats = slot(backend.output_floats());
+  device_memory = DeviceArray<float>(workspace_floats + cublaslt_floats);
   FDNN_LOAD_STAMP("context: device memory");
-  pinned_memory = PinnedArray<float>(input_floats + output_floats);
-  FDNN_LOAD_STAMP("context: pinned memory");
   float* device = device_memory.data();
   workspace = device;
   if (backend.cublaslt_workspace_bytes() > 0) {
     cublaslt_workspace = reinterpret_cast<unsigned char*>(device + workspace_floats);
   }
-  device_input = device + workspace_floats + cublaslt_floats;
-  device_output = device_input + input_floats;
-  host_input = pinned_memory.data();
-  host_output = host_input + input_floats;
+}
+
+void CudaContext::ensure_device_staging() {
+  Resources& r = *resources_;
+  if (r.device_input != nullptr) return;
+  r.device_staging = DeviceArray<float>(r.input_floats + r.output_floats);
+  r.device_input = r.device_staging.data();
+  r.device_output = r.device_input + r.input_floats;
+}
+
+void CudaContext::ensure_host_staging() {
+  Resources& r = *resources_;
+  if (r.host_input != nullptr) return;
+  ensure_device_staging();
+  r.pinned_memory = PinnedArray<float>(r.input_floats + r.output_floats);
+  r.host_input = r.pinned_memory.data();
+  r.host_output = r.host_input + r.input_floats;
+  // The staging's device view, from its allocation's start (the output lies inside it).
+  mapped_input_ = device_view(r.host_input);
+  if (mapped_input_ != nullptr) mapped_output_ = mapped_input_ + r.input_floats;
+  FDNN_LOAD_STAMP("run: staging made");
 }
 
 CudaContext::CudaContext(const CudaBackend& backend)
@@ -77,14 +91,11 @@ CudaContext::CudaContext(const CudaBackend& backend)
   DeviceScope scope(device_);
   FDNN_LOAD_STAMP("context: start");
   resources_ = std::make_unique<Resources>(backend);
-  // The staging's device view, from its allocation's start (the output lies inside it).
-  mapped_input_ = device_view(resources_->host_input);
-  if (mapped_input_ != nullptr) {
-    mapped_output_ = mapped_input_ + (resources_->host_output - resources_->host_input);
-  }
-  FDNN_LOAD_STAMP("context: mapped views");
-  // The mapped path stages, in the mapped staging, the buffers it cannot register.
-  if (backend_.host_io_choice().path == FDNN_HOST_IO_MAPPED && mapped_input_ != nullptr) {
+  // The mapped path stages, in the mapped staging, the buffers it cannot register: it needs a
+  // device that maps host memory.
+  int can_map = 0;
+  FDNN_CUDA_CHECK(cudaDeviceGetAttribute(&can_map, cudaDevAttrCanMapHostMemory, device_));
+  if (backend_.host_io_choice().path == FDNN_HOST_IO_MAPPED && can_map != 0) {
     host_io_ = FDNN_HOST_IO_MAPPED;
   }
 }
@@ -252,6 +263,7 @@ void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtyp
     return;
   }
   DeviceScope scope(device_);
+  ensure_host_staging();
   Resources& r = *resources_;
   const cudaStream_t own = r.stream.get();
   order_after_previous(own);
@@ -324,13 +336,22 @@ void CudaContext::run_host_mapped(int64_t batch, const void* input, fdnn_dtype i
   MappedHostRange output_range(output_mappable ? output : nullptr, output_bytes, true, device);
 
   const void* plan_input = input_range.device(input);
+  void* plan_output = output_range.device(output);
+  if (plan_input == nullptr || plan_output == nullptr) {
+    ensure_host_staging();
+    if (mapped_input_ == nullptr) {
+      fail(FDNN_STATUS_DEVICE_ERROR,
+           "the mapped host path cannot map the context's pinned "
+           "staging into the device; create the model with "
+           "host_io FDNN_HOST_IO_STAGED");
+    }
+  }
   fdnn_dtype plan_input_dtype = input_dtype;
   if (plan_input == nullptr) {
     widen_to_float(input, input_dtype, r.host_input, input_count);
     plan_input = mapped_input_;
     plan_input_dtype = FDNN_DTYPE_FLOAT32;
   }
-  void* plan_output = output_range.device(output);
   fdnn_dtype plan_output_dtype = output_dtype;
   if (plan_output == nullptr) {
     plan_output = mapped_output_;
@@ -374,11 +395,13 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
   // writes) it in 16 bits itself at this batch; the plan then sees float32 on that side.
   const bool narrow = output_dtype != FDNN_DTYPE_FLOAT32 &&
                       !backend_.writes_16_bit_output(batch, element_type(output_dtype), output);
+  if (narrow) ensure_device_staging();
   const bool widen =
       input_dtype != FDNN_DTYPE_FLOAT32 &&
       !backend_.reads_16_bit_input(batch, element_type(input_dtype), input,
                                    narrow ? static_cast<void*>(r.device_output) : output,
                                    narrow ? ElementType::Float32 : element_type(output_dtype));
+  if (widen) ensure_device_staging();
   // A run of a plan that reads and writes only the caller's buffers and the weights, in one
   // launch (no conversion pass, no graph of the context's), shares nothing with the context's
   // other runs: it neither waits for the previous one nor records the order event, whose cost

@@ -77,21 +77,28 @@ class CudaContext final : public ExecutionContext {
 
  private:
   // The memory and handles, created with the model's device current.
-  // One device allocation holds the workspace, cuBLASLt's workspace and the device copies of
-  // the input and output; one pinned allocation holds the host path's staging. Each allocation
-  // adds to a first model's load (bench/cuda/cold_start.cpp), pinned memory most.
+  // One device allocation, made with the context, holds the workspace and cuBLASLt's workspace.
+  // The staging, sized for max_batch, is made by the first run that needs it (before that run's
+  // work), so that a context used only on the device path with float32 buffers never holds it:
+  // the device copies of the input and output (the host path's copies, a 16-bit side's
+  // conversions on the device path) in one device allocation, and the host path's staging in
+  // one pinned allocation, which at a large max_batch costs a first model's load the most
+  // (bench/cuda/cold_start.cpp).
   struct Resources {
     explicit Resources(const CudaBackend& backend);
     Stream stream;
     Event order_event;
     DeviceArray<float> device_memory;
+    DeviceArray<float> device_staging;
     PinnedArray<float> pinned_memory;
     float* workspace = nullptr;                   // in device_memory, each on 256 bytes
     unsigned char* cublaslt_workspace = nullptr;  // null when no step runs on cuBLASLt
-    float* device_input = nullptr;
+    float* device_input = nullptr;                // in device_staging; null until made
     float* device_output = nullptr;
-    float* host_input = nullptr;  // in pinned_memory
+    float* host_input = nullptr;  // in pinned_memory; null until made
     float* host_output = nullptr;
+    size_t input_floats = 0;  // each side's staging, on 256 bytes
+    size_t output_floats = 0;
   };
 
   // Where a caller buffer's address sits in a captured kernel's parameters.
@@ -144,6 +151,9 @@ class CudaContext final : public ExecutionContext {
   void run_device_in_dtypes(int64_t batch, const void* input, fdnn_dtype input_dtype, void* output,
                             fdnn_dtype output_dtype, void* handle);
   void order_after_previous(cudaStream_t stream);
+  // Make the device staging, or the pinned staging and its device view, where not yet made.
+  void ensure_device_staging();
+  void ensure_host_staging();
   // Whether a host-path run of these sizes skips the copies (see the file comment).
   bool host_zero_copy(int64_t batch, size_t input_bytes, size_t output_bytes) const;
 
@@ -155,7 +165,7 @@ class CudaContext final : public ExecutionContext {
   // The pinned staging as the device sees it; null where the device cannot map host memory.
   float* mapped_input_ = nullptr;
   float* mapped_output_ = nullptr;
-  // CudaBackend::host_io_choice()'s path, staged where the staging has no device view.
+  // CudaBackend::host_io_choice()'s path, staged where the device cannot map host memory.
   fdnn_host_io host_io_ = FDNN_HOST_IO_STAGED;
   std::vector<CachedGraph> host_graphs_;
   std::vector<CachedGraph> device_graphs_;
