@@ -76,7 +76,6 @@ void CudaContext::ensure_device_staging() {
 void CudaContext::ensure_host_staging() {
   Resources& r = *resources_;
   if (r.host_input != nullptr) return;
-  ensure_device_staging();
   r.pinned_memory = PinnedArray<float>(r.input_floats + r.output_floats);
   r.host_input = r.pinned_memory.data();
   r.host_output = r.host_input + r.input_floats;
@@ -263,6 +262,7 @@ void CudaContext::run_host_in_dtypes(int64_t batch, const void* input, fdnn_dtyp
     return;
   }
   DeviceScope scope(device_);
+  ensure_device_staging();
   ensure_host_staging();
   Resources& r = *resources_;
   const cudaStream_t own = r.stream.get();

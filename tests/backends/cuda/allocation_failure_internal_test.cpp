@@ -241,8 +241,8 @@ TEST(AllocationFailure, AContextWhoseRunFailedRunsAsAFreshOne) {
   net.layer_norm("norm", 512);
   net.linear("down", 512, 10);
   const auto weights = draw_weights(net, random);
-  // Staged: the first acquisition of a first run is then its graph (a mapped run registers the
-  // caller's buffers first).
+  // Staged: after a first run (which makes the context's staging), the first acquisition of a
+  // run at a new batch is its graph (a mapped run registers the caller's buffers first).
   fdnn_model* model =
       create_model(net.spec(), FDNN_DEVICE_CUDA, 64, 1, FDNN_PRECISION_FP32, FDNN_HOST_IO_STAGED);
   ASSERT_NE(model, nullptr);
@@ -252,6 +252,12 @@ TEST(AllocationFailure, AContextWhoseRunFailedRunsAsAFreshOne) {
   const int64_t batch = 9;
   const std::vector<float> input = normal(static_cast<size_t>(batch * 100), random, 0.0f, 1.0f);
   const size_t output_count = static_cast<size_t>(batch * 10);
+  {
+    std::vector<float> warm(30, NAN);
+    ASSERT_EQ(fdnn_context_run(used, 3, input.data(), 300, warm.data(), warm.size()),
+              FDNN_STATUS_OK)
+        << fdnn_last_error_message();
+  }
   const int64_t live_before = faults::live();
 
   std::vector<float> failed_output(output_count, NAN);
@@ -260,7 +266,7 @@ TEST(AllocationFailure, AContextWhoseRunFailedRunsAsAFreshOne) {
       fdnn_context_run(used, batch, input.data(), input.size(), failed_output.data(), output_count);
   const int64_t attempts = faults::attempts();
   faults::fail_nth(0);
-  ASSERT_EQ(attempts, 1) << "a first host-path run of a batch instantiates one graph";
+  ASSERT_EQ(attempts, 1) << "a host-path run of a new batch instantiates one graph";
   EXPECT_EQ(failed, FDNN_STATUS_OUT_OF_MEMORY) << fdnn_last_error_message();
   EXPECT_NE(std::string(fdnn_last_error_message()).find("cudaGraphInstantiate"), std::string::npos)
       << fdnn_last_error_message();
@@ -344,6 +350,7 @@ TEST(AllocationFailure, MappedRunWhoseRegistrationFailsStagesThatBuffer) {
       << fdnn_last_error_message();
   const std::vector<float> reference(output, output + out_count);
   const int64_t live_before = faults::live();
+  int64_t live_after_first = -1;
   for (int64_t n : {1, 2}) {
     SCOPED_TRACE(n == 1 ? "the input's registration fails" : "the output's registration fails");
     std::fill(output, output + out_count, NAN);
@@ -354,7 +361,14 @@ TEST(AllocationFailure, MappedRunWhoseRegistrationFailsStagesThatBuffer) {
     EXPECT_EQ(status, FDNN_STATUS_OK) << fdnn_last_error_message();
     EXPECT_EQ(injected, 1) << "a mapped run registers its input, then its output";
     EXPECT_EQ(std::vector<float>(output, output + out_count), reference);
-    EXPECT_EQ(faults::live(), live_before) << "a registration was left behind";
+    // The first fallback makes the context's pinned staging, which the context keeps; nothing
+    // else may stay.
+    if (n == 1) {
+      live_after_first = faults::live();
+      EXPECT_LE(live_after_first - live_before, 1) << "a registration was left behind";
+    } else {
+      EXPECT_EQ(faults::live(), live_after_first) << "a registration was left behind";
+    }
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   }
   fdnn_context_destroy(context);
