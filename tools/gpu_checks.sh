@@ -5,7 +5,7 @@
 # tests, in calls of ten minutes at most.
 #
 # Usage: tools/gpu_checks.sh [--budget S] [--load-seconds S] [--load-threads N] [--shard-cap S]
-#                            [--gpus LIST] [--load-gpu K] STEP...
+#                            [--gpus LIST] [--load-gpu K] [--tools LIST] STEP...
 # Steps, run in the order given:
 #   build         configure and build build-gpu/ (Release, sm_90, -DFUSEDNN_FAULT_INJECTION=ON:
 #                 a test build) as bench/run_on_gpu.sh does: ninja, nlohmann-json and googletest
@@ -25,7 +25,10 @@
 #   status        what is done and what is left
 # --budget S (default 570) bounds the whole call. --shard-cap S (default 240) bounds one shard.
 # --gpus LIST (e.g. 0,1,2; default: the default device) runs one shard at a time on each GPU
-# listed; --load-gpu K runs the load test on GPU K alone (default: the default device).
+# listed (a GPU listed twice gets two workers); --load-gpu K runs the load test on GPU K alone
+# (default: the default device). --tools LIST (default memcheck,racecheck,synccheck,initcheck)
+# picks the sanitizer tools and the order their shards run in; it applies to the shards a
+# machine makes first (build-gpu/gpu_checks/shards_made).
 #
 # What comes back in $OUT (the device returns 8 files at most): summary.txt (this call's steps
 # and the table of every shard so far), shards.tsv (one line a shard), sanitizer_logs.tar.gz (the
@@ -49,6 +52,7 @@ LOAD_THREADS=8
 SHARD_CAP=240
 GPUS=""
 LOAD_GPU=""
+TOOL_LIST=memcheck,racecheck,synccheck,initcheck
 STEPS=()
 while (($#)); do
   case $1 in
@@ -58,6 +62,7 @@ while (($#)); do
     --shard-cap) SHARD_CAP=$2; shift 2 ;;
     --gpus) GPUS=$2; shift 2 ;;
     --load-gpu) LOAD_GPU=$2; shift 2 ;;
+    --tools) TOOL_LIST=$2; shift 2 ;;
     -h|--help) sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     build|tests|sanitize|load-start|load-collect|status) STEPS+=("$1"); shift ;;
     *) echo "gpu_checks.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -78,7 +83,13 @@ SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 CUDA_TESTS=$BUILD/tests/backends/cuda
 BINARIES=(fusednn_cuda_tests fusednn_cuda_internal_tests fusednn_cuda_typed_io_tests)
-TOOLS=(memcheck racecheck synccheck initcheck)
+IFS=, read -ra TOOLS <<<"$TOOL_LIST"
+for tool in "${TOOLS[@]}"; do
+  case $tool in
+    memcheck|racecheck|synccheck|initcheck) ;;
+    *) echo "gpu_checks.sh: unknown tool '$tool' in --tools" >&2; exit 2 ;;
+  esac
+done
 # Tests per shard at the start, per tool (racecheck is the slowest by far).
 declare -A SHARD_TESTS=([memcheck]=16 [racecheck]=4 [synccheck]=16 [initcheck]=8)
 # Left out of the sanitizer runs: the out-of-memory tests allocate the whole device, which the
