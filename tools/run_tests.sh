@@ -3,7 +3,8 @@
 # Every test suite: the source layout (tools/check_format.sh, clang-format 14), C++ (GoogleTest
 # under CTest, including the public-header Doxygen build, the C99 header check, the export-list
 # check and the comment and license-line checks), the same C++ suites cross-built for aarch64 and
-# run under qemu-aarch64 (and its arm64 .deb packages checked), the samples, the amd64 .deb
+# run under qemu-aarch64 (and its arm64 .deb packages checked), the Jetson GPU builds (CUDA 11.8,
+# sm_87 and sm_72) checked with cuobjdump and readelf, the samples, the amd64 .deb
 # packages installed and used (tests/package/test_deb.sh), the README's snippets, fusednn built
 # as a dependency of another project (add_subdirectory and FetchContent), the C++ suite under
 # ASan/UBSan, a short pass of every libFuzzer harness (tools/fuzz.sh, on the committed corpus plus
@@ -30,6 +31,9 @@ run cmake --workflow --preset dev
 run tools/run_samples.sh build/dev
 # The aarch64 cross build under qemu-aarch64, its library compared with the dev build's.
 run tools/test_aarch64.sh build/dev/src/api/libfusednn.so
+# The Jetson GPU cross builds (CUDA 11.8 fetched from Debian's non-free packages), built and
+# inspected: no Jetson GPU runs them here.
+run tools/test_jetson.sh build/dev/src/api/libfusednn.so
 # The .deb packages of a CPU-only Release library (build/deb), installed and built against.
 run tests/package/test_deb.sh
 run python3 tests/readme/run_readme_snippets.py build/dev

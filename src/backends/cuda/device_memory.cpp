@@ -101,7 +101,13 @@ cudaGraphExec_t instantiate_graph(cudaGraph_t graph) {
   if (inject_failure())
     fail_injected("cudaGraphInstantiate (failure injected by a test)", __LINE__);
   cudaGraphExec_t exec = nullptr;
+#if CUDART_VERSION >= 12000
   FDNN_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+#else
+  // CUDA 11 (the Jetson builds): cudaGraphInstantiate has the older signature; this is the same
+  // call with no flags.
+  FDNN_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+#endif
   count_acquired();
   return exec;
 }

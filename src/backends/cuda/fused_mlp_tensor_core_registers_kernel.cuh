@@ -86,9 +86,9 @@ __host__ __device__ constexpr bool full_width_rows(TensorCoreMath math, int widt
 // (with 256 columns, ptxas spilled 5 KB).
 constexpr int kMaxTailColumns = 128;
 
-// A warp's operand fragments for one layer: [k-step][register].
-template <int kSteps>
-using Fragments = uint32_t[kSteps][4];
+// A warp's operand fragments for one layer are uint32_t[kSteps][4]: [k-step][register]. The type
+// is spelled out where used: CUDA 11.8's device front end (the Jetson builds) crashes on an alias
+// template of an array type whose bound is the template parameter.
 
 // What an operand register holds between layers: half pairs, tf32 bits (Tf32, rounded once
 // here rather than at every use) or fp32 bits (Tf32x3 splits them at use).
@@ -155,7 +155,7 @@ __device__ __forceinline__ void stage_input(const RegisterParams& p, int64_t til
 // one load per thread and k-step. T: the rows' element type, widened exactly as it is read.
 template <TensorCoreMath kMath, int kSteps, bool kVector, typename T>
 __device__ __forceinline__ void load_input(const T* rows, int stride, int width, int64_t valid_rows,
-                                           int g, int t, Fragments<kSteps>& act,
+                                           int g, int t, uint32_t (&act)[kSteps][4],
                                            bool bfloat16 = false) {
   constexpr int kColumns = is_half(kMath) ? 4 : 2;  // consecutive columns per thread and step
   float v[kSteps][2][kColumns];
@@ -205,7 +205,7 @@ __device__ __forceinline__ void load_input(const T* rows, int stride, int width,
 // unrolled over the whole width also spilled 3 KB).
 template <TensorCoreMath kMath, bool kSplit, int kSteps, int kN>
 __device__ __forceinline__ void multiply_group(const uint4* rows, int tile_stride, int pairs,
-                                               const Fragments<kSteps>& act, int n0,
+                                               const uint32_t (&act)[kSteps][4], int n0,
                                                float (&acc)[kN][4]) {
 #pragma unroll
   for (int q = 0; q < kSteps / kStepsPerLoad; ++q) {
@@ -310,7 +310,8 @@ __device__ __forceinline__ void activate(const DeviceEpilogue& epilogue,
 template <TensorCoreMath kMath, bool kSplit, int kSteps>
 __device__ __forceinline__ void run_layer(const RegisterParams& p, const TensorCoreMlpLayer& layer,
                                           bool last, const char* smem, int64_t row_lo, int g, int t,
-                                          const Fragments<kSteps>& act, Fragments<kSteps>& next) {
+                                          const uint32_t (&act)[kSteps][4],
+                                          uint32_t (&next)[kSteps][4]) {
   constexpr int kTiles = kSteps * step_elements(kMath) / 8;
   const uint4* rows = reinterpret_cast<const uint4*>(smem + layer.weight_offset) +
                       g * (layer.weight_stride / 4) + t;
@@ -360,7 +361,8 @@ template <TensorCoreMath kMath, bool kSplit, int kSteps>
 __device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams& p,
                                                            const TensorCoreMlpLayer& layer,
                                                            const char* smem, int64_t row_lo, int g,
-                                                           int t, const Fragments<kSteps>& act) {
+                                                           int t,
+                                                           const uint32_t (&act)[kSteps][4]) {
   constexpr int kWidth = kSteps * step_elements(kMath);
   constexpr int kTiles = (kWidth < kMaxTailColumns ? kWidth : kMaxTailColumns) / 8;
   const uint4* rows = reinterpret_cast<const uint4*>(smem + layer.weight_offset) +
@@ -393,8 +395,8 @@ __device__ __forceinline__ void run_last_layer_with_row_op(const RegisterParams&
 template <TensorCoreMath kMath, bool kSplit, int kSteps>
 __device__ __forceinline__ bool run_layer_at(const RegisterParams& p, int l, const char* smem,
                                              int64_t row_lo, int g, int t,
-                                             const Fragments<kSteps>& act,
-                                             Fragments<kSteps>& next) {
+                                             const uint32_t (&act)[kSteps][4],
+                                             uint32_t (&next)[kSteps][4]) {
   const TensorCoreMlpLayer& layer = p.layers[l];
   const bool last = l + 1 == p.layer_count;
   if (last && p.tail_kind != static_cast<int32_t>(RowTailKind::None)) {
@@ -440,7 +442,7 @@ __global__ void __launch_bounds__(warps_per_block(kMath, kWidth) * 32, blocks_pe
     const int64_t first_row = tile * kRowsPerWarp;
     const int64_t row_lo = first_row + g;
     const int64_t valid_rows = p.rows - first_row;
-    Fragments<kSteps> a, b;
+    uint32_t a[kSteps][4], b[kSteps][4];
     // The tile's input, in the caller's element type: one branch per tile. The width-256 kernels
     // take one path for both 16-bit types, told apart at each conversion (a path per type
     // spills more registers there, one path for both spills more in the narrower kernels). The

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The Jetson GPU builds, checked without a Jetson: fetches CUDA 11.8 into build/jetson-cuda-11.8
+# (tools/jetson_cuda_dependencies.sh) and nlohmann-json's aarch64 package into build/aarch64-deps
+# (tools/aarch64_dependencies.sh), builds each preset (the library and the CLI, CUDA backend
+# included), and checks each library with tools/check_jetson_library.sh: an AArch64 ELF exporting
+# what the x86-64 build exports, machine code for its GPU and for every kernel it registers.
+# Nothing is run: there is no Jetson GPU here.
+# Usage: tools/test_jetson.sh X86_64_LIBRARY [PRESET...]   (default: jetson-orin jetson-xavier)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if (($# < 1)); then
+  echo "usage: $0 X86_64_LIBRARY [PRESET...]" >&2
+  exit 2
+fi
+x86_library="$1"
+shift
+presets=("$@")
+((${#presets[@]})) || presets=(jetson-orin jetson-xavier)
+
+tools/jetson_cuda_dependencies.sh build/jetson-cuda-11.8
+tools/aarch64_dependencies.sh build/aarch64-deps
+for preset in "${presets[@]}"; do
+  case "$preset" in
+    jetson-orin) arch=87 ;;
+    jetson-xavier) arch=72 ;;
+    *) echo "unknown preset $preset (jetson-orin or jetson-xavier)" >&2; exit 2 ;;
+  esac
+  cmake --preset "$preset"
+  start=$SECONDS
+  cmake --build --preset "$preset"
+  echo "$preset built in $((SECONDS - start)) s"
+  FUSEDNN_JETSON_CUDA_PREFIX=build/jetson-cuda-11.8 \
+    tools/check_jetson_library.sh "build/$preset/src/api/libfusednn.so" "$arch" "$x86_library"
+done
