@@ -5,7 +5,9 @@
 # (tools/aarch64_dependencies.sh), builds each preset (the library and the CLI, CUDA backend
 # included), and checks each library with tools/check_jetson_library.sh: an AArch64 ELF exporting
 # what the x86-64 build exports, machine code for its GPU and for every kernel it registers.
-# Nothing is run: there is no Jetson GPU here.
+# Then it cross-builds samples/08_jetson_camera_loop against each preset's library and the arm64
+# CUDA runtime, and runs it under qemu-aarch64, where it finds no GPU and runs its loop on the CPU
+# backend of the Jetson library. No GPU code is run: there is no Jetson GPU here.
 # Usage: tools/test_jetson.sh X86_64_LIBRARY [PRESET...]   (default: jetson-orin jetson-xavier)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +34,14 @@ for preset in "${presets[@]}"; do
   echo "$preset built in $((SECONDS - start)) s"
   FUSEDNN_JETSON_CUDA_PREFIX=build/jetson-cuda-11.8 \
     tools/check_jetson_library.sh "build/$preset/src/api/libfusednn.so" "$arch" "$x86_library"
+  cuda_runtime=build/jetson-cuda-11.8/usr
+  aarch64-linux-gnu-g++ -std=c++17 -O2 -Wall -Wextra -Wpedantic -Werror -Iinclude \
+    samples/08_jetson_camera_loop/camera_loop.cpp -L"build/$preset/src/api" -lfusednn \
+    -DFUSEDNN_SAMPLE_WITH_CUDA_RUNTIME -isystem "$cuda_runtime/include" \
+    -L"$cuda_runtime/lib/aarch64-linux-gnu" -lcudart -pthread \
+    -DFUSEDNN_SAMPLE_MODELS_DIR='"models/digits"' -o "build/$preset/camera_loop"
+  qemu-aarch64 -L /usr/aarch64-linux-gnu \
+    -E LD_LIBRARY_PATH="build/$preset/src/api:$cuda_runtime/lib/aarch64-linux-gnu" \
+    "build/$preset/camera_loop" --frames 10 --fps 100
+  echo "$preset: samples/08_jetson_camera_loop built and ran under qemu"
 done
