@@ -88,6 +88,20 @@ inline fdnn_host_io test_host_io() {
   return FDNN_HOST_IO_AUTO;
 }
 
+// The model's plan explanation at `batch` as text (fdnn_model_explain).
+inline std::string explain_text(const fdnn_model* model, int64_t batch) {
+  size_t size = 0;
+  EXPECT_EQ(fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_TEXT, nullptr, 0, &size),
+            FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  std::string text(size, '\0');
+  EXPECT_EQ(
+      fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_TEXT, text.data(), text.size(), &size),
+      FDNN_STATUS_OK)
+      << fdnn_last_error_message();
+  return text;
+}
+
 inline bool quick() {
   const char* value = std::getenv("FUSEDNN_CUDA_TEST_QUICK");
   return value != nullptr && std::string(value) == "1";

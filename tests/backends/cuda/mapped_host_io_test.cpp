@@ -57,19 +57,6 @@ bool integrated_gpu() {
   return integrated != 0;
 }
 
-std::string explain_text(const fdnn_model* model, int64_t batch) {
-  size_t size = 0;
-  EXPECT_EQ(fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_TEXT, nullptr, 0, &size),
-            FDNN_STATUS_OK)
-      << fdnn_last_error_message();
-  std::string text(size, '\0');
-  EXPECT_EQ(
-      fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_TEXT, text.data(), text.size(), &size),
-      FDNN_STATUS_OK)
-      << fdnn_last_error_message();
-  return text;
-}
-
 fdnn_host_io reported_host_io(const fdnn_context* context) {
   fdnn_host_io host_io = FDNN_HOST_IO_AUTO;
   EXPECT_EQ(fdnn_context_host_io(context, &host_io), FDNN_STATUS_OK) << fdnn_last_error_message();

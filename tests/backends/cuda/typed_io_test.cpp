@@ -417,19 +417,6 @@ std::vector<Io16Case> io16_cases() {
   return cases;
 }
 
-std::string explain_text(const fdnn_model* model, int64_t batch) {
-  size_t size = 0;
-  EXPECT_EQ(fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_TEXT, nullptr, 0, &size),
-            FDNN_STATUS_OK)
-      << fdnn_last_error_message();
-  std::string text(size, '\0');
-  EXPECT_EQ(
-      fdnn_model_explain(model, batch, FDNN_EXPLAIN_FORMAT_TEXT, text.data(), text.size(), &size),
-      FDNN_STATUS_OK)
-      << fdnn_last_error_message();
-  return text;
-}
-
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
