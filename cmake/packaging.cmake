@@ -118,6 +118,15 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA "${PROJECT_SOURCE_DIR}/cmake/debian/triggers")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+# A Jetson build's GPU code (the jetson-orin and jetson-xavier presets) needs the GPU driver,
+# which JetPack's nvidia-l4t-cuda provides: without it the library runs on the CPU backend, so
+# the driver is recommended rather than required. The CUDA runtime is linked in; cuBLASLt is
+# loaded when present (CUDA 11's, which JetPack 5's libcublas packages hold), the tiled GEMM
+# standing in without it.
+if(FUSEDNN_WITH_CUDA AND FUSEDNN_DEB_ARCHITECTURE STREQUAL "arm64")
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "nvidia-l4t-cuda")
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "libcublas-11-4 | libcublas-11-8")
+endif()
 
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_NAME ${FUSEDNN_DEB_DEV_PACKAGE})
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_SECTION libdevel)

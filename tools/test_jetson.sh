@@ -45,3 +45,18 @@ for preset in "${presets[@]}"; do
     "build/$preset/camera_loop" --frames 10 --fps 100
   echo "$preset: samples/08_jetson_camera_loop built and ran under qemu"
 done
+# The arm64 .deb packages of the Orin build (GPU code inside): the package checks, then the
+# packaged library's GPU code and the driver it recommends.
+if [[ " ${presets[*]} " == *" jetson-orin "* ]]; then
+  tests/package/test_deb.sh --arch arm64 build/jetson-orin
+  package=$(ls build/jetson-orin/packages/libfusednn0_*_arm64.deb | head -1)
+  unpacked=$(mktemp -d)
+  trap 'rm -rf "$unpacked"' EXIT
+  dpkg-deb -x "$package" "$unpacked"
+  FUSEDNN_JETSON_CUDA_PREFIX=build/jetson-cuda-11.8 tools/check_jetson_library.sh \
+    "$(ls "$unpacked"/usr/lib/aarch64-linux-gnu/libfusednn.so.0.* | head -1)" 87 "$x86_library"
+  recommends=$(dpkg-deb -f "$package" Recommends)
+  [[ $recommends == *nvidia-l4t-cuda* ]] ||
+    { echo "test_jetson.sh: $package recommends '$recommends', not nvidia-l4t-cuda" >&2; exit 1; }
+  echo "jetson-orin: the arm64 packages hold the GPU library and recommend nvidia-l4t-cuda"
+fi
