@@ -44,6 +44,17 @@ fdnn_status with_tiny(const std::function<fdnn_status(fdnn_model*)>& then, bool 
   return status;
 }
 
+// A context of the tiny model, weights loaded, for `then`; INTERNAL_ERROR if it cannot be made.
+fdnn_status with_tiny_context(const std::function<fdnn_status(fdnn_context*)>& then) {
+  return with_tiny([&](fdnn_model* m) {
+    fdnn_context* c = nullptr;
+    if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+    const fdnn_status status = then(c);
+    fdnn_context_destroy(c);
+    return status;
+  });
+}
+
 std::string tiny_safetensors(const std::string& extra_header, const std::string& extra_data,
                              const std::string& weight_dtype = "F32") {
   const std::string weight = float_bytes({1, 2, 3, 4, 5, 6});
@@ -293,12 +304,9 @@ std::vector<BadInputCase> cases() {
       FDNN_STATUS_BUFFER_TOO_SMALL, {"output_capacity"});
   add("ContextOutputBufferTooSmall",
       [](const TempDir&) {
-        return with_tiny([](fdnn_model* m) {
-          fdnn_context* c = nullptr;
-          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+        return with_tiny_context([](fdnn_context* c) {
           float out[1];
           const fdnn_status status = fdnn_context_run(c, 1, kInput, 3, out, 1);
-          fdnn_context_destroy(c);
           return status;
         });
       },
@@ -325,12 +333,9 @@ std::vector<BadInputCase> cases() {
       FDNN_STATUS_INVALID_STATE, {"fc.weight"});
   add("DevicePointersOnACpuModel",
       [](const TempDir&) {
-        return with_tiny([](fdnn_model* m) {
-          fdnn_context* c = nullptr;
-          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+        return with_tiny_context([](fdnn_context* c) {
           float out[2];
           const fdnn_status status = fdnn_context_run_device(c, 1, kInput, 3, out, 2, nullptr);
-          fdnn_context_destroy(c);
           return status;
         });
       },
@@ -339,27 +344,21 @@ std::vector<BadInputCase> cases() {
   // it would fault inside a kernel); the pointers are never dereferenced.
   add("DeviceInputNotAlignedToItsFloats",
       [](const TempDir&) {
-        return with_tiny([](fdnn_model* m) {
-          fdnn_context* c = nullptr;
-          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+        return with_tiny_context([](fdnn_context* c) {
           alignas(16) unsigned char bytes[64] = {};
           float out[2];
           const auto* misaligned = reinterpret_cast<const float*>(bytes + 2);
           const fdnn_status status = fdnn_context_run_device(c, 1, misaligned, 3, out, 2, nullptr);
-          fdnn_context_destroy(c);
           return status;
         });
       },
       FDNN_STATUS_INVALID_ARGUMENT, {"device_input", "aligned", "4 bytes", "float32"});
   add("DeviceOutputNotAlignedToItsHalves",
       [](const TempDir&) {
-        return with_tiny([](fdnn_model* m) {
-          fdnn_context* c = nullptr;
-          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+        return with_tiny_context([](fdnn_context* c) {
           alignas(16) unsigned char bytes[64] = {};
           const fdnn_status status = fdnn_context_run_device_typed(
               c, 1, kInput, FDNN_DTYPE_FLOAT32, 3, bytes + 1, FDNN_DTYPE_BFLOAT16, 2, nullptr);
-          fdnn_context_destroy(c);
           return status;
         });
       },
@@ -369,29 +368,23 @@ std::vector<BadInputCase> cases() {
   // tiny model reads 3 and writes 2 elements a sample.
   add("DeviceBuffersOverlap",
       [](const TempDir&) {
-        return with_tiny([](fdnn_model* m) {
-          fdnn_context* c = nullptr;
-          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+        return with_tiny_context([](fdnn_context* c) {
           alignas(16) float values[8] = {};
           // The output starts on the input's last float.
           const fdnn_status status =
               fdnn_context_run_device(c, 1, values, 3, values + 2, 2, nullptr);
-          fdnn_context_destroy(c);
           return status;
         });
       },
       FDNN_STATUS_INVALID_ARGUMENT, {"device_input", "device_output", "overlap", "12 bytes"});
   add("Device16BitBuffersOverlap",
       [](const TempDir&) {
-        return with_tiny([](fdnn_model* m) {
-          fdnn_context* c = nullptr;
-          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+        return with_tiny_context([](fdnn_context* c) {
           alignas(16) unsigned char bytes[64] = {};
           // The input is bytes 8 to 13, the output bytes 6 to 9: its last bfloat16 is the
           // input's first (as float32 extents, the side-by-side case below would overlap too).
           const fdnn_status status = fdnn_context_run_device_typed(
               c, 1, bytes + 8, FDNN_DTYPE_BFLOAT16, 3, bytes + 6, FDNN_DTYPE_BFLOAT16, 2, nullptr);
-          fdnn_context_destroy(c);
           return status;
         });
       },
@@ -401,13 +394,10 @@ std::vector<BadInputCase> cases() {
   // run): the check counts the bytes of each dtype, not float32's.
   add("Device16BitBuffersSideBySide",
       [](const TempDir&) {
-        return with_tiny([](fdnn_model* m) {
-          fdnn_context* c = nullptr;
-          if (fdnn_context_create(m, &c) != FDNN_STATUS_OK) return FDNN_STATUS_INTERNAL_ERROR;
+        return with_tiny_context([](fdnn_context* c) {
           alignas(16) unsigned char bytes[64] = {};
           const fdnn_status status = fdnn_context_run_device_typed(
               c, 1, bytes, FDNN_DTYPE_FLOAT16, 3, bytes + 6, FDNN_DTYPE_FLOAT16, 2, nullptr);
-          fdnn_context_destroy(c);
           return status;
         });
       },
