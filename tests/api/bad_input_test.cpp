@@ -412,15 +412,32 @@ std::vector<BadInputCase> cases() {
         return fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &m);
       },
       FDNN_STATUS_INVALID_ARGUMENT, {"cuda_graphs"});
-  const std::pair<const char*, int32_t> unknown_precisions[] = {{"PrecisionOptionPastBf16", 4},
-                                                                {"PrecisionOptionNegative", -1},
-                                                                {"PrecisionOptionHuge", 1 << 30}};
-  for (const auto& [name, unknown] : unknown_precisions) {
-    add(name,
-        [unknown = unknown](const TempDir&) {
+  // Enum options holding values C can pass but the API does not define; host_io is checked on
+  // the CPU too, which otherwise ignores it.
+  struct UnknownEnum {
+    const char* name;
+    const char* option;
+    int32_t value;
+    void (*set)(fdnn_model_options&, int32_t);
+  };
+  const auto set_precision = [](fdnn_model_options& o, int32_t v) {
+    std::memcpy(&o.precision, &v, sizeof o.precision);
+  };
+  const auto set_host_io = [](fdnn_model_options& o, int32_t v) {
+    std::memcpy(&o.host_io, &v, sizeof o.host_io);
+  };
+  const UnknownEnum unknown_enums[] = {
+      {"PrecisionOptionPastBf16", "options.precision", 4, set_precision},
+      {"PrecisionOptionNegative", "options.precision", -1, set_precision},
+      {"PrecisionOptionHuge", "options.precision", 1 << 30, set_precision},
+      {"HostIoOptionPastMapped", "options.host_io", 3, set_host_io},
+      {"HostIoOptionNegative", "options.host_io", -1, set_host_io}};
+  for (const UnknownEnum& unknown : unknown_enums) {
+    add(unknown.name,
+        [unknown](const TempDir&) {
           fdnn_model_options options;
           fdnn_model_options_init(&options, sizeof options);
-          std::memcpy(&options.precision, &unknown, sizeof options.precision);  // what C can pass
+          unknown.set(options, unknown.value);
           fdnn_model* m = nullptr;
           const std::string spec = tiny_linear_spec();
           const fdnn_status status =
@@ -428,25 +445,7 @@ std::vector<BadInputCase> cases() {
           fdnn_model_destroy(m);  // NULL unless the call wrongly succeeded
           return status;
         },
-        FDNN_STATUS_INVALID_ARGUMENT, {"options.precision", std::to_string(unknown)});
-  }
-  // Checked on the CPU too, which otherwise ignores the option.
-  const std::pair<const char*, int32_t> unknown_host_ios[] = {{"HostIoOptionPastMapped", 3},
-                                                              {"HostIoOptionNegative", -1}};
-  for (const auto& [name, unknown] : unknown_host_ios) {
-    add(name,
-        [unknown = unknown](const TempDir&) {
-          fdnn_model_options options;
-          fdnn_model_options_init(&options, sizeof options);
-          std::memcpy(&options.host_io, &unknown, sizeof options.host_io);  // what C can pass
-          fdnn_model* m = nullptr;
-          const std::string spec = tiny_linear_spec();
-          const fdnn_status status =
-              fdnn_model_create_from_spec(spec.data(), spec.size(), &options, &m);
-          fdnn_model_destroy(m);  // NULL unless the call wrongly succeeded
-          return status;
-        },
-        FDNN_STATUS_INVALID_ARGUMENT, {"options.host_io", std::to_string(unknown)});
+        FDNN_STATUS_INVALID_ARGUMENT, {unknown.option, std::to_string(unknown.value)});
   }
   return all;
 }
