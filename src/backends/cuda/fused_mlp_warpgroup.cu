@@ -119,8 +119,9 @@ __device__ __forceinline__ void warpgroup_barrier(int warpgroup) {
 // The input of `tile`, whose rows start at `source`, into the stage buffer at `buffer` as one bulk
 // copy (rows are contiguous; a whole tile is a multiple of 16 bytes), counted on `barrier`. One
 // thread. The last tile's 16-bit rows may end 8 bytes past a multiple of 16: those arrive by an
-// 8-byte cp.async that the same mbarrier waits for (with a plain load and store there, ptxas
-// serialises the uniform kernels' wgmma pipeline for want of registers).
+// 8-byte cp.async that this thread waits for before its arrival on the mbarrier, whose release
+// publishes them with the tile (with a plain load and store there, ptxas serialises the uniform
+// kernels' wgmma pipeline for want of registers).
 __device__ __forceinline__ void stage_tile(const WarpgroupParams& p, int64_t tile,
                                            const char* source, uint32_t buffer, uint32_t barrier) {
   const bool last = tile + 1 == p.tiles;
@@ -129,9 +130,7 @@ __device__ __forceinline__ void stage_tile(const WarpgroupParams& p, int64_t til
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(buffer + bytes),
                  "l"(source + bytes)
                  : "memory");
-    // The mbarrier's phase waits for that copy too (its pending count goes up by one until the
-    // copy lands).
-    asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(barrier) : "memory");
+    asm volatile("cp.async.wait_all;" ::: "memory");
   }
   expect_bytes(barrier, bytes);
   if (bytes != 0) bulk_copy(buffer, reinterpret_cast<const float*>(source), bytes, barrier);
