@@ -98,6 +98,9 @@ struct Op {
   bool writes_16_bit_output = false;
 };
 
+struct HostImages;  // step_lowering.hpp
+struct OpRefs;
+
 // How host-path runs move the input and output (fdnn_host_io), and why.
 struct HostIoChoice {
   fdnn_host_io path = FDNN_HOST_IO_STAGED;  // STAGED or MAPPED
@@ -222,6 +225,8 @@ class CudaBackend final : public Backend {
   void refuse_cublaslt_for_testing();
 
  private:
+  void upload_and_point(const HostImages& images, const std::vector<OpRefs>& refs);
+  void prepare_runs();
   void plan_single_launch();
   void assign_workspace();
   // Sets the ops' reads_model_input, writes_model_output and takes_16_bit_io.
