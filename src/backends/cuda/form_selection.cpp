@@ -47,8 +47,39 @@ LoneLinearChoice choose_lone_linear_form(const LoneLinearProblem& problem,
     choice.rejected.push_back({"cuBLASLt", "override cublaslt=0"});
     return choice;
   }
+  const bool single_launch_head = problem.heads_conv_stack && device.overrides.fused_conv &&
+                                  device.overrides.conv_net_single_launch != Forced::Off;
+  if (problem.in > kLoneLinearFusedMaxInputs && single_launch_head) {
+    choice.reason = layer +
+                    ", the head of a conv stack: the fused MLP kernel, which the conv "
+                    "net's single launch takes with the convolutions";
+    if (lt) {
+      choice.rejected.push_back({"cuBLASLt", "the single launch cannot take it"});
+    }
+    return choice;
+  }
+  if (problem.in > kLoneLinearFusedMaxInputs) {
+    if (lt) {
+      choice.form = LoneLinearForm::CublasLt;
+      choice.reason = layer + ", its input wider than the " +
+                      std::to_string(kLoneLinearFusedMaxInputs) +
+                      " a lone layer keeps on the fused MLP kernel: cuBLASLt (a GEMM with its "
+                      "epilogue)";
+      choice.rejected.push_back({"the fused MLP kernel",
+                                 "one layer has no activations to keep on chip, and a reduction "
+                                 "of " +
+                                     std::to_string(problem.in) +
+                                     " is a GEMM cuBLASLt tiles better"});
+      return choice;
+    }
+    choice.reason = layer + " (" + std::to_string(problem.in) + " inputs) with cuBLASLt off for " +
+                    "fp32 (override cublaslt=0): the fused MLP kernel, every column in one block";
+    choice.rejected.push_back({"cuBLASLt", "override cublaslt=0"});
+    return choice;
+  }
   choice.reason = layer + " (at most " + std::to_string(kSelectionFusedMlpMaxWidth) +
-                  " outputs): the fused MLP kernel, every column in one block";
+                  " outputs, at most " + std::to_string(kLoneLinearFusedMaxInputs) +
+                  " inputs): the fused MLP kernel, every column in one block";
   if (lt) choice.rejected.push_back({"cuBLASLt", "one fused launch with no GEMM set-up"});
   return choice;
 }

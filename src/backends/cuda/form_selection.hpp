@@ -26,6 +26,11 @@ inline constexpr int kTensorCoreMinMajor = 8;               // tensor-core forms
 inline constexpr int64_t kTensorCoreMaxHiddenWidth = 256;   // widths past the first input
 inline constexpr int64_t kTensorCoreMaxFirstInput = 1024;   // the first layer's input
 
+// A lone Linear layer (no chain to keep on chip) stays on the fused MLP kernel only while its
+// input is at most this wide: the fused kernels hold whole rows of narrow chains, and a longer
+// reduction over one layer is a plain GEMM, which cuBLASLt tiles better at every batch.
+inline constexpr int64_t kLoneLinearFusedMaxInputs = 128;
+
 // A form the table passed over, and why.
 struct RejectedForm {
   std::string form;
@@ -42,6 +47,10 @@ enum class LoneLinearForm { FusedMlp, CublasLt };
 struct LoneLinearProblem {
   int64_t in = 0, out = 0;
   Precision precision = Precision::FP32;
+  // The layer is the last step and reads a convolution's or pooling's output: the head of a
+  // conv stack, which the conv net's single launch (conv_net.hpp) takes whole only as a fused
+  // MLP.
+  bool heads_conv_stack = false;
 };
 
 struct LoneLinearChoice {

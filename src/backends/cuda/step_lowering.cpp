@@ -469,11 +469,18 @@ void lower_cublaslt_linear(const LoweringInput& in, size_t s, const LoneLinearCh
 
 // The selection table's view of the lone Linear step s.
 LoneLinearProblem lone_linear_problem(const LoweringInput& in, size_t s) {
-  const Step& step = in.plan->steps[s];
+  const Plan& p = *in.plan;
+  const Step& step = p.steps[s];
   LoneLinearProblem problem;
   problem.in = step.in_features;
   problem.out = step.out_features;
   problem.precision = in.precision;
+  if (s > 0 && s + 1 == p.steps.size() && step.rows_per_sample == 1 && step.inputs.size() == 1) {
+    const Step& before = p.steps[s - 1];
+    const bool windowed = before.kind == StepKind::Conv2d || before.kind == StepKind::MaxPool2d ||
+                          before.kind == StepKind::AvgPool2d;
+    problem.heads_conv_stack = windowed && before.output == step.inputs.front();
+  }
   return problem;
 }
 

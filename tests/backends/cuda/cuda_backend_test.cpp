@@ -340,6 +340,24 @@ TEST(CudaBackend, WideFirstLayerChainsSplit) {
   }
 }
 
+// Lone Linear layers with more than 128 inputs run on cuBLASLt in every precision
+// (form_selection.hpp): 4096 -> 64 + ReLU and 512 -> 64, against the CPU backend.
+TEST(CudaBackend, WideInputLoneLinearLayers) {
+  REQUIRE_CUDA();
+  Net relu({4096});
+  relu.linear("fc", 4096, 64).act(R"({"type": "ReLU"})");
+  Net plain({512});
+  plain.linear("fc", 512, 64);
+  expect_matches_cpu(relu, {1, 2, 33, 1024}, 980, "4096-64 + ReLU, fp32");
+  uint32_t seed = 981;
+  for (const ReducedPrecision& c : reduced_precisions()) {
+    expect_matches_cpu(relu, {1, 33, 1024}, seed++, std::string("4096-64 + ReLU, ") + c.name, {},
+                       c.precision, c.bound);
+    expect_matches_cpu(plain, {1, 129, 4097}, seed++, std::string("512-64, ") + c.name, {},
+                       c.precision, c.bound);
+  }
+}
+
 TEST(CudaBackend, Fp32ChainsOnFmaPipesOnly) {
   REQUIRE_CUDA();
   ScopedOverride force("fp32_tensor_cores", "0");

@@ -43,9 +43,24 @@ std::string all_rejected(const std::vector<RejectedForm>& rejected) {
 
 // ---- Lone Linear layers ----
 
+TEST(FormSelection, AWideInputLoneLinearGoesToCublasLtInEveryPrecision) {
+  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{
+           {4096, 64}, {512, 64}, {257, 100}, {769, 256}, {129, 2}}) {
+    for (const Precision precision : kEveryPrecision) {
+      const LoneLinearChoice choice = choose_lone_linear_form({in, out, precision}, kH200);
+      EXPECT_EQ(choice.form, LoneLinearForm::CublasLt) << in << "->" << out;
+      EXPECT_TRUE(contains(choice.reason, std::to_string(in) + "->" + std::to_string(out)))
+          << choice.reason;
+      EXPECT_TRUE(contains(choice.reason, "its input wider than the 128")) << choice.reason;
+      EXPECT_TRUE(contains(all_rejected(choice.rejected), "the fused MLP kernel"))
+          << all_rejected(choice.rejected);
+    }
+  }
+}
+
 TEST(FormSelection, ANarrowLoneLinearStaysOnTheFusedKernel) {
   for (const auto& [in, out] :
-       std::vector<std::pair<int64_t, int64_t>>{{96, 96}, {64, 64}, {128, 2}, {4096, 64}}) {
+       std::vector<std::pair<int64_t, int64_t>>{{96, 96}, {64, 64}, {128, 2}, {100, 256}}) {
     for (const DeviceInfo& gpu : {kH200, kOrin, kXavier}) {
       const LoneLinearChoice choice = choose_lone_linear_form({in, out, Precision::FP32}, gpu);
       EXPECT_EQ(choice.form, LoneLinearForm::FusedMlp) << in << "->" << out;
@@ -53,6 +68,20 @@ TEST(FormSelection, ANarrowLoneLinearStaysOnTheFusedKernel) {
       EXPECT_TRUE(contains(all_rejected(choice.rejected), "cuBLASLt"));
     }
   }
+}
+
+TEST(FormSelection, AConvStacksHeadStaysFusedForTheSingleLaunch) {
+  LoneLinearProblem head{400, 10, Precision::FP32};
+  head.heads_conv_stack = true;
+  const LoneLinearChoice fused = choose_lone_linear_form(head, kH200);
+  EXPECT_EQ(fused.form, LoneLinearForm::FusedMlp);
+  EXPECT_TRUE(contains(fused.reason, "single launch")) << fused.reason;
+  // Without the single launch the width rule decides.
+  DeviceInfo gpu = kH200;
+  gpu.overrides.conv_net_single_launch = Forced::Off;
+  EXPECT_EQ(choose_lone_linear_form(head, gpu).form, LoneLinearForm::CublasLt);
+  head.heads_conv_stack = false;
+  EXPECT_EQ(choose_lone_linear_form(head, kH200).form, LoneLinearForm::CublasLt);
 }
 
 TEST(FormSelection, AWideOutputLoneLinearGoesToCublasLt) {
@@ -67,13 +96,15 @@ TEST(FormSelection, AWideOutputLoneLinearGoesToCublasLt) {
 TEST(FormSelection, CublasLtOffKeepsFp32OnTheFusedKernelOnly) {
   DeviceInfo gpu = kH200;
   gpu.overrides.cublaslt = false;
-  const LoneLinearChoice fp32 = choose_lone_linear_form({768, 3072, Precision::FP32}, gpu);
-  EXPECT_EQ(fp32.form, LoneLinearForm::FusedMlp);
-  EXPECT_TRUE(contains(fp32.reason, "cublaslt=0")) << fp32.reason;
-  EXPECT_TRUE(contains(all_rejected(fp32.rejected), "cublaslt=0"));
-  // The override is for fp32 models alone.
-  EXPECT_EQ(choose_lone_linear_form({768, 3072, Precision::BF16}, gpu).form,
-            LoneLinearForm::CublasLt);
+  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{4096, 64}, {768, 3072}}) {
+    const LoneLinearChoice fp32 = choose_lone_linear_form({in, out, Precision::FP32}, gpu);
+    EXPECT_EQ(fp32.form, LoneLinearForm::FusedMlp);
+    EXPECT_TRUE(contains(fp32.reason, "cublaslt=0")) << fp32.reason;
+    EXPECT_TRUE(contains(all_rejected(fp32.rejected), "cublaslt=0"));
+    // The override is for fp32 models alone.
+    EXPECT_EQ(choose_lone_linear_form({in, out, Precision::BF16}, gpu).form,
+              LoneLinearForm::CublasLt);
+  }
   EXPECT_FALSE(cublaslt_allowed(Precision::FP32, gpu.overrides));
   EXPECT_TRUE(cublaslt_allowed(Precision::TF32, gpu.overrides));
 }
