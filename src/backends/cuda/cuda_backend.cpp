@@ -600,8 +600,10 @@ std::unique_ptr<ExecutionContext> CudaBackend::create_context() const {
 }
 
 MlpRoute CudaBackend::mlp_route(const Op& op, int64_t rows) {
-  if (op.tensor_core.tile_rows > 0 && rows >= op.tensor_core_min_rows) return MlpRoute::TensorCore;
+  // A split planned beside a tensor-core form (SharedTiles in fp16 and bf16) takes over from its
+  // rows.
   if (op.split.usable() && rows >= op.split.min_rows) return MlpRoute::Split;
+  if (op.tensor_core.tile_rows > 0 && rows >= op.tensor_core_min_rows) return MlpRoute::TensorCore;
   return MlpRoute::Fused;
 }
 

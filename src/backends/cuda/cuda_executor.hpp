@@ -63,9 +63,9 @@ struct Op {
   // applies it; below tensor_core_min_rows the fused kernel writes the chain's output value and
   // the row kernel runs from there (LayerNorm's gamma and beta in weight and bias).
   int row_tail_input = -1;
-  // FusedMlp chains the tensor-core kernels cannot hold whole (a wide first layer): from
-  // split.min_rows rows the first layer on the implicit GEMM, the rest on tensor cores, through
-  // the context's workspace (CudaBackend::split_middle_offset()).
+  // FusedMlp chains the tensor-core kernels cannot hold whole (a wide first layer), and fp16 and
+  // bf16 chains on SharedTiles: from split.min_rows rows the first layer on the implicit GEMM,
+  // the rest on tensor cores, through the context's workspace (CudaBackend::split_middle_offset()).
   SplitMlpPlan split;
   std::unique_ptr<CublasLtLinear> lt;  // CublasLtLinear only
   // CublasLtLinear in fp16 and bf16 models: W in that type ([out][in]), which cuBLASLt reads

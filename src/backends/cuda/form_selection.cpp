@@ -161,7 +161,10 @@ ChainFormRules choose_chain_forms(const ChainProblem& problem, const DeviceInfo&
   }
 
   // The split form: chains whose first layer is too wide for WarpRegisters, from the rows that
-  // give every SM a warp tile of the rest (override split_mlp=1: every batch, =0: never).
+  // give every SM a warp tile of the rest (override split_mlp=1: every batch, =0: never). In
+  // fp16 and bf16 it also takes over from SharedTiles at those rows: SharedTiles reads a wide
+  // first layer's weights through shared memory for every tile, where the split runs that
+  // layer as a GEMM.
   const bool tensor_cores_on = precision == Precision::FP32
                                    ? overrides.fp32_tensor_cores != Forced::Off
                                    : overrides.reduced_tensor_cores;
@@ -171,6 +174,8 @@ ChainFormRules choose_chain_forms(const ChainProblem& problem, const DeviceInfo&
       overrides.split_mlp != Forced::Off && tensor_cores_on && device.major >= kTensorCoreMinMajor;
   const bool split_reachable = rules.split_at_every_batch || problem.max_rows >= tile_per_sm;
   rules.plan_split = problem.layers.size() >= 2 && split_allowed && split_reachable;
+  rules.split_replaces_shared_tiles =
+      rules.plan_split && sixteen_bit(precision) && overrides.split_mlp != Forced::Off;
   if (problem.layers.size() < 2) {
     rules.split_reason = "a lone layer has no rest to run as WarpRegisters";
   } else if (!split_allowed) {
@@ -182,9 +187,13 @@ ChainFormRules choose_chain_forms(const ChainProblem& problem, const DeviceInfo&
                          " rows (a warp tile per SM), beyond max_batch's " +
                          std::to_string(problem.max_rows) + " rows";
   } else {
-    rules.split_reason = rules.split_at_every_batch
-                             ? "override split_mlp=1: at every batch"
-                             : "from " + std::to_string(tile_per_sm) + " rows (a warp tile per SM)";
+    rules.split_reason =
+        rules.split_at_every_batch
+            ? "override split_mlp=1: at every batch"
+            : "from " + std::to_string(tile_per_sm) + " rows (a warp tile per SM)" +
+                  (rules.split_replaces_shared_tiles
+                       ? std::string(", over SharedTiles in ") + precision_name(precision)
+                       : std::string());
   }
   rules.fold_row_tail = overrides.fold_row_ops;
   return rules;

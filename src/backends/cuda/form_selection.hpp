@@ -92,8 +92,9 @@ struct ChainFormRules {
   std::string size_refusal;  // the sizes' limit a tensor-core form would pass ("" for none)
   // The split form (first layer as an implicit GEMM, the rest as WarpRegisters).
   bool plan_split = false;
-  bool split_at_every_batch = false;  // override split_mlp=1
-  int64_t split_forced_min_rows = 0;  // its rows then: tf32 keeps the FMA kernels' rows
+  bool split_at_every_batch = false;         // override split_mlp=1
+  int64_t split_forced_min_rows = 0;         // its rows then: tf32 keeps the FMA kernels' rows
+  bool split_replaces_shared_tiles = false;  // from the split's rows, over SharedTiles
   std::string split_reason;
   bool fold_row_tail = false;  // a Softmax or LayerNorm after the chain joins its kernel
 };

@@ -371,10 +371,15 @@ void lower_fused_chain(const LoweringInput& in, const std::vector<size_t>& chain
     }
   }
   // The split form where no tensor-core form runs the chain (a first layer too wide for them),
-  // where the batch can reach its rows; the tail folded into its second kernel where it fits.
-  if (op.tensor_core.tile_rows == 0 && rules.plan_split) {
-    const bool split_folds =
-        tail != nullptr && plan_split_mlp(op.mlp.layers, math, device, &op.split, row_tail);
+  // or beside SharedTiles in fp16 and bf16, where the batch can reach its rows. The tail folds
+  // into its second kernel where it fits there and SharedTiles does not run below those rows
+  // (SharedTiles takes no tail).
+  const bool over_shared_tiles = op.tensor_core.tile_rows > 0 &&
+                                 op.tensor_core.form == TensorCoreForm::SharedTiles &&
+                                 rules.split_replaces_shared_tiles;
+  if ((op.tensor_core.tile_rows == 0 || over_shared_tiles) && rules.plan_split) {
+    const bool split_folds = tail != nullptr && !over_shared_tiles &&
+                             plan_split_mlp(op.mlp.layers, math, device, &op.split, row_tail);
     if (split_folds || plan_split_mlp(op.mlp.layers, math, device, &op.split)) {
       if (split_folds) fold_tail();
       if (rules.split_at_every_batch) op.split.min_rows = rules.split_forced_min_rows;

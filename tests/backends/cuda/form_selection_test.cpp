@@ -204,9 +204,14 @@ TEST(FormSelection, TheSplitTakesWideFirstLayersFromAWarpTilePerSm) {
     const ChainFormRules rules = choose_chain_forms(chain(mlp08, precision, 65536), kH200);
     EXPECT_TRUE(rules.plan_split) << fusednn::precision_name(precision);
     EXPECT_TRUE(contains(rules.split_reason, "2112 rows")) << rules.split_reason;
+    // In fp16 and bf16 it takes over from SharedTiles at those rows; tf32 keeps SharedTiles.
+    const bool sixteen = precision == Precision::FP16 || precision == Precision::BF16;
+    EXPECT_EQ(rules.split_replaces_shared_tiles, sixteen) << fusednn::precision_name(precision);
+    EXPECT_EQ(contains(rules.split_reason, "over SharedTiles"), sixteen) << rules.split_reason;
   }
   const ChainFormRules few = choose_chain_forms(chain(mlp08, Precision::BF16, 2111), kH200);
   EXPECT_FALSE(few.plan_split);
+  EXPECT_FALSE(few.split_replaces_shared_tiles);
   EXPECT_TRUE(contains(few.split_reason, "beyond max_batch's 2111 rows")) << few.split_reason;
   const ChainFormRules orin = choose_chain_forms(chain(mlp08, Precision::BF16, 256), kOrin);
   EXPECT_TRUE(orin.plan_split);
@@ -228,6 +233,7 @@ TEST(FormSelection, SplitOverrides) {
   gpu.overrides.split_mlp = Forced::Off;
   const ChainFormRules off = choose_chain_forms(chain(head, Precision::BF16, 1 << 20), gpu);
   EXPECT_FALSE(off.plan_split);
+  EXPECT_FALSE(off.split_replaces_shared_tiles);
   EXPECT_TRUE(contains(off.split_reason, "split_mlp=0")) << off.split_reason;
 }
 
