@@ -717,6 +717,9 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
                          : ", below the Warpgroup form's " +
                                std::to_string(op.tensor_core.warpgroup.min_rows);
             }
+            if (op.split.usable()) {
+              now += ", below the split form's " + std::to_string(op.split.min_rows);
+            }
             choice.launches = 1 + std::max(passes, 0);
             break;
           }
