@@ -567,6 +567,12 @@ TEST(FusedMlpInternal, SixteenBitSplitsTakeOverFromSharedTiles) {
               sixteen ? MlpRoute::Split : MlpRoute::TensorCore);
     EXPECT_EQ(backend->launches_per_run(split_rows - 1), 1);
     EXPECT_EQ(backend->launches_per_run(split_rows), sixteen ? 2 : 1);
+    // The explanation names the form at each batch and, below the split, where it starts.
+    const std::string below = explain_text(model.get(), split_rows - 1);
+    const std::string from = explain_text(model.get(), split_rows);
+    EXPECT_NE(below.find("SharedTiles"), std::string::npos) << below;
+    EXPECT_EQ(below.find("below the split form's") != std::string::npos, sixteen) << below;
+    EXPECT_EQ(from.find("split MLP") != std::string::npos, sixteen) << from;
   }
 }
 
