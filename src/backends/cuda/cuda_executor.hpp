@@ -63,9 +63,9 @@ struct Op {
   // applies it; below tensor_core_min_rows the fused kernel writes the chain's output value and
   // the row kernel runs from there (LayerNorm's gamma and beta in weight and bias).
   int row_tail_input = -1;
-  // FusedMlp chains the tensor-core kernels cannot hold whole (a wide first layer): from
-  // split.min_rows rows the first layer on the implicit GEMM, the rest on tensor cores, through
-  // the context's workspace (CudaBackend::split_middle_offset()).
+  // FusedMlp chains the tensor-core kernels cannot hold whole (a wide first layer), and fp16 and
+  // bf16 chains on SharedTiles: from split.min_rows rows the first layer on the implicit GEMM,
+  // the rest on tensor cores, through the context's workspace (CudaBackend::split_middle_offset()).
   SplitMlpPlan split;
   std::unique_ptr<CublasLtLinear> lt;  // CublasLtLinear only
   // CublasLtLinear in fp16 and bf16 models: W in that type ([out][in]), which cuBLASLt reads
@@ -97,6 +97,9 @@ struct Op {
   // algorithm for that (CudaBackend::op_writes_16_bit()).
   bool writes_16_bit_output = false;
 };
+
+struct HostImages;  // step_lowering.hpp
+struct OpRefs;
 
 // How host-path runs move the input and output (fdnn_host_io), and why.
 struct HostIoChoice {
@@ -222,6 +225,8 @@ class CudaBackend final : public Backend {
   void refuse_cublaslt_for_testing();
 
  private:
+  void upload_and_point(const HostImages& images, const std::vector<OpRefs>& refs);
+  void prepare_runs();
   void plan_single_launch();
   void assign_workspace();
   // Sets the ops' reads_model_input, writes_model_output and takes_16_bit_io.

@@ -154,6 +154,14 @@ TEST_F(CublasLtInternal, LoneWideLinearsRunOnCublasLt) {
        "BIAS",
        2,
        false},
+      // The selection table sends a lone layer with more than 128 inputs to cuBLASLt
+      // (form_selection.hpp), where the fused kernel would hold it.
+      {"4096 -> 64 + bias + ReLU (an input wider than a lone fused layer takes)",
+       lone(4096, 64, true, {kReLU}),
+       {OpKind::CublasLtLinear},
+       "BIAS",
+       2,
+       false},
       {"100 -> 256 (a lone layer that fits: fused)",
        lone(100, 256, true, {kReLU}),
        {OpKind::FusedMlp},

@@ -150,7 +150,8 @@ TEST_F(CublasLtLinear, BetweenFusedChains) {
   net.linear("fc3", 520, 64).act(R"({"type": "ReLU"})");
   net.linear("fc4", 64, 10);
   expect_matches_cpu(net, all_batches(), 1600, "64-128-96 | 520 on cuBLASLt | 64-10");
-  // Two cuBLASLt layers side by side on the model input, summed, then a fused head.
+  // Two cuBLASLt layers side by side on the model input, summed, then a head (300 inputs:
+  // cuBLASLt too).
   Net branches({48});
   branches.linear("a", 48, 300, true, R"(["input"])").act(R"({"type": "SiLU", "name": "a_act"})");
   branches.linear("b", 48, 300, false, R"(["input"])");

@@ -334,8 +334,33 @@ TEST(CudaBackend, WideFirstLayerChainsSplit) {
     wide.linear("a", 1100, 64).act(R"({"type": "ReLU"})").linear("b", 64, 10);
     expect_matches_cpu(wide, {33, 5000}, seed++, std::string("1100-64-10, ") + c.name, {},
                        c.precision, c.bound);
+    // A first layer the SharedTiles form takes: in fp16 and bf16 the split takes over from the
+    // split's rows (form_selection.hpp), in tf32 SharedTiles keeps every batch above 16 rows.
+    Net mid({509});
+    mid.linear("a", 509, 32).act(R"({"type": "SiLU"})").linear("b", 32, 5);
+    mid.act(R"({"type": "SiLU"})").linear("c", 5, 1);
+    expect_matches_cpu(mid, {1, 33, 4097}, seed++, std::string("509-32-5-1, ") + c.name, {},
+                       c.precision, c.bound);
     ScopedOverride split("split_mlp", "1");
     expect_matches_cpu(wide, {1, 33}, seed++, std::string("1100-64-10, forced, ") + c.name, {},
+                       c.precision, c.bound);
+  }
+}
+
+// Lone Linear layers with more than 128 inputs run on cuBLASLt in every precision
+// (form_selection.hpp): 4096 -> 64 + ReLU and 512 -> 64, against the CPU backend.
+TEST(CudaBackend, WideInputLoneLinearLayers) {
+  REQUIRE_CUDA();
+  Net relu({4096});
+  relu.linear("fc", 4096, 64).act(R"({"type": "ReLU"})");
+  Net plain({512});
+  plain.linear("fc", 512, 64);
+  expect_matches_cpu(relu, {1, 2, 33, 1024}, 980, "4096-64 + ReLU, fp32");
+  uint32_t seed = 981;
+  for (const ReducedPrecision& c : reduced_precisions()) {
+    expect_matches_cpu(relu, {1, 33, 1024}, seed++, std::string("4096-64 + ReLU, ") + c.name, {},
+                       c.precision, c.bound);
+    expect_matches_cpu(plain, {1, 129, 4097}, seed++, std::string("512-64, ") + c.name, {},
                        c.precision, c.bound);
   }
 }

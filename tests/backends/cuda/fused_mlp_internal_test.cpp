@@ -28,6 +28,7 @@ using namespace fusednn_cuda_test;
 using fusednn::cuda::CudaBackend;
 using fusednn::cuda::FusedMlpLayerDesc;
 using fusednn::cuda::FusedMlpPlan;
+using fusednn::cuda::MlpRoute;
 using fusednn::cuda::Op;
 using fusednn::cuda::OpKind;
 using fusednn::cuda::RowTailKind;
@@ -529,6 +530,49 @@ TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
     EXPECT_GE(backend->workspace_floats(),
               backend->split_middle_offset() + c.max_batch * c.net->tensors()[0].shape[0]);
     EXPECT_EQ(backend->split_middle_offset() % 4, 0);
+  }
+}
+
+// In fp16 and bf16 a chain whose first layer only the SharedTiles form takes (509 inputs) keeps
+// SharedTiles below the split's rows and runs split from them (form_selection.hpp); in tf32
+// SharedTiles runs at every batch past 16 rows and no split is planned.
+TEST(FusedMlpInternal, SixteenBitSplitsTakeOverFromSharedTiles) {
+  REQUIRE_CUDA();
+  int major = 0, sm_count = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  if (major < 8) GTEST_SKIP() << "compute capability " << major << ": no tensor cores";
+  Net mid({509});
+  mid.linear("a", 509, 32).act(R"({"type": "SiLU"})").linear("b", 32, 5);
+  mid.act(R"({"type": "SiLU"})").linear("c", 5, 1);
+  const int64_t split_rows = int64_t{sm_count} * 16;
+  for (const fdnn_precision precision :
+       {FDNN_PRECISION_FP16, FDNN_PRECISION_BF16, FDNN_PRECISION_TF32}) {
+    SCOPED_TRACE("precision " + std::to_string(precision));
+    std::mt19937 random(18);
+    const std::unique_ptr<fdnn_model, void (*)(fdnn_model*)> model(
+        create_model(mid.spec(), FDNN_DEVICE_CUDA, 16384, 1, precision), fdnn_model_destroy);
+    ASSERT_NE(model, nullptr);
+    set_weights(model.get(), mid, draw_weights(mid, random));
+    const CudaBackend* backend = backend_of(model.get());
+    ASSERT_NE(backend, nullptr);
+    const Op* chain = fused_chain(*backend);
+    ASSERT_NE(chain, nullptr);
+    ASSERT_GT(chain->tensor_core.tile_rows, 0);
+    EXPECT_EQ(chain->tensor_core.form, TensorCoreForm::SharedTiles);
+    const bool sixteen = precision != FDNN_PRECISION_TF32;
+    EXPECT_EQ(chain->split.usable(), sixteen);
+    EXPECT_EQ(CudaBackend::mlp_route(*chain, split_rows - 1), MlpRoute::TensorCore);
+    EXPECT_EQ(CudaBackend::mlp_route(*chain, split_rows),
+              sixteen ? MlpRoute::Split : MlpRoute::TensorCore);
+    EXPECT_EQ(backend->launches_per_run(split_rows - 1), 1);
+    EXPECT_EQ(backend->launches_per_run(split_rows), sixteen ? 2 : 1);
+    // The explanation names the form at each batch and, below the split, where it starts.
+    const std::string below = explain_text(model.get(), split_rows - 1);
+    const std::string from = explain_text(model.get(), split_rows);
+    EXPECT_NE(below.find("SharedTiles"), std::string::npos) << below;
+    EXPECT_EQ(below.find("below the split form's") != std::string::npos, sixteen) << below;
+    EXPECT_EQ(from.find("split MLP") != std::string::npos, sixteen) << from;
   }
 }
 
