@@ -58,13 +58,17 @@ LoneLinearChoice choose_lone_linear_form(const LoneLinearProblem& problem,
     }
     return choice;
   }
-  if (problem.in > kLoneLinearFusedMaxInputs) {
+  // in x out compared by division: the widths come from a model file.
+  const bool small_weight =
+      problem.out > 0 && problem.in <= kLoneLinearFusedMaxWeights / problem.out;
+  if (problem.in > kLoneLinearFusedMaxInputs && !small_weight) {
     if (lt) {
       choice.form = LoneLinearForm::CublasLt;
       choice.reason = layer + ", its input wider than the " +
                       std::to_string(kLoneLinearFusedMaxInputs) +
-                      " a lone layer keeps on the fused MLP kernel: cuBLASLt (a GEMM with its "
-                      "epilogue)";
+                      " a lone layer keeps on the fused MLP kernel and its weight over " +
+                      std::to_string(kLoneLinearFusedMaxWeights) +
+                      " values: cuBLASLt (a GEMM with its epilogue)";
       choice.rejected.push_back({"the fused MLP kernel",
                                  "one layer has no activations to keep on chip, and a reduction "
                                  "of " +
@@ -77,9 +81,12 @@ LoneLinearChoice choose_lone_linear_form(const LoneLinearProblem& problem,
     choice.rejected.push_back({"cuBLASLt", "override cublaslt=0"});
     return choice;
   }
-  choice.reason = layer + " (at most " + std::to_string(kSelectionFusedMlpMaxWidth) +
-                  " outputs, at most " + std::to_string(kLoneLinearFusedMaxInputs) +
-                  " inputs): the fused MLP kernel, every column in one block";
+  choice.reason =
+      layer + " (at most " + std::to_string(kSelectionFusedMlpMaxWidth) + " outputs, and " +
+      (problem.in > kLoneLinearFusedMaxInputs
+           ? "a weight of at most " + std::to_string(kLoneLinearFusedMaxWeights) + " values"
+           : "at most " + std::to_string(kLoneLinearFusedMaxInputs) + " inputs") +
+      "): the fused MLP kernel, every column in one block";
   if (lt) choice.rejected.push_back({"cuBLASLt", "one fused launch with no GEMM set-up"});
   return choice;
 }
@@ -139,17 +146,26 @@ ChainFormRules choose_chain_forms(const ChainProblem& problem, const DeviceInfo&
   } else if (!overrides.reduced_tensor_cores) {
     rules.tensor_core_reason = "override tensor_cores=0";
   } else {
-    // tf32 keeps the single-block form's rows in exact fp32: the call is bound by its launch
-    // there, and PyTorch with TF32 allowed computes a batch of 1 in fp32 too, whose error the
-    // accuracy contract holds fusednn to.
-    rules.plan_tensor_cores = true;
-    const int64_t from = precision == Precision::TF32 ? kSelectionBlockMaxRows + 1 : 0;
-    rules.warp_registers_min_rows = rules.shared_tiles_min_rows = from;
-    rules.tensor_core_reason =
-        precision == Precision::TF32
-            ? "tf32 keeps up to " + std::to_string(kSelectionBlockMaxRows) +
-                  " rows in fp32, where the launch dominates"
-            : std::string(precision_name(precision)) + " on tensor cores from the first row";
+    // Like fp32's 3xTF32, tf32/fp16/bf16 chains take tensor cores from one 16-row warp tile per
+    // SM: below that a run is bound by its launch and its one pass over the weights, which the
+    // FMA kernels make in exact fp32 (more accurate than the precision asked for) in a fraction
+    // of the tensor-core forms' time, whose weight staging and 16-row tiles then dominate.
+    if (overrides.reduced_tensor_cores_every_batch) {
+      rules.plan_tensor_cores = true;
+      rules.warp_registers_min_rows = rules.shared_tiles_min_rows = 0;
+      rules.tensor_core_reason = "override small_batch_tensor_cores=1: from the first row";
+    } else if (problem.max_rows < tile_per_sm) {
+      rules.tensor_core_reason = std::string(precision_name(precision)) +
+                                 " chains take tensor cores from one 16-row tile per SM (" +
+                                 std::to_string(tile_per_sm) + " rows), beyond max_batch's " +
+                                 std::to_string(problem.max_rows) +
+                                 " rows: the FMA kernels in fp32";
+    } else {
+      rules.plan_tensor_cores = true;
+      rules.warp_registers_min_rows = rules.shared_tiles_min_rows = tile_per_sm;
+      rules.tensor_core_reason = "one 16-row tile per SM: " + std::to_string(device.sm_count) +
+                                 " SMs; fewer rows run in fp32 on the FMA kernels";
+    }
   }
   // The sizes' refusal names the limit when the planner refuses the chain; below compute
   // capability 8.0 no form exists, so nothing is planned.

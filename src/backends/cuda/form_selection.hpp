@@ -30,6 +30,9 @@ inline constexpr int64_t kTensorCoreMaxFirstInput = 1024;   // the first layer's
 // input is at most this wide: the fused kernels hold whole rows of narrow chains, and a longer
 // reduction over one layer is a plain GEMM, which cuBLASLt tiles better at every batch.
 inline constexpr int64_t kLoneLinearFusedMaxInputs = 128;
+// ... or while its whole weight is at most this many values, however wide its input: so small a
+// layer (a classifier head such as 512->10) costs one short launch on the fused kernel.
+inline constexpr int64_t kLoneLinearFusedMaxWeights = 16384;
 
 // A form the table passed over, and why.
 struct RejectedForm {

@@ -64,6 +64,14 @@ void apply(const std::string& pair, SelectionOverrides* o) {
     o->fp32_tensor_cores = parse_forced(pair, value);
   } else if (key == "tensor_cores") {
     o->reduced_tensor_cores = parse_bool(pair, value);
+  } else if (key == "small_batch_tensor_cores") {
+    if (value == "1") {
+      o->reduced_tensor_cores_every_batch = true;
+    } else if (value == "auto") {
+      o->reduced_tensor_cores_every_batch = false;
+    } else {
+      refuse(pair, "the value is 1 or auto");
+    }
   } else if (key == "implicit_gemm") {
     o->implicit_gemm = parse_forced(pair, value);
   } else if (key == "cublaslt") {

@@ -21,14 +21,15 @@ enum class SmallBatchLinearMode { Auto, Off, Always, Unicast };
 enum class SmallBatchMlpForms { Both, BlockOnly, ClusterOnly };
 
 struct SelectionOverrides {
-  Forced fp32_tensor_cores = Forced::Auto;  // fp32 chains on 3xTF32 tensor cores
-  bool reduced_tensor_cores = true;         // tf32/fp16/bf16 on tensor cores at all
-  Forced implicit_gemm = Forced::Auto;      // unfused Conv2d as an implicit GEMM
-  bool cublaslt = true;                     // lone wide fp32 Linear layers on cuBLASLt
-  bool cublaslt_half_operands = true;       // 16-bit operands for 16-bit models' cuBLASLt
-  bool fused_conv = true;                   // the fused conv + pool kernel
-  Forced split_mlp = Forced::Auto;          // split chains with a too-wide first layer
-  bool fold_row_ops = true;                 // Softmax/LayerNorm folded into the MLP kernel
+  Forced fp32_tensor_cores = Forced::Auto;        // fp32 chains on 3xTF32 tensor cores
+  bool reduced_tensor_cores = true;               // tf32/fp16/bf16 on tensor cores at all
+  bool reduced_tensor_cores_every_batch = false;  // ... from the first row, not one tile per SM
+  Forced implicit_gemm = Forced::Auto;            // unfused Conv2d as an implicit GEMM
+  bool cublaslt = true;                           // lone wide fp32 Linear layers on cuBLASLt
+  bool cublaslt_half_operands = true;             // 16-bit operands for 16-bit models' cuBLASLt
+  bool fused_conv = true;                         // the fused conv + pool kernel
+  Forced split_mlp = Forced::Auto;                // split chains with a too-wide first layer
+  bool fold_row_ops = true;                       // Softmax/LayerNorm folded into the MLP kernel
   SmallBatchLinearMode small_batch_linear = SmallBatchLinearMode::Auto;
   SmallBatchMlpForms small_batch_mlp = SmallBatchMlpForms::Both;
   Forced host_zero_copy = Forced::Auto;          // host path through mapped pinned staging

@@ -76,6 +76,23 @@ class ScopedOverride {
   ScopedEnvironment environment_;
 };
 
+// The CUDA test binaries run tf32/fp16/bf16 chains on tensor cores from the first row (the
+// override small_batch_tensor_cores=1, put before any the environment gives, so that those win),
+// so that their small batches keep exercising the tensor-core kernels, as the tests were written
+// to. The library's own rule (the FMA kernels below one 16-row tile per SM) is tested with
+// ScopedOverride("small_batch_tensor_cores", "auto") (default_selection_test.cpp).
+// FUSEDNN_CUDA_TEST_DEFAULT_SELECTION=1 leaves the override out: every test then runs on the
+// default selection.
+inline const bool kTensorCoresAtSmallBatches = [] {
+  const char* keep = std::getenv("FUSEDNN_CUDA_TEST_DEFAULT_SELECTION");
+  if (keep != nullptr && std::string(keep) == "1") return false;
+  const char* current = std::getenv("FUSEDNN_CUDA_OVERRIDES");
+  std::string text = "small_batch_tensor_cores=1";
+  if (current != nullptr && current[0] != '\0') text += std::string(",") + current;
+  setenv("FUSEDNN_CUDA_OVERRIDES", text.c_str(), 1);
+  return true;
+}();
+
 // The host_io GPU models are created with unless a test chooses (FUSEDNN_CUDA_TEST_HOST_IO:
 // "auto", "staged" or "mapped"; unset: AUTO, the library's default). An unknown value fails
 // loudly rather than testing the default by mistake.
@@ -86,6 +103,11 @@ inline fdnn_host_io test_host_io() {
   if (std::string(value) == "mapped") return FDNN_HOST_IO_MAPPED;
   ADD_FAILURE() << "FUSEDNN_CUDA_TEST_HOST_IO is '" << value << "'; use auto, staged or mapped";
   return FDNN_HOST_IO_AUTO;
+}
+
+// Whether `part` occurs in `text`.
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
 }
 
 // The model's plan explanation at `batch` as text (fdnn_model_explain).

@@ -84,20 +84,23 @@ void check_network(const Net& net, const std::string& name, int64_t max_batch,
 
 TEST(CudaExplain, SeedMlpNamesAFusedFormAtEveryBatchAndPrecision) {
   REQUIRE_CUDA();
+  ScopedOverride rule("small_batch_tensor_cores", "auto");  // the library's default
   check_network(seed_mlp(), "seed MLP", 8192, {1, 4, 16, 17, 128, 1024, 8192},
                 [](const json& document, fdnn_precision precision, int64_t batch) {
                   // The three Linear layers run as one fused MLP.
                   ASSERT_EQ(document["steps"].size(), 1u) << document.dump(2);
                   const std::string form = document["steps"][0]["form"];
                   EXPECT_EQ(form.rfind("fused MLP", 0), 0u) << form;
-                  // fp16 and bf16 chains run on tensor cores from the first row.
-                  if (precision == FDNN_PRECISION_FP16 || precision == FDNN_PRECISION_BF16) {
-                    EXPECT_NE(form.find("tensor cores"), std::string::npos)
+                  // Reduced-precision chains run in fp32 on the FMA kernels below one 16-row
+                  // tile per SM (at least 128 rows on any GPU with 9 SMs or more) and on tensor
+                  // cores from there (at most 8192 rows on any GPU with 512 SMs or fewer).
+                  if (precision != FDNN_PRECISION_FP32 && batch <= 128) {
+                    EXPECT_NE(form.find("FMA"), std::string::npos)
                         << "batch " << batch << ": " << form;
                   }
-                  // tf32 keeps batches of up to 16 rows in fp32.
-                  if (precision == FDNN_PRECISION_TF32 && batch <= 16) {
-                    EXPECT_NE(form.find("FMA"), std::string::npos) << form;
+                  if (precision != FDNN_PRECISION_FP32 && batch == 8192) {
+                    EXPECT_NE(form.find("tensor cores"), std::string::npos)
+                        << "batch " << batch << ": " << form;
                   }
                 });
 }

@@ -45,7 +45,7 @@ std::string all_rejected(const std::vector<RejectedForm>& rejected) {
 
 TEST(FormSelection, AWideInputLoneLinearGoesToCublasLtInEveryPrecision) {
   for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{
-           {4096, 64}, {512, 64}, {257, 100}, {769, 256}, {129, 2}}) {
+           {4096, 64}, {512, 64}, {257, 100}, {769, 256}, {129, 200}, {1025, 16}}) {
     for (const Precision precision : kEveryPrecision) {
       const LoneLinearChoice choice = choose_lone_linear_form({in, out, precision}, kH200);
       EXPECT_EQ(choice.form, LoneLinearForm::CublasLt) << in << "->" << out;
@@ -70,8 +70,24 @@ TEST(FormSelection, ANarrowLoneLinearStaysOnTheFusedKernel) {
   }
 }
 
+TEST(FormSelection, AWideInputLoneLinearWithASmallWeightStaysOnTheFusedKernel) {
+  // At most 16384 weights (1024 x 16 is the boundary; 1025 x 16 goes to cuBLASLt above).
+  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{
+           {520, 10}, {256, 3}, {255, 16}, {1024, 16}, {4096, 1}}) {
+    for (const Precision precision : kEveryPrecision) {
+      const LoneLinearChoice choice = choose_lone_linear_form({in, out, precision}, kH200);
+      EXPECT_EQ(choice.form, LoneLinearForm::FusedMlp) << in << "->" << out;
+      EXPECT_TRUE(contains(choice.reason, "a weight of at most 16384 values")) << choice.reason;
+    }
+  }
+  // The product is compared without overflow for widths no model could hold.
+  const int64_t huge = int64_t{1} << 40;
+  EXPECT_EQ(choose_lone_linear_form({huge, 3, Precision::FP16}, kH200).form,
+            LoneLinearForm::CublasLt);
+}
+
 TEST(FormSelection, AConvStacksHeadStaysFusedForTheSingleLaunch) {
-  LoneLinearProblem head{400, 10, Precision::FP32};
+  LoneLinearProblem head{400, 120, Precision::FP32};
   head.heads_conv_stack = true;
   const LoneLinearChoice fused = choose_lone_linear_form(head, kH200);
   EXPECT_EQ(fused.form, LoneLinearForm::FusedMlp);
@@ -154,19 +170,29 @@ TEST(FormSelection, Fp32TensorCoreOverrides) {
   EXPECT_FALSE(off.plan_split);
 }
 
-TEST(FormSelection, ReducedPrecisionChainsRunOnTensorCores) {
-  const ChainFormRules tf32 = choose_chain_forms(chain(kSeed, Precision::TF32, 4096), kH200);
-  EXPECT_TRUE(tf32.plan_tensor_cores);
-  EXPECT_EQ(tf32.warp_registers_min_rows, 17);  // up to 16 rows stay in exact fp32
-  EXPECT_EQ(tf32.shared_tiles_min_rows, 17);
-  EXPECT_TRUE(contains(tf32.tensor_core_reason, "16 rows")) << tf32.tensor_core_reason;
-  for (const Precision precision : {Precision::FP16, Precision::BF16}) {
-    for (const DeviceInfo& gpu : {kH200, kOrin}) {
-      const ChainFormRules rules = choose_chain_forms(chain(kSeed, precision, 1), gpu);
-      EXPECT_TRUE(rules.plan_tensor_cores);
-      EXPECT_EQ(rules.warp_registers_min_rows, 0);
-      EXPECT_TRUE(contains(rules.tensor_core_reason, "from the first row"));
-    }
+TEST(FormSelection, ReducedPrecisionChainsTakeTensorCoresFromOneWarpTilePerSm) {
+  for (const Precision precision : {Precision::TF32, Precision::FP16, Precision::BF16}) {
+    const ChainFormRules h200 = choose_chain_forms(chain(kSeed, precision, 4096), kH200);
+    EXPECT_TRUE(h200.plan_tensor_cores);
+    EXPECT_EQ(h200.warp_registers_min_rows, 132 * 16);  // fewer rows: the fp32 FMA kernels
+    EXPECT_EQ(h200.shared_tiles_min_rows, 132 * 16);
+    EXPECT_TRUE(contains(h200.tensor_core_reason, "132 SMs")) << h200.tensor_core_reason;
+    const ChainFormRules orin = choose_chain_forms(chain(kSeed, precision, 4096), kOrin);
+    EXPECT_EQ(orin.warp_registers_min_rows, 16 * 16);
+    // No batch reaches the tensor cores: they are not planned, and the reason says why.
+    const ChainFormRules small = choose_chain_forms(chain(kSeed, precision, 2111), kH200);
+    EXPECT_FALSE(small.plan_tensor_cores);
+    EXPECT_TRUE(contains(small.tensor_core_reason, "2112 rows")) << small.tensor_core_reason;
+    EXPECT_TRUE(contains(small.tensor_core_reason, "FMA kernels in fp32"))
+        << small.tensor_core_reason;
+    // The override runs them from the first row.
+    DeviceInfo every = kH200;
+    every.overrides.reduced_tensor_cores_every_batch = true;
+    const ChainFormRules forced = choose_chain_forms(chain(kSeed, precision, 1), every);
+    EXPECT_TRUE(forced.plan_tensor_cores);
+    EXPECT_EQ(forced.warp_registers_min_rows, 0);
+    EXPECT_TRUE(contains(forced.tensor_core_reason, "small_batch_tensor_cores=1"))
+        << forced.tensor_core_reason;
   }
   DeviceInfo off = kH200;
   off.overrides.reduced_tensor_cores = false;

@@ -24,6 +24,7 @@ TEST(SelectionOverrides, NoneLeavesEveryChoiceToTheSelection) {
     const SelectionOverrides o = parse_selection_overrides(text);
     EXPECT_EQ(o.fp32_tensor_cores, Forced::Auto);
     EXPECT_TRUE(o.reduced_tensor_cores);
+    EXPECT_FALSE(o.reduced_tensor_cores_every_batch);
     EXPECT_EQ(o.implicit_gemm, Forced::Auto);
     EXPECT_TRUE(o.cublaslt);
     EXPECT_TRUE(o.cublaslt_half_operands);
@@ -46,9 +47,10 @@ TEST(SelectionOverrides, EveryKeyIsTaken) {
       "fp32_tensor_cores=1, tensor_cores=0,implicit_gemm=0,cublaslt=0,cublaslt_half_operands=0,"
       "fused_conv=0,split_mlp=1,fold_row_ops=0,small_batch_linear=unicast,small_batch_mlp=block,"
       "host_zero_copy=0,tensor_core_form=shared,wgmma=1,single_launch=0,conv_net_whole_tail=0,"
-      "conv_tile=8x2x2");
+      "conv_tile=8x2x2,small_batch_tensor_cores=1");
   EXPECT_EQ(o.fp32_tensor_cores, Forced::On);
   EXPECT_FALSE(o.reduced_tensor_cores);
+  EXPECT_TRUE(o.reduced_tensor_cores_every_batch);
   EXPECT_EQ(o.implicit_gemm, Forced::Off);
   EXPECT_FALSE(o.cublaslt);
   EXPECT_FALSE(o.cublaslt_half_operands);
@@ -86,6 +88,7 @@ TEST(SelectionOverrides, AnythingElseIsRefusedByName) {
       {"split_mlp=2", "'split_mlp=2'"},
       {"small_batch_mlp=both", "'small_batch_mlp=both'"},
       {"tensor_core_form=registers", "'tensor_core_form=registers'"},
+      {"small_batch_tensor_cores=0", "'small_batch_tensor_cores=0'"},
       {"conv_tile=8x2", "'conv_tile=8x2'"},
       {"conv_tile=8x2x2x2", "'conv_tile=8x2x2x2'"},
       {"conv_tile=x2x2", "'conv_tile=x2x2'"},

@@ -417,10 +417,6 @@ std::vector<Io16Case> io16_cases() {
   return cases;
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 // Values of `dtype` (drawn from a normal distribution and rounded to it), as float32.
 std::vector<float> representable_inputs(size_t count, fdnn_dtype dtype, std::mt19937& random) {
   std::vector<float> values = normal(count, random, 0.0f, 1.0f);
