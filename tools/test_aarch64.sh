@@ -36,4 +36,4 @@ else
 fi
 
 tests/package/test_deb.sh --arch arm64 build/aarch64-cpu
-tests/package/test_aarch64_wheel.sh build/aarch64-wheel "$library"
+tests/package/test_aarch64_wheel.sh build/aarch64-wheel build/aarch64-cpu

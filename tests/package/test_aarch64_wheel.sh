@@ -9,7 +9,7 @@
 #      libfusednn.so.0, the very file the build made, no debug sections, needing only libc, libm,
 #      libpthread and libdl (the C++ runtime is linked in: no libstdc++ or libgcc_s), no symbol
 #      version newer than the tag allows (GLIBC 2.28: the manylinux_2_28 policy's limit), and,
-#      given REFERENCE_LIBRARY (the aarch64-cpu build's), exporting the same symbols as it;
+#      given REFERENCE_BUILD (the aarch64-cpu build), exporting the same symbols as its library;
 #   3. pip installs it for that platform into a target folder (`pip install --platform
 #      manylinux_2_28_aarch64 --only-binary=:all: --target DIR`); and for the platforms pip on a
 #      device of a given glibc accepts (manylinux_2_X down to manylinux_2_17 for glibc 2.X: pip's
@@ -20,17 +20,22 @@
 #      tests/package/golden_check.c, cross-built against the installed fusednn/lib/libfusednn.so.0
 #      and run under qemu-aarch64, runs the LeNet-5 golden fixture at batch 3 within 1e-5 of
 #      PyTorch's output, and given a file that is no model it fails with the library's message
-#      (an exception thrown and caught inside the library, through its own C++ runtime). No
-#      aarch64 Python runs the package here, and no glibc older than the build machine's 2.36.
+#      (an exception thrown and caught inside the library, through its own C++ runtime); given
+#      REFERENCE_BUILD, its C API test suite (tests/api's fusednn_api_tests, which links
+#      libfusednn.so.0 and includes only the public headers) passes under qemu-aarch64 with the
+#      installed wheel's library in place of the build's (the loader's LD_DEBUG log shows which
+#      file it loaded). No aarch64 Python runs the package here, and no glibc older than the build
+#      machine's 2.36.
 #
-# Usage: tests/package/test_aarch64_wheel.sh [BUILD_DIR [REFERENCE_LIBRARY]]
-#   BUILD_DIR          passed to tools/build_aarch64_wheel.sh (default build/aarch64-wheel)
-#   REFERENCE_LIBRARY  an aarch64 libfusednn.so whose exported symbols the wheel's must match
+# Usage: tests/package/test_aarch64_wheel.sh [BUILD_DIR [REFERENCE_BUILD]]
+#   BUILD_DIR        passed to tools/build_aarch64_wheel.sh (default build/aarch64-wheel)
+#   REFERENCE_BUILD  an aarch64 build with tests (build/aarch64-cpu, built): its library's exports
+#                    and its fusednn_api_tests are checked against the wheel's library
 # Exits 0 when every check passes, 1 otherwise.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(realpath -m "${1:-$root/build/aarch64-wheel}")"
-reference="${2:-}"
+reference_build="${2:+$(realpath -m "$2")}"
 expected_tag=manylinux_2_28_aarch64
 glibc_limit=2.28
 allowed_needed="libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2"
@@ -120,14 +125,15 @@ if [[ -f "$bundled" ]]; then
   else
     fail "the library needs GLIBC_$highest, newer than $expected_tag allows ($glibc_limit)"
   fi
-  if [[ -n "$reference" ]]; then
+  if [[ -n "$reference_build" ]]; then
+    reference="$reference_build/src/api/libfusednn.so"
     # exports LIBRARY: the names of the defined dynamic symbols of default visibility.
     exports() {
       readelf --dyn-syms -W "$1" | awk '$7 != "UND" && $5 != "LOCAL" && $6 == "DEFAULT" &&
                                          $4 != "SECTION" && $4 != "FILE" { print $8 }' |
         sed 's/@.*//' | sort -u
     }
-    difference="$(diff <(exports "$reference") <(exports "$bundled") || true)"
+    difference="$(diff <(exports "$reference") <(exports "$bundled") 2>&1 || true)"
     count="$(exports "$bundled" | wc -l)"
     [[ -z "$difference" && "$count" -gt 0 ]] &&
       pass "exports the same $count symbols as $reference" ||
@@ -232,6 +238,29 @@ PYTHON
   else
     cat "$work/cc.log"
     fail "golden_check.c did not cross-build against the wheel's library"
+  fi
+fi
+
+# The C API suite of the reference build, run on the installed wheel's library: the executable's
+# RUNPATH names the build's own library folder, which LD_LIBRARY_PATH comes before.
+api_tests="$reference_build/tests/api/fusednn_api_tests"
+if [[ -n "$reference_build" && -f "$target/fusednn/lib/libfusednn.so.0" ]]; then
+  if [[ ! -x "$api_tests" ]]; then
+    fail "$api_tests not found (build the reference build's tests first)"
+  elif readelf -d "$api_tests" | grep -q '(RPATH)'; then
+    fail "$api_tests has an RPATH, which would come before LD_LIBRARY_PATH"
+  else
+    lib_dir="$target/fusednn/lib"
+    if qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH="$lib_dir" -E LD_DEBUG=libs \
+         -E LD_DEBUG_OUTPUT="$work/loader" "$api_tests" >"$work/api.log" 2>&1; then
+      loaded="$(sed -n 's/.*calling init: \(.*libfusednn\.so.*\)/\1/p' "$work"/loader.* | sort -u)"
+      [[ "$loaded" == "$lib_dir/libfusednn.so.0" ]] &&
+        pass "fusednn_api_tests on the wheel's library: $(grep -m1 'PASSED' "$work/api.log")" ||
+        fail "fusednn_api_tests passed, but the loader loaded '$loaded', not the wheel's library"
+    else
+      tail -n 40 "$work/api.log"
+      fail "fusednn_api_tests fails on the wheel's library"
+    fi
   fi
 fi
 
