@@ -77,7 +77,8 @@ report="$("${WHEEL_TOOLS:-$root/build/wheel-tools}/bin/auditwheel" show "$wheel"
 # auditwheel names the oldest policy the wheel is consistent with; it must not be newer than the
 # tag's.
 found="$(grep -oE 'consistent with the following platform tag: "manylinux_[0-9]+_[0-9]+_aarch64"' \
-         <<<"${report//$'\n'/ }" | grep -oE '[0-9]+_[0-9]+_aarch64' | sed -E 's/_aarch64//; s/_/./')"
+         <<<"${report//$'\n'/ }" | grep -oE '[0-9]+_[0-9]+_aarch64' | sed -E 's/_aarch64//; s/_/./' ||
+         true)"
 if [[ -z "$found" ]]; then
   fail "auditwheel show names no manylinux policy: $report"
 elif [[ "$(printf '%s\n%s\n' "$found" "$glibc_limit" | sort -V | tail -n 1)" == "$glibc_limit" ]]; then
@@ -253,7 +254,8 @@ if [[ -n "$reference_build" && -f "$target/fusednn/lib/libfusednn.so.0" ]]; then
     lib_dir="$target/fusednn/lib"
     if qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH="$lib_dir" -E LD_DEBUG=libs \
          -E LD_DEBUG_OUTPUT="$work/loader" "$api_tests" >"$work/api.log" 2>&1; then
-      loaded="$(sed -n 's/.*calling init: \(.*libfusednn\.so.*\)/\1/p' "$work"/loader.* | sort -u)"
+      loaded="$(sed -n 's/.*calling init: \(.*libfusednn\.so.*\)/\1/p' "$work"/loader.* |
+                 sort -u || true)"
       [[ "$loaded" == "$lib_dir/libfusednn.so.0" ]] &&
         pass "fusednn_api_tests on the wheel's library: $(grep -m1 'PASSED' "$work/api.log")" ||
         fail "fusednn_api_tests passed, but the loader loaded '$loaded', not the wheel's library"
