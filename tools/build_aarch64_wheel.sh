@@ -48,6 +48,12 @@ fi
 
 library="$build/src/api/libfusednn.so"
 if [[ "$build" == "$root/build/aarch64-wheel" ]]; then
+  # A cache whose compiler is gone (the tools venv made anew elsewhere) cannot take another one:
+  # the folder is configured afresh.
+  if [[ -f "$build/CMakeCache.txt" ]]; then
+    cached_zig="$(sed -n 's/^FUSEDNN_ZIG:FILEPATH=//p' "$build/CMakeCache.txt")"
+    [[ -x "$cached_zig" ]] || rm -rf "$build"
+  fi
   if [[ ! -f "$build/CMakeCache.txt" ]]; then
     zig="$("$tools_venv/bin/python" -c \
       'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')"
