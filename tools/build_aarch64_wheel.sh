@@ -1,58 +1,74 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Builds the aarch64 Python wheel: the fusednn package with the cross-built aarch64 CPU library
-# bundled as fusednn/lib/libfusednn.so.0, tagged for the oldest manylinux platform the library
-# really runs on.
+# Builds the aarch64 Python wheel: the fusednn package with an aarch64 CPU library bundled as
+# fusednn/lib/libfusednn.so.0, tagged manylinux_2_28_aarch64 when the library fits that platform
+# (the library of the aarch64-wheel preset does), for a newer one when auditwheel finds it needs
+# more.
 #
-#   1. the library: BUILD_DIR's src/api/libfusednn.so, the one the aarch64 tests ran on; when it
-#      is not there, the aarch64-cpu preset is configured (after tools/aarch64_dependencies.sh)
-#      and its library target alone is built;
+#   1. the library: the aarch64-wheel preset (cmake/toolchains/aarch64-zig-glibc-2.28.cmake)
+#      builds the fusednn target alone with zig's clang against glibc 2.28, libc++ linked in
+#      (configured first when BUILD_DIR has no cache, after tools/aarch64_dependencies.sh); a
+#      BUILD_DIR other than the preset's must already hold src/api/libfusednn.so;
 #   2. the wheel: `pip wheel ./bindings/python` with FUSEDNN_BUNDLE_LIBRARY, so scikit-build-core
 #      compiles nothing and only copies the library in; it names the wheel for the build
 #      machine, so the platform tag is first set to linux_aarch64 (`wheel tags`);
 #   3. the tag: `auditwheel show` reads the library's needed libraries and symbol versions and
-#      names the manylinux policy they fit; the wheel is retagged with that policy's tag.
+#      names the oldest manylinux policy they fit; the wheel is retagged manylinux_2_28_aarch64,
+#      or with auditwheel's policy where that is newer.
 #
-# The build backend (scikit-build-core), wheel and auditwheel come from PyPI into a venv of their
-# own (WHEEL_TOOLS, default build/wheel-tools), made once; the wheel is built in it without build
-# isolation, so later runs need no package index.
+# The build backend (scikit-build-core), wheel, auditwheel and ziglang (the compiler of step 1)
+# come from PyPI into a venv of their own (WHEEL_TOOLS, default build/wheel-tools), made once;
+# the wheel is built in it without build isolation, so later runs need no package index.
 # Usage: tools/build_aarch64_wheel.sh [BUILD_DIR] [OUT_DIR]
-#   BUILD_DIR  an aarch64 build folder (default build/aarch64-cpu)
+#   BUILD_DIR  an aarch64 build folder (default build/aarch64-wheel, the preset's)
 #   OUT_DIR    where the wheel goes (default BUILD_DIR/wheel; emptied of fusednn wheels first)
 # Prints the wheel's path as its last line.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-build="$(realpath -m "${1:-build/aarch64-cpu}")"
+build="$(realpath -m "${1:-build/aarch64-wheel}")"
 out="$(realpath -m "${2:-$build/wheel}")"
 tools_venv="$(realpath -m "${WHEEL_TOOLS:-build/wheel-tools}")"
+
+# ---- tools -----------------------------------------------------------------------------------
+
+# ziglang is pinned: its version fixes the compiler and the libc++ linked into the library.
+if ! "$tools_venv/bin/python" -c 'import auditwheel, scikit_build_core, wheel, ziglang' \
+     2>/dev/null; then
+  python3 -m venv "$tools_venv"
+  "$tools_venv/bin/python" -m pip install -q --disable-pip-version-check \
+      'scikit-build-core>=0.10' 'wheel>=0.40,<1' 'auditwheel>=6.1,<7' 'ziglang==0.17.1' || {
+    echo "build_aarch64_wheel.sh: could not install scikit-build-core, wheel, auditwheel and" \
+         "ziglang from PyPI into $tools_venv" >&2
+    exit 1
+  }
+fi
 
 # ---- 1. the library --------------------------------------------------------------------------
 
 library="$build/src/api/libfusednn.so"
-if [[ ! -e "$library" ]]; then
-  [[ "$build" == "$root/build/aarch64-cpu" ]] || {
-    echo "build_aarch64_wheel.sh: $library not found (build BUILD_DIR first)" >&2; exit 1; }
-  echo "building the aarch64 library (preset aarch64-cpu, target fusednn)"
-  tools/aarch64_dependencies.sh build/aarch64-deps
-  cmake --preset aarch64-cpu >/dev/null
-  cmake --build --preset aarch64-cpu --target fusednn
+if [[ "$build" == "$root/build/aarch64-wheel" ]]; then
+  # A cache whose compiler is gone (the tools venv made anew elsewhere) cannot take another one:
+  # the folder is configured afresh.
+  if [[ -f "$build/CMakeCache.txt" ]]; then
+    cached_zig="$(sed -n 's/^FUSEDNN_ZIG:FILEPATH=//p' "$build/CMakeCache.txt")"
+    [[ -x "$cached_zig" ]] || rm -rf "$build"
+  fi
+  if [[ ! -f "$build/CMakeCache.txt" ]]; then
+    zig="$("$tools_venv/bin/python" -c \
+      'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')"
+    tools/aarch64_dependencies.sh build/aarch64-deps
+    cmake --preset aarch64-wheel -DFUSEDNN_ZIG="$zig" >/dev/null
+  fi
+  echo "building the aarch64 library (preset aarch64-wheel, target fusednn)"
+  cmake --build --preset aarch64-wheel
+elif [[ ! -e "$library" ]]; then
+  echo "build_aarch64_wheel.sh: $library not found (build BUILD_DIR first)" >&2
+  exit 1
 fi
 library="$(realpath "$library")"
 readelf -h "$library" | grep -q 'Machine: *AArch64$' || {
   echo "build_aarch64_wheel.sh: $library is not an AArch64 library" >&2; exit 1; }
-
-# ---- tools -----------------------------------------------------------------------------------
-
-if ! "$tools_venv/bin/python" -c 'import auditwheel, scikit_build_core, wheel' 2>/dev/null; then
-  python3 -m venv "$tools_venv"
-  "$tools_venv/bin/python" -m pip install -q --disable-pip-version-check \
-      'scikit-build-core>=0.10' 'wheel>=0.40,<1' 'auditwheel>=6.1,<7' || {
-    echo "build_aarch64_wheel.sh: could not install scikit-build-core, wheel and auditwheel" \
-         "from PyPI into $tools_venv" >&2
-    exit 1
-  }
-fi
 
 # ---- 2. the wheel ----------------------------------------------------------------------------
 
@@ -76,12 +92,23 @@ wheel="$(retag "${built[0]}" linux_aarch64)"
 
 # ---- 3. the tag ------------------------------------------------------------------------------
 
+# The wheel is tagged for glibc 2.28, the C library the aarch64-wheel toolchain compiles against,
+# unless auditwheel finds the library needs a newer one. auditwheel judges by symbol versions
+# alone and may name an older policy, but the headers were 2.28's and nothing older is checked.
+oldest_tag=manylinux_2_28_aarch64
 report="$("$tools_venv/bin/auditwheel" show "$wheel" 2>&1)" || {
   echo "$report"; echo "build_aarch64_wheel.sh: auditwheel show failed" >&2; exit 1; }
 echo "$report" >"$out/auditwheel-show.txt"
-tag="$(grep -oE 'manylinux_[0-9]+_[0-9]+_aarch64' <<<"$report" | head -n 1)"
-[[ -n "$tag" ]] || {
+found="$(grep -oE 'manylinux_[0-9]+_[0-9]+_aarch64' <<<"$report" | head -n 1)"
+[[ -n "$found" ]] || {
   echo "$report"; echo "build_aarch64_wheel.sh: auditwheel names no manylinux tag" >&2; exit 1; }
+# glibc_of TAG: the glibc version a manylinux_X_Y tag names, as X.Y.
+glibc_of() { sed -E 's/^manylinux_([0-9]+)_([0-9]+)_.*/\1.\2/' <<<"$1"; }
+tag="$oldest_tag"
+if [[ "$(printf '%s\n%s\n' "$(glibc_of "$found")" "$(glibc_of "$oldest_tag")" | sort -V |
+         tail -n 1)" != "$(glibc_of "$oldest_tag")" ]]; then
+  tag="$found"
+fi
 wheel="$(retag "$wheel" "$tag")"
-echo "auditwheel: the bundled library fits $tag"
+echo "auditwheel: the bundled library fits $found; the wheel is tagged $tag"
 echo "$wheel"

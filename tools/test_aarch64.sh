@@ -7,8 +7,11 @@
 # exported symbols against it (tools/check_aarch64_library.sh). Then it packages the build as arm64
 # .deb packages and checks them (tests/package/test_deb.sh --arch arm64: fields, files, AArch64
 # library, lintian, and golden_check.c cross-built against them and run under qemu-aarch64), and
-# builds the aarch64 Python wheel from the same library and checks it
-# (tests/package/test_aarch64_wheel.sh: its manylinux tag, auditwheel, pip, golden_check under qemu).
+# builds the aarch64 Python wheel and checks it (tests/package/test_aarch64_wheel.sh: its
+# manylinux_2_28 tag, auditwheel, pip, the same exports as this build's library, golden_check
+# under qemu). The wheel's library is a build of its own (preset aarch64-wheel: the library
+# target alone, against glibc 2.28 with the C++ runtime linked in): the test programs here need
+# GCC 12's shared libstdc++, which needs a newer glibc than 2.28.
 # Usage: tools/test_aarch64.sh [X86_64_LIBRARY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,4 +36,4 @@ else
 fi
 
 tests/package/test_deb.sh --arch arm64 build/aarch64-cpu
-tests/package/test_aarch64_wheel.sh build/aarch64-cpu
+tests/package/test_aarch64_wheel.sh build/aarch64-wheel build/aarch64-cpu

@@ -3,29 +3,42 @@
 # Builds the aarch64 Python wheel from an aarch64 build (tools/build_aarch64_wheel.sh) and checks
 # it as a Jetson user would get it, on an x86-64 machine:
 #
-#   1. its name and WHEEL file carry the documented tag, py3-none-manylinux_2_34_aarch64, and
-#      `auditwheel show` finds the wheel consistent with that tag and no older one;
+#   1. its name and WHEEL file carry the documented tag, py3-none-manylinux_2_28_aarch64, and
+#      `auditwheel show` finds the wheel consistent with that tag or an older one;
 #   2. the bundled library, read independently of auditwheel: an AArch64 ELF with soname
 #      libfusednn.so.0, the very file the build made, no debug sections, needing only libc, libm,
-#      libstdc++ and libgcc_s, and no symbol version newer than the tag allows (GLIBC 2.34,
-#      GLIBCXX 3.4.29, CXXABI 1.3.13: the manylinux_2_34 policy's limits);
+#      libpthread and libdl (the C++ runtime is linked in: no libstdc++ or libgcc_s), no symbol
+#      version newer than the tag allows (GLIBC 2.28: the manylinux_2_28 policy's limit), and,
+#      given REFERENCE_BUILD (the aarch64-cpu build), exporting the same symbols as its library;
 #   3. pip installs it for that platform into a target folder (`pip install --platform
-#      manylinux_2_34_aarch64 --only-binary=:all: --target DIR`) and refuses it for JetPack 5's
-#      glibc 2.31 (`--platform manylinux_2_31_aarch64`);
+#      manylinux_2_28_aarch64 --only-binary=:all: --target DIR`); and for the platforms pip on a
+#      device of a given glibc accepts (manylinux_2_X down to manylinux_2_17 for glibc 2.X: pip's
+#      --platform matches each tag exactly, so they are all listed) it installs on glibc 2.28
+#      (RHEL 8), 2.31 (JetPack 5) and 2.35 (JetPack 6) and is refused on glibc 2.27;
 #   4. the installed package: its pure-Python part imports on this machine's Python and looks for
 #      the library in its own fusednn/lib (where the x86-64 loader cannot open the aarch64 file);
 #      tests/package/golden_check.c, cross-built against the installed fusednn/lib/libfusednn.so.0
 #      and run under qemu-aarch64, runs the LeNet-5 golden fixture at batch 3 within 1e-5 of
-#      PyTorch's output. No aarch64 Python runs the package here.
+#      PyTorch's output, and given a file that is no model it fails with the library's message
+#      (an exception thrown and caught inside the library, through its own C++ runtime); given
+#      REFERENCE_BUILD, its C API test suite (tests/api's fusednn_api_tests, which links
+#      libfusednn.so.0 and includes only the public headers) passes under qemu-aarch64 with the
+#      installed wheel's library in place of the build's (the loader's LD_DEBUG log shows which
+#      file it loaded). No aarch64 Python runs the package here, and no glibc older than the build
+#      machine's 2.36.
 #
-# Usage: tests/package/test_aarch64_wheel.sh [BUILD_DIR]   (default build/aarch64-cpu)
+# Usage: tests/package/test_aarch64_wheel.sh [BUILD_DIR [REFERENCE_BUILD]]
+#   BUILD_DIR        passed to tools/build_aarch64_wheel.sh (default build/aarch64-wheel)
+#   REFERENCE_BUILD  an aarch64 build with tests (build/aarch64-cpu, built): its library's exports
+#                    and its fusednn_api_tests are checked against the wheel's library
 # Exits 0 when every check passes, 1 otherwise.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-build="$(realpath -m "${1:-$root/build/aarch64-cpu}")"
-expected_tag=manylinux_2_34_aarch64
-declare -A version_limit=([GLIBC]=2.34 [GLIBCXX]=3.4.29 [CXXABI]=1.3.13)
-allowed_needed="libc.so.6 libm.so.6 libstdc++.so.6 libgcc_s.so.1"
+build="$(realpath -m "${1:-$root/build/aarch64-wheel}")"
+reference_build="${2:+$(realpath -m "$2")}"
+expected_tag=manylinux_2_28_aarch64
+glibc_limit=2.28
+allowed_needed="libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2"
 
 for tool in aarch64-linux-gnu-gcc qemu-aarch64 readelf python3; do
   command -v "$tool" >/dev/null || {
@@ -61,9 +74,18 @@ grep -qx 'Root-Is-Purelib: false' <<<"$wheel_metadata" &&
   pass "WHEEL: Root-Is-Purelib: false" || fail "WHEEL does not say Root-Is-Purelib: false"
 report="$("${WHEEL_TOOLS:-$root/build/wheel-tools}/bin/auditwheel" show "$wheel" 2>&1)" ||
   fail "auditwheel show failed: $report"
-grep -q "consistent with the.*following platform tag: \"$expected_tag\"" <<<"${report//$'\n'/ }" &&
-  pass "auditwheel show: consistent with $expected_tag" ||
-  fail "auditwheel show does not find the wheel consistent with $expected_tag: $report"
+# auditwheel names the oldest policy the wheel is consistent with; it must not be newer than the
+# tag's.
+found="$(grep -oE 'consistent with the following platform tag: "manylinux_[0-9]+_[0-9]+_aarch64"' \
+         <<<"${report//$'\n'/ }" | grep -oE '[0-9]+_[0-9]+_aarch64' | sed -E 's/_aarch64//; s/_/./' ||
+         true)"
+if [[ -z "$found" ]]; then
+  fail "auditwheel show names no manylinux policy: $report"
+elif [[ "$(printf '%s\n%s\n' "$found" "$glibc_limit" | sort -V | tail -n 1)" == "$glibc_limit" ]]; then
+  pass "auditwheel show: consistent with manylinux_${found/./_}_aarch64, so with $expected_tag"
+else
+  fail "auditwheel show finds the wheel needs manylinux_${found/./_}_aarch64, newer than $expected_tag"
+fi
 
 # ---- 2. the bundled library ------------------------------------------------------------------
 
@@ -90,19 +112,34 @@ if [[ -f "$bundled" ]]; then
     [[ " $allowed_needed " == *" $library "* ]] || fail "the bundled library needs $library"
   done
   echo "needs: $needed"
-  # The highest version of each node the library needs (readelf -V's version needs section).
-  versions="$(readelf -V "$bundled" | grep -oE '\b(GLIBC|GLIBCXX|CXXABI)_[0-9][0-9.]*' | sort -u)"
-  for node in GLIBC GLIBCXX CXXABI; do
-    highest="$(sed -n "s/^${node}_//p" <<<"$versions" | sort -V | tail -n 1)"
-    limit="${version_limit[$node]}"
-    if [[ -z "$highest" ]]; then
-      pass "needs no ${node}_ version"
-    elif [[ "$(printf '%s\n%s\n' "$highest" "$limit" | sort -V | tail -n 1)" == "$limit" ]]; then
-      pass "highest ${node}_ needed: $highest (the tag allows $limit)"
-    else
-      fail "the library needs ${node}_$highest, newer than $expected_tag allows ($limit)"
-    fi
-  done
+  # Every version the library needs (readelf -V's version needs section): GLIBC_ ones up to the
+  # tag's glibc, and no other node (GLIBCXX_, CXXABI_, GCC_ would mean a C++ runtime outside it).
+  versions="$(readelf -V "$bundled" | sed -n 's/.*Name: \([A-Z][A-Z_]*_[0-9][0-9.]*\).*/\1/p' | sort -u)"
+  others="$(grep -v '^GLIBC_' <<<"$versions" || true)"
+  [[ -z "$others" ]] && pass "needs no symbol version but GLIBC_ ones" ||
+    fail "the library needs versions of other libraries: $(tr '\n' ' ' <<<"$others")"
+  highest="$(sed -n 's/^GLIBC_//p' <<<"$versions" | sort -V | tail -n 1)"
+  if [[ -z "$highest" ]]; then
+    fail "readelf -V shows no GLIBC_ version (the section was not read)"
+  elif [[ "$(printf '%s\n%s\n' "$highest" "$glibc_limit" | sort -V | tail -n 1)" == "$glibc_limit" ]]; then
+    pass "highest GLIBC_ needed: $highest (the tag allows $glibc_limit)"
+  else
+    fail "the library needs GLIBC_$highest, newer than $expected_tag allows ($glibc_limit)"
+  fi
+  if [[ -n "$reference_build" ]]; then
+    reference="$reference_build/src/api/libfusednn.so"
+    # exports LIBRARY: the names of the defined dynamic symbols of default visibility.
+    exports() {
+      readelf --dyn-syms -W "$1" | awk '$7 != "UND" && $5 != "LOCAL" && $6 == "DEFAULT" &&
+                                         $4 != "SECTION" && $4 != "FILE" { print $8 }' |
+        sed 's/@.*//' | sort -u
+    }
+    difference="$(diff <(exports "$reference") <(exports "$bundled") 2>&1 || true)"
+    count="$(exports "$bundled" | wc -l)"
+    [[ -z "$difference" && "$count" -gt 0 ]] &&
+      pass "exports the same $count symbols as $reference" ||
+      fail "the exports differ from $reference's: $difference"
+  fi
 else
   fail "no fusednn/lib/libfusednn.so.0 in the wheel"
 fi
@@ -120,14 +157,30 @@ else
   cat "$work/pip.log"
   fail "pip install --platform $expected_tag refused the wheel"
 fi
-if python3 -m pip install -q --disable-pip-version-check --no-index --no-deps \
-     --platform manylinux_2_31_aarch64 --only-binary=:all: --target "$work/old" "$wheel" \
-     >"$work/pip-old.log" 2>&1; then
-  fail "pip installs the wheel for manylinux_2_31_aarch64 (glibc 2.31), which it needs more than"
+# pip_on_glibc MINOR FOLDER: installs the wheel for the platforms pip accepts on an aarch64 device
+# with glibc 2.MINOR (manylinux_2_MINOR down to manylinux_2_17, and manylinux2014, its alias).
+pip_on_glibc() {
+  local platforms=(--platform manylinux2014_aarch64) minor
+  for ((minor = $1; minor >= 17; minor--)); do
+    platforms+=(--platform "manylinux_2_${minor}_aarch64")
+  done
+  python3 -m pip install -q --disable-pip-version-check --no-index --no-deps --only-binary=:all: \
+    "${platforms[@]}" --target "$2" "$wheel"
+}
+for device in "28 RHEL 8" "31 JetPack 5, Ubuntu 20.04" "35 JetPack 6, Ubuntu 22.04"; do
+  if pip_on_glibc "${device%% *}" "$work/glibc-${device%% *}" >"$work/pip-device.log" 2>&1; then
+    pass "pip installs the wheel on glibc 2.${device%% *} (${device#* })"
+  else
+    cat "$work/pip-device.log"
+    fail "pip refuses the wheel on glibc 2.${device%% *} (${device#* })"
+  fi
+done
+if pip_on_glibc 27 "$work/glibc-27" >"$work/pip-old.log" 2>&1; then
+  fail "pip installs the wheel on glibc 2.27 (manylinux_2_27_aarch64 and older), which it needs more than"
 else
   grep -q 'is not a supported wheel on this platform' "$work/pip-old.log" &&
-    pass "pip refuses the wheel for manylinux_2_31_aarch64 (JetPack 5's glibc 2.31)" ||
-    { cat "$work/pip-old.log"; fail "pip failed for manylinux_2_31_aarch64 for another reason"; }
+    pass "pip refuses the wheel on glibc 2.27 (manylinux_2_27_aarch64 and older)" ||
+    { cat "$work/pip-old.log"; fail "pip failed on glibc 2.27 for another reason"; }
 fi
 
 # ---- 4. the installed package ----------------------------------------------------------------
@@ -172,9 +225,44 @@ PYTHON
       cat "$work/golden.log"
       fail "golden_check failed on the wheel's library"
     fi
+    # A file that is no model: the library reports it through its status and message (its
+    # loader throws and its C API catches), and golden_check exits 1, not on a signal.
+    printf 'not a model' >"$work/not_a_model.safetensors"
+    status=0
+    env LD_LIBRARY_PATH="$lib_dir" qemu-aarch64 -L /usr/aarch64-linux-gnu "$work/golden_check" \
+      "$work/not_a_model.safetensors" "$work/input.f32" "$work/expected.f32" 3 \
+      >"$work/bad.log" 2>&1 || status=$?
+    message="$(grep -m1 'golden_check: fdnn_' "$work/bad.log" || true)"
+    [[ "$status" -eq 1 && "$message" == *not_a_model.safetensors* ]] &&
+      pass "golden_check on a file that is no model: $message" ||
+      { cat "$work/bad.log"; fail "golden_check on a file that is no model exited $status"; }
   else
     cat "$work/cc.log"
     fail "golden_check.c did not cross-build against the wheel's library"
+  fi
+fi
+
+# The C API suite of the reference build, run on the installed wheel's library: the executable's
+# RUNPATH names the build's own library folder, which LD_LIBRARY_PATH comes before.
+api_tests="$reference_build/tests/api/fusednn_api_tests"
+if [[ -n "$reference_build" && -f "$target/fusednn/lib/libfusednn.so.0" ]]; then
+  if [[ ! -x "$api_tests" ]]; then
+    fail "$api_tests not found (build the reference build's tests first)"
+  elif readelf -d "$api_tests" | grep -q '(RPATH)'; then
+    fail "$api_tests has an RPATH, which would come before LD_LIBRARY_PATH"
+  else
+    lib_dir="$target/fusednn/lib"
+    if qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH="$lib_dir" -E LD_DEBUG=libs \
+         -E LD_DEBUG_OUTPUT="$work/loader" "$api_tests" >"$work/api.log" 2>&1; then
+      loaded="$(sed -n 's/.*calling init: \(.*libfusednn\.so.*\)/\1/p' "$work"/loader.* |
+                 sort -u || true)"
+      [[ "$loaded" == "$lib_dir/libfusednn.so.0" ]] &&
+        pass "fusednn_api_tests on the wheel's library: $(grep -m1 'PASSED' "$work/api.log")" ||
+        fail "fusednn_api_tests passed, but the loader loaded '$loaded', not the wheel's library"
+    else
+      tail -n 40 "$work/api.log"
+      fail "fusednn_api_tests fails on the wheel's library"
+    fi
   fi
 fi
 
