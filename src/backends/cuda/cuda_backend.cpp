@@ -298,6 +298,9 @@ void CudaBackend::find_model_io_ops() {
         p.values[p.steps[op.first_step].inputs.front()].storage == Storage::ModelInput;
     op.takes_16_bit_io = half_cublaslt || (op.kind == OpKind::FusedMlp &&
                                            tensor_core_mlp_takes_16_bit_io(op.tensor_core));
+    op.fma_takes_16_bit_io =
+        op.kind == OpKind::FusedMlp &&
+        (precision_ == Precision::FP16 || precision_ == Precision::BF16);
     cublaslt_reads_16_bit_input_ = cublaslt_reads_16_bit_input_ || half_cublaslt;
     if (half_cublaslt) ++cublaslt_input_narrowings_;
     // cuBLASLt's epilogue is the last thing done to its output: no pass may run in place after.
@@ -312,9 +315,14 @@ void CudaBackend::find_model_io_ops() {
 }
 
 bool CudaBackend::op_takes_16_bit_io(const Op& op, int64_t batch) const {
-  if (!op.takes_16_bit_io || op.kind != OpKind::FusedMlp) return false;
+  if (op.kind != OpKind::FusedMlp) return false;
   const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
-  return mlp_route(op, rows) == MlpRoute::TensorCore;
+  switch (mlp_route(op, rows)) {
+    case MlpRoute::TensorCore: return op.takes_16_bit_io;
+    case MlpRoute::Fused: return op.fma_takes_16_bit_io;
+    case MlpRoute::Split: return false;
+  }
+  return false;
 }
 
 namespace {
@@ -350,8 +358,11 @@ bool CudaBackend::op_writes_16_bit(const Op& op, int64_t batch, ElementType outp
   const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
   if (op.kind != OpKind::CublasLtLinear) {
     // In-place passes after the kernel (epilogue pieces past the first) run on float32.
-    return op.epilogue.size() <= 1 && op_takes_16_bit_io(op, batch) &&
-           tensor_core_mlp_writes(op.tensor_core, output, rows);
+    if (op.epilogue.size() > 1 || !op_takes_16_bit_io(op, batch)) return false;
+    if (mlp_route(op, rows) == MlpRoute::TensorCore) {
+      return tensor_core_mlp_writes(op.tensor_core, output, rows);
+    }
+    return op.row_tail_input < 0;  // the FMA kernels write y unless a row kernel follows them
   }
   if (!op.writes_16_bit_output) return false;
   // cuBLASLt's D in its operands' type, on 256 bytes. Its x is then on 256 bytes too, whichever
@@ -946,10 +957,12 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
           launch_split_mlp(op.split, x, op.mlp.layers.front().bias,
                            workspace + split_middle_offset_, y, rows, device_, stream);
         } else if (op.row_tail_input < 0) {
-          launch_fused_mlp(op.mlp, x, y, rows, device_, stream);
+          launch_fused_mlp(op.mlp, typed_input(step.inputs.front()), typed_output(last.output),
+                           rows, device_, stream);
         } else {
           float* middle = data(op.row_tail_input);
-          launch_fused_mlp(op.mlp, x, middle, rows, device_, stream);
+          launch_fused_mlp(op.mlp, typed_input(step.inputs.front()), middle, rows, device_,
+                           stream);
           row_op(op, last, middle, y, rows);
         }
         break;

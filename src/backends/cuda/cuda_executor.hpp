@@ -92,6 +92,10 @@ struct Op {
   // CublasLtLinear with 16-bit operands (half_weight) reads a model input of its own type as
   // cuBLASLt's operand instead of narrowing it into the staging (CudaBackend::op_reads_16_bit()).
   bool takes_16_bit_io = false;
+  // A FusedMlp of an fp16 or bf16 model: its fp32 FMA kernels (the rows below the tensor cores')
+  // read a 16-bit model input and write such an output themselves too, the output where no row
+  // kernel or in-place pass follows them.
+  bool fma_takes_16_bit_io = false;
   // A CublasLtLinear with 16-bit operands that writes the model output with nothing in place
   // after it: cuBLASLt writes a model output of its operands' type itself, where it has an
   // algorithm for that (CudaBackend::op_writes_16_bit()).
@@ -231,8 +235,8 @@ class CudaBackend final : public Backend {
   void assign_workspace();
   // Sets the ops' reads_model_input, writes_model_output and takes_16_bit_io.
   void find_model_io_ops();
-  // Whether `op` runs, at `batch`, a tensor-core MLP kernel that converts the model input or
-  // output itself.
+  // Whether `op` runs, at `batch`, an MLP kernel (tensor-core or fp32 FMA) that converts the
+  // model input or output itself.
   bool op_takes_16_bit_io(const Op& op, int64_t batch) const;
   // Whether `op` reads, at `batch`, a model input of type `input` at `data` itself.
   bool op_reads_16_bit(const Op& op, int64_t batch, ElementType input, const void* data,

@@ -64,4 +64,28 @@ __device__ __forceinline__ void with_element_type(int32_t type, Body&& body) {
   }
 }
 
+// Element `index` of a buffer of `type` (an ElementType's value), widened to float: for kernels
+// whose reads of the model input are few enough that a branch per element costs nothing.
+__device__ __forceinline__ float load_widened(const void* data, int32_t type, int64_t index) {
+  if (type == static_cast<int32_t>(ElementType::Float16)) {
+    return __half2float(static_cast<const __half*>(data)[index]);
+  }
+  if (type == static_cast<int32_t>(ElementType::Bfloat16)) {
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[index]);
+  }
+  return static_cast<const float*>(data)[index];
+}
+
+// Element `index` of a buffer of `type` = value, narrowed to nearest even.
+__device__ __forceinline__ void store_narrowed(void* data, int32_t type, int64_t index,
+                                               float value) {
+  if (type == static_cast<int32_t>(ElementType::Float16)) {
+    static_cast<__half*>(data)[index] = __float2half_rn(value);
+  } else if (type == static_cast<int32_t>(ElementType::Bfloat16)) {
+    static_cast<__nv_bfloat16*>(data)[index] = __float2bfloat16_rn(value);
+  } else {
+    static_cast<float*>(data)[index] = value;
+  }
+}
+
 }  // namespace fusednn::cuda

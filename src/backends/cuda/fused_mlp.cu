@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backends/cuda/element_type.cuh"
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/launch.hpp"
 
@@ -36,8 +37,9 @@ struct FusedMlpLayer {
 };
 
 struct FusedMlpParams {
-  const float* x;
-  float* y;
+  const void* x;  // input_type's elements
+  void* y;        // output_type's elements
+  int32_t input_type, output_type;  // ElementType values
   int64_t rows;
   int32_t layer_count;
   int32_t even_width;
@@ -112,18 +114,21 @@ __global__ void __launch_bounds__(kThreads)
   const int valid_rows = static_cast<int>(min(static_cast<int64_t>(kRows), p.rows - row0));
 
   // The block's rows of x, transposed into act0 by 4-byte asynchronous copies that join the
-  // first weight chunk's group, so their latency overlaps the weight prologue; rows past the
-  // batch are zeros (computed on, never stored).
+  // first weight chunk's group, so their latency overlaps the weight prologue (a 16-bit model
+  // input by plain loads, widened); rows past the batch are zeros (computed on, never stored).
   {
     const int in0 = p.layers[0].in;
-    const float* x = p.x + row0 * in0;
+    const bool float32 = p.input_type == static_cast<int32_t>(ElementType::Float32);
     for (int index = tid; index < kRows * in0; index += kThreads) {
       const int r = index / in0;
       const int k = index - r * in0;
-      if (r < valid_rows) {
-        __pipeline_memcpy_async(act0 + k * kLd + r, x + static_cast<int64_t>(r) * in0 + k, 4);
-      } else {
+      const int64_t at = (row0 + r) * in0 + k;
+      if (r >= valid_rows) {
         act0[k * kLd + r] = 0.0f;
+      } else if (float32) {
+        __pipeline_memcpy_async(act0 + k * kLd + r, static_cast<const float*>(p.x) + at, 4);
+      } else {  // a 16-bit model input, widened on its way in
+        act0[k * kLd + r] = load_widened(p.x, p.input_type, at);
       }
     }
   }
@@ -229,7 +234,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
                   for (int i = 0; i < kR; ++i) {
                     const int r = rg * kR + i;
-                    if (r < valid_rows) p.y[(row0 + r) * layer.out + col] = values[i];
+                    if (r < valid_rows) {
+                      store_narrowed(p.y, p.output_type, (row0 + r) * layer.out + col, values[i]);
+                    }
                   }
                 } else {
                   // The thread's kR rows of this feature are contiguous: one vector store.
@@ -293,11 +300,14 @@ FusedMlpVariant fit_variant(int even_width, int odd_width, int widest_tile, int 
 int round_up4(int value) { return (value + 3) / 4 * 4; }
 
 template <class Tile>
-void launch_tile(const FusedMlpPlan& plan, const FusedMlpVariant& variant, const float* x, float* y,
-                 int64_t rows, const DeviceInfo& device, cudaStream_t stream, const char* name) {
+void launch_tile(const FusedMlpPlan& plan, const FusedMlpVariant& variant, TypedInput x,
+                 TypedOutput y, int64_t rows, const DeviceInfo& device, cudaStream_t stream,
+                 const char* name) {
   FusedMlpParams p{};
-  p.x = x;
-  p.y = y;
+  p.x = x.data;
+  p.y = y.data;
+  p.input_type = static_cast<int32_t>(x.type);
+  p.output_type = static_cast<int32_t>(y.type);
   p.rows = rows;
   p.layer_count = static_cast<int32_t>(plan.layers.size());
   p.even_width = plan.even_width;
@@ -441,7 +451,7 @@ FusedMlpForm fused_mlp_form(const FusedMlpPlan& plan, int64_t rows, const Device
   return v[1].usable ? FusedMlpForm::Tile32 : FusedMlpForm::Tile64;
 }
 
-void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
+void launch_fused_mlp(const FusedMlpPlan& plan, TypedInput x, TypedOutput y, int64_t rows,
                       const DeviceInfo& device, cudaStream_t stream) {
   if (rows <= 0) return;
   const auto& v = plan.variants;

@@ -20,6 +20,7 @@
 
 #include "backends/cuda/device_epilogue.hpp"
 #include "backends/cuda/device_info.hpp"
+#include "backends/cuda/element_type.hpp"
 
 namespace fusednn::cuda {
 
@@ -97,14 +98,14 @@ std::vector<float> build_fused_mlp_cluster_image(const std::vector<FusedMlpLayer
 int fused_mlp_cluster_capacity(size_t shared_bytes, int64_t max_rows, const DeviceInfo& device);
 // The row counts up to max_rows (1, 2, then kFusedMlpClusterRows per cluster).
 void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& device);
-void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
-                              cudaStream_t stream);
+void launch_fused_mlp_cluster(const FusedMlpPlan& plan, TypedInput x, TypedOutput y,
+                              int64_t rows, cudaStream_t stream);
 
 // Shared memory the single-block form needs for the chain in `plan` (at kFusedMlpBlockRows rows).
 size_t fused_mlp_block_shared_bytes(const FusedMlpPlan& plan);
 // The row counts up to max_rows (1, 2, then kFusedMlpBlockRows per block).
 void prepare_fused_mlp_block_kernels(int64_t max_rows, const DeviceInfo& device);
-void launch_fused_mlp_block(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
+void launch_fused_mlp_block(const FusedMlpPlan& plan, TypedInput x, TypedOutput y, int64_t rows,
                             cudaStream_t stream);
 
 // The kernel launch_fused_mlp() runs for `rows` rows: the cluster form while the clusters fit the
@@ -113,8 +114,9 @@ void launch_fused_mlp_block(const FusedMlpPlan& plan, const float* x, float* y, 
 enum class FusedMlpForm { Cluster, Block, Tile8, Tile32, Tile64 };
 FusedMlpForm fused_mlp_form(const FusedMlpPlan& plan, int64_t rows, const DeviceInfo& device);
 
-// y[rows][last out] = chain(x[rows][first in]).
-void launch_fused_mlp(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
+// y[rows][last out] = chain(x[rows][first in]), in fp32; x and y may be the caller's 16-bit model
+// input and output, widened as they are read and narrowed as they are written.
+void launch_fused_mlp(const FusedMlpPlan& plan, TypedInput x, TypedOutput y, int64_t rows,
                       const DeviceInfo& device, cudaStream_t stream);
 
 }  // namespace fusednn::cuda

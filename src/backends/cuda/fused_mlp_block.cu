@@ -16,6 +16,7 @@
 
 #include <algorithm>
 
+#include "backends/cuda/element_type.cuh"
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/fused_mlp_row_image.hpp"
@@ -36,8 +37,9 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kGroup = 4;  // outputs a warp computes together
 
 struct BlockParams {
-  const float* x;
-  float* y;
+  const void* x;  // input_type's elements
+  void* y;        // output_type's elements
+  int32_t input_type, output_type;  // ElementType values
   const float* image;  // build_fused_mlp_row_image's layout
   int64_t rows;
   int32_t layer_count;
@@ -76,7 +78,8 @@ __global__ void __launch_bounds__(kThreads)
     const int in = p.layers[0].in, in4 = p.layers[0].in4;
     for (int i = tid; i < kRows * in4; i += kThreads) {
       const int r = i / in4, k = i - r * in4;
-      act0[r * p.width4 + k] = r < valid_rows && k < in ? p.x[(row0 + r) * in + k] : 0.0f;
+      act0[r * p.width4 + k] =
+          r < valid_rows && k < in ? load_widened(p.x, p.input_type, (row0 + r) * in + k) : 0.0f;
     }
   }
   FDNN_BLOCK_TIMELINE(2);
@@ -101,7 +104,9 @@ __global__ void __launch_bounds__(kThreads)
         const int r = value / kGroup, o = o0 + value % kGroup;
         const float result = o < layer.out ? apply_epilogue(layer.epilogue, total + bias[o]) : 0.0f;
         if (last) {
-          if (r < valid_rows && o < layer.out) p.y[(row0 + r) * layer.out + o] = result;
+          if (r < valid_rows && o < layer.out) {
+            store_narrowed(p.y, p.output_type, (row0 + r) * layer.out + o, result);
+          }
         } else {
           next[r * p.width4 + o] = r < valid_rows ? result : 0.0f;  // rows past the batch: zero
         }
@@ -118,7 +123,7 @@ size_t block_shared_bytes(int image_floats, int width4) {
 }
 
 template <int kRows>
-void launch_rows(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
+void launch_rows(const FusedMlpPlan& plan, TypedInput x, TypedOutput y, int64_t rows,
                  cudaStream_t stream, const char* name) {
   BlockParams p{};
   p.image_floats = fill_row_image_params(plan, plan.block_image, x, y, rows, &p);
@@ -154,7 +159,7 @@ void prepare_fused_mlp_block_kernels(int64_t max_rows, const DeviceInfo& device)
   }
 }
 
-void launch_fused_mlp_block(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
+void launch_fused_mlp_block(const FusedMlpPlan& plan, TypedInput x, TypedOutput y, int64_t rows,
                             cudaStream_t stream) {
   if (rows <= 1) {
     launch_rows<1>(plan, x, y, rows, stream, "fused_mlp_block_kernel<1 row>");

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backends/cuda/dependent_launch.cuh"
+#include "backends/cuda/element_type.cuh"
 #include "backends/cuda/epilogue.cuh"
 #include "backends/cuda/fused_mlp.hpp"
 #include "backends/cuda/fused_mlp_row_image.hpp"
@@ -55,8 +56,9 @@ constexpr int kActivationBuffers = 3;
   FDNN_TIMELINE(blockIdx.x == kBlocks - 1, phase, 5 + 3 * (p.layer_count - 1))
 
 struct ClusterParams {
-  const float* x;
-  float* y;
+  const void* x;  // input_type's elements
+  void* y;        // output_type's elements
+  int32_t input_type, output_type;  // ElementType values
   const float* image;  // the cluster image (build_fused_mlp_cluster_image)
   int64_t rows;
   int32_t layer_count;
@@ -147,11 +149,16 @@ __global__ void FDNN_CLUSTER_DIMS __launch_bounds__(kThreads, 1)
     const int in = p.layers[0].in, in4 = p.layers[0].in4;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const float* x_row = p.x + (row0 + r) * in;
+      const int64_t x_row = (row0 + r) * in;
       for (int k = tid; k < in4; k += kThreads) {
         float* x_destination = act0 + r * p.width4 + k;
         if (r < valid_rows && k < in) {
-          __pipeline_memcpy_async(x_destination, x_row + k, sizeof(float));
+          if (p.input_type == static_cast<int32_t>(ElementType::Float32)) {
+            __pipeline_memcpy_async(x_destination, static_cast<const float*>(p.x) + x_row + k,
+                                    sizeof(float));
+          } else {  // a 16-bit model input, widened on its way in
+            *x_destination = load_widened(p.x, p.input_type, x_row + k);
+          }
         } else {
           *x_destination = 0.0f;
         }
@@ -234,7 +241,9 @@ __global__ void FDNN_CLUSTER_DIMS __launch_bounds__(kThreads, 1)
         const float result =
             o < out ? cluster_epilogue(layer.epilogue, relu_only, total + bias[local + j]) : 0.0f;
         if (last) {
-          if (r < valid_rows && o < out) p.y[(row0 + r) * out + o] = result;
+          if (r < valid_rows && o < out) {
+            store_narrowed(p.y, p.output_type, (row0 + r) * out + o, result);
+          }
         } else {
           const float kept = r < valid_rows ? result : 0.0f;  // rows past the batch: zero
           const int at = out_offset + r * p.width4 + o;
@@ -368,8 +377,8 @@ void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& devic
   }
 }
 
-void launch_fused_mlp_cluster(const FusedMlpPlan& plan, const float* x, float* y, int64_t rows,
-                              cudaStream_t stream) {
+void launch_fused_mlp_cluster(const FusedMlpPlan& plan, TypedInput x, TypedOutput y,
+                              int64_t rows, cudaStream_t stream) {
   ClusterParams p{};
   fill_row_image_params(plan, plan.cluster_image, x, y, rows, &p);
   cluster_image_offsets(p.layers, p.layer_count, p.rank_offset);

@@ -46,14 +46,16 @@ inline int row_image_layout(const std::vector<FusedMlpLayerDesc>& layers, RowIma
   return offset;
 }
 
-// The fields both small-batch forms' kernel parameters share (x, y, image, rows, layer_count,
-// width4, layers), for a run of `rows` rows of `plan` on `image`; returns the row image's size in
-// floats.
+// The fields both small-batch forms' kernel parameters share (x, y and their element types,
+// image, rows, layer_count, width4, layers), for a run of `rows` rows of `plan` on `image`;
+// returns the row image's size in floats.
 template <typename Params>
-int fill_row_image_params(const FusedMlpPlan& plan, const float* image, const float* x, float* y,
-                          int64_t rows, Params* p) {
-  p->x = x;
-  p->y = y;
+int fill_row_image_params(const FusedMlpPlan& plan, const float* image, TypedInput x,
+                          TypedOutput y, int64_t rows, Params* p) {
+  p->x = x.data;
+  p->y = y.data;
+  p->input_type = static_cast<int32_t>(x.type);
+  p->output_type = static_cast<int32_t>(y.type);
   p->image = image;
   p->rows = rows;
   p->layer_count = static_cast<int32_t>(plan.layers.size());
