@@ -298,9 +298,8 @@ void CudaBackend::find_model_io_ops() {
         p.values[p.steps[op.first_step].inputs.front()].storage == Storage::ModelInput;
     op.takes_16_bit_io = half_cublaslt || (op.kind == OpKind::FusedMlp &&
                                            tensor_core_mlp_takes_16_bit_io(op.tensor_core));
-    op.fma_takes_16_bit_io =
-        op.kind == OpKind::FusedMlp &&
-        (precision_ == Precision::FP16 || precision_ == Precision::BF16);
+    op.fma_takes_16_bit_io = op.kind == OpKind::FusedMlp &&
+                             (precision_ == Precision::FP16 || precision_ == Precision::BF16);
     cublaslt_reads_16_bit_input_ = cublaslt_reads_16_bit_input_ || half_cublaslt;
     if (half_cublaslt) ++cublaslt_input_narrowings_;
     // cuBLASLt's epilogue is the last thing done to its output: no pass may run in place after.
@@ -961,8 +960,7 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
                            rows, device_, stream);
         } else {
           float* middle = data(op.row_tail_input);
-          launch_fused_mlp(op.mlp, typed_input(step.inputs.front()), middle, rows, device_,
-                           stream);
+          launch_fused_mlp(op.mlp, typed_input(step.inputs.front()), middle, rows, device_, stream);
           row_op(op, last, middle, y, rows);
         }
         break;

@@ -37,8 +37,8 @@ struct FusedMlpLayer {
 };
 
 struct FusedMlpParams {
-  const void* x;  // input_type's elements
-  void* y;        // output_type's elements
+  const void* x;                    // input_type's elements
+  void* y;                          // output_type's elements
   int32_t input_type, output_type;  // ElementType values
   int64_t rows;
   int32_t layer_count;

@@ -98,8 +98,8 @@ std::vector<float> build_fused_mlp_cluster_image(const std::vector<FusedMlpLayer
 int fused_mlp_cluster_capacity(size_t shared_bytes, int64_t max_rows, const DeviceInfo& device);
 // The row counts up to max_rows (1, 2, then kFusedMlpClusterRows per cluster).
 void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& device);
-void launch_fused_mlp_cluster(const FusedMlpPlan& plan, TypedInput x, TypedOutput y,
-                              int64_t rows, cudaStream_t stream);
+void launch_fused_mlp_cluster(const FusedMlpPlan& plan, TypedInput x, TypedOutput y, int64_t rows,
+                              cudaStream_t stream);
 
 // Shared memory the single-block form needs for the chain in `plan` (at kFusedMlpBlockRows rows).
 size_t fused_mlp_block_shared_bytes(const FusedMlpPlan& plan);

@@ -37,10 +37,10 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kGroup = 4;  // outputs a warp computes together
 
 struct BlockParams {
-  const void* x;  // input_type's elements
-  void* y;        // output_type's elements
+  const void* x;                    // input_type's elements
+  void* y;                          // output_type's elements
   int32_t input_type, output_type;  // ElementType values
-  const float* image;  // build_fused_mlp_row_image's layout
+  const float* image;               // build_fused_mlp_row_image's layout
   int64_t rows;
   int32_t layer_count;
   int32_t width4;        // activation row stride: the widest in4

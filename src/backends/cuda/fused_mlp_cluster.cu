@@ -56,10 +56,10 @@ constexpr int kActivationBuffers = 3;
   FDNN_TIMELINE(blockIdx.x == kBlocks - 1, phase, 5 + 3 * (p.layer_count - 1))
 
 struct ClusterParams {
-  const void* x;  // input_type's elements
-  void* y;        // output_type's elements
+  const void* x;                    // input_type's elements
+  void* y;                          // output_type's elements
   int32_t input_type, output_type;  // ElementType values
-  const float* image;  // the cluster image (build_fused_mlp_cluster_image)
+  const float* image;               // the cluster image (build_fused_mlp_cluster_image)
   int64_t rows;
   int32_t layer_count;
   int32_t width4;                    // activation row stride: the widest in4
@@ -377,8 +377,8 @@ void prepare_fused_mlp_cluster_kernels(int64_t max_rows, const DeviceInfo& devic
   }
 }
 
-void launch_fused_mlp_cluster(const FusedMlpPlan& plan, TypedInput x, TypedOutput y,
-                              int64_t rows, cudaStream_t stream) {
+void launch_fused_mlp_cluster(const FusedMlpPlan& plan, TypedInput x, TypedOutput y, int64_t rows,
+                              cudaStream_t stream) {
   ClusterParams p{};
   fill_row_image_params(plan, plan.cluster_image, x, y, rows, &p);
   cluster_image_offsets(p.layers, p.layer_count, p.rank_offset);

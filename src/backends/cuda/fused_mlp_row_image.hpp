@@ -50,8 +50,8 @@ inline int row_image_layout(const std::vector<FusedMlpLayerDesc>& layers, RowIma
 // image, rows, layer_count, width4, layers), for a run of `rows` rows of `plan` on `image`;
 // returns the row image's size in floats.
 template <typename Params>
-int fill_row_image_params(const FusedMlpPlan& plan, const float* image, TypedInput x,
-                          TypedOutput y, int64_t rows, Params* p) {
+int fill_row_image_params(const FusedMlpPlan& plan, const float* image, TypedInput x, TypedOutput y,
+                          int64_t rows, Params* p) {
   p->x = x.data;
   p->y = y.data;
   p->input_type = static_cast<int32_t>(x.type);

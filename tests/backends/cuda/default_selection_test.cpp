@@ -74,16 +74,15 @@ TEST(CudaDefaultSelection, ReducedChainsRunInFp32BelowOneTilePerSmAndOnTensorCor
         const std::string explanation = explain_text(model, batch);
         EXPECT_TRUE(contains(explanation, "fused MLP (fp32 FMA)")) << batch << ":\n" << explanation;
         EXPECT_FALSE(contains(explanation, "on tensor cores,")) << batch << ":\n" << explanation;
-        EXPECT_TRUE(contains(explanation, "below the tensor-core form's " +
-                                              std::to_string(tile_rows)))
+        EXPECT_TRUE(
+            contains(explanation, "below the tensor-core form's " + std::to_string(tile_rows)))
             << batch << ":\n"
             << explanation;
       }
       for (const int64_t batch : {tile_rows, tile_rows + 1}) {
         const std::string explanation = explain_text(model, batch);
-        EXPECT_TRUE(contains(explanation, "fused MLP on tensor cores,"))
-            << batch << ":\n"
-            << explanation;
+        EXPECT_TRUE(contains(explanation, "fused MLP on tensor cores,")) << batch << ":\n"
+                                                                         << explanation;
         EXPECT_TRUE(contains(explanation, "one 16-row tile per SM")) << explanation;
       }
       // A model whose batches cannot reach the boundary plans no tensor-core form at all, and
@@ -99,8 +98,9 @@ TEST(CudaDefaultSelection, ReducedChainsRunInFp32BelowOneTilePerSmAndOnTensorCor
       fdnn_model_destroy(model);
 
       const std::vector<int64_t> batches =
-          quick() ? std::vector<int64_t>{1, 33, tile_rows}
-                  : std::vector<int64_t>{1, 2, 31, 33, 129, tile_rows - 1, tile_rows, tile_rows + 1};
+          quick()
+              ? std::vector<int64_t>{1, 33, tile_rows}
+              : std::vector<int64_t>{1, 2, 31, 33, 129, tile_rows - 1, tile_rows, tile_rows + 1};
       expect_matches_cpu(net, batches, seed++, name + ", " + c.name, {}, c.precision, c.bound);
     }
   }
