@@ -151,9 +151,14 @@ ChainFormRules choose_chain_forms(const ChainProblem& problem, const DeviceInfo&
     // FMA kernels make in exact fp32 (more accurate than the precision asked for) in a fraction
     // of the tensor-core forms' time, whose weight staging and 16-row tiles then dominate.
     if (overrides.reduced_tensor_cores_every_batch) {
+      // fp16 and bf16 from the first row; tf32 keeps the single-block form's rows in fp32 (its
+      // products there would pass tf32's bound on some chains).
       rules.plan_tensor_cores = true;
-      rules.warp_registers_min_rows = rules.shared_tiles_min_rows = 0;
-      rules.tensor_core_reason = "override small_batch_tensor_cores=1: from the first row";
+      const int64_t from = precision == Precision::TF32 ? kSelectionBlockMaxRows + 1 : 0;
+      rules.warp_registers_min_rows = rules.shared_tiles_min_rows = from;
+      rules.tensor_core_reason =
+          "override small_batch_tensor_cores=1: from " +
+          (from == 0 ? std::string("the first row") : "row " + std::to_string(from));
     } else if (problem.max_rows < tile_per_sm) {
       rules.tensor_core_reason = std::string(precision_name(precision)) +
                                  " chains take tensor cores from one 16-row tile per SM (" +

@@ -118,6 +118,9 @@ TEST(CudaBackend, Fp32ChainsOnTensorCoresHoldFp32Accuracy) {
 // model says so; every path, batch size and activation within the precision's bound.
 TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
   REQUIRE_CUDA();
+  // Tensor cores at the small batches too (fp16 and bf16 from the first row, tf32 from the
+  // 17th), whatever selection the binary runs on.
+  ScopedOverride small_batches("small_batch_tensor_cores", "1");
   int major = 0;
 #if FUSEDNN_TEST_WITH_CUDART
   CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));

@@ -76,8 +76,9 @@ class ScopedOverride {
   ScopedEnvironment environment_;
 };
 
-// The CUDA test binaries run tf32/fp16/bf16 chains on tensor cores from the first row (the
-// override small_batch_tensor_cores=1, put before any the environment gives, so that those win),
+// The CUDA test binaries run fp16/bf16 chains on tensor cores from the first row and tf32 from
+// the 17th (the override small_batch_tensor_cores=1, put before any the environment gives, so
+// that those win),
 // so that their small batches keep exercising the tensor-core kernels, as the tests were written
 // to. The library's own rule (the FMA kernels below one 16-row tile per SM) is tested with
 // ScopedOverride("small_batch_tensor_cores", "auto") (default_selection_test.cpp).

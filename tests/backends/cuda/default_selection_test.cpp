@@ -101,7 +101,12 @@ TEST(CudaDefaultSelection, ReducedChainsRunInFp32BelowOneTilePerSmAndOnTensorCor
           quick()
               ? std::vector<int64_t>{1, 33, tile_rows}
               : std::vector<int64_t>{1, 2, 31, 33, 129, tile_rows - 1, tile_rows, tile_rows + 1};
-      expect_matches_cpu(net, batches, seed++, name + ", " + c.name, {}, c.precision, c.bound);
+      // A Softmax squeezes the outputs into [0, 1], which keeps the rounding error of the
+      // logits near the largest output: twice the bound, as docs/precision.md's "Saturating
+      // outputs" says for such heads.
+      const bool squeezed = contains(name, "Softmax");
+      expect_matches_cpu(net, batches, seed++, name + ", " + c.name, {}, c.precision,
+                         squeezed ? 2 * c.bound : c.bound);
     }
   }
 }

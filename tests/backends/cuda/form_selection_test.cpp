@@ -185,12 +185,12 @@ TEST(FormSelection, ReducedPrecisionChainsTakeTensorCoresFromOneWarpTilePerSm) {
     EXPECT_TRUE(contains(small.tensor_core_reason, "2112 rows")) << small.tensor_core_reason;
     EXPECT_TRUE(contains(small.tensor_core_reason, "FMA kernels in fp32"))
         << small.tensor_core_reason;
-    // The override runs them from the first row.
+    // The override runs fp16 and bf16 from the first row, tf32 from the 17th.
     DeviceInfo every = kH200;
     every.overrides.reduced_tensor_cores_every_batch = true;
     const ChainFormRules forced = choose_chain_forms(chain(kSeed, precision, 1), every);
     EXPECT_TRUE(forced.plan_tensor_cores);
-    EXPECT_EQ(forced.warp_registers_min_rows, 0);
+    EXPECT_EQ(forced.warp_registers_min_rows, precision == Precision::TF32 ? 17 : 0);
     EXPECT_TRUE(contains(forced.tensor_core_reason, "small_batch_tensor_cores=1"))
         << forced.tensor_core_reason;
   }
