@@ -451,11 +451,8 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
                            (widen && narrow);
 
   CachedGraph* graph = nullptr;
-  // A graph pays from two launches, and for a single cuBLASLt call too, whose host side costs
-  // several times a graph launch. (Overlapping caller buffers never reach here: the API refuses
-  // them.)
-  const bool worth_a_graph = launches >= 2 || backend_.cublaslt_workspace_bytes() > 0;
-  if (backend_.cuda_graphs() && worth_a_graph && !caller_capturing) {
+  // (Overlapping caller buffers never reach here: the API refuses them.)
+  if (backend_.cuda_graphs() && launches >= 2 && !caller_capturing) {
     const int alignment = alignment_class(input, output);
     const int conversions = (widen ? 1 : 0) | (narrow ? 2 : 0);
     graph = repointable
