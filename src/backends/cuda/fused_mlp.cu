@@ -118,17 +118,23 @@ __global__ void __launch_bounds__(kThreads)
   // input by plain loads, widened); rows past the batch are zeros (computed on, never stored).
   {
     const int in0 = p.layers[0].in;
-    const bool float32 = p.input_type == static_cast<int32_t>(ElementType::Float32);
-    for (int index = tid; index < kRows * in0; index += kThreads) {
-      const int r = index / in0;
-      const int k = index - r * in0;
-      const int64_t at = (row0 + r) * in0 + k;
-      if (r >= valid_rows) {
-        act0[k * kLd + r] = 0.0f;
-      } else if (float32) {
-        __pipeline_memcpy_async(act0 + k * kLd + r, static_cast<const float*>(p.x) + at, 4);
-      } else {  // a 16-bit model input, widened on its way in
-        act0[k * kLd + r] = load_widened(p.x, p.input_type, at);
+    if (p.input_type == static_cast<int32_t>(ElementType::Float32)) {
+      const float* x = static_cast<const float*>(p.x) + row0 * in0;
+      for (int index = tid; index < kRows * in0; index += kThreads) {
+        const int r = index / in0;
+        const int k = index - r * in0;
+        if (r < valid_rows) {
+          __pipeline_memcpy_async(act0 + k * kLd + r, x + static_cast<int64_t>(r) * in0 + k, 4);
+        } else {
+          act0[k * kLd + r] = 0.0f;
+        }
+      }
+    } else {  // a 16-bit model input, widened on its way in
+      for (int index = tid; index < kRows * in0; index += kThreads) {
+        const int r = index / in0;
+        const int k = index - r * in0;
+        act0[k * kLd + r] =
+            r < valid_rows ? load_widened(p.x, p.input_type, (row0 + r) * in0 + k) : 0.0f;
       }
     }
   }
