@@ -50,6 +50,8 @@ done
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
+# Whether version $1 is at most $2 (dotted numbers, as sort -V orders them).
+version_at_most() { [[ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -n 1)" == "$2" ]]; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/fusednn-wheel.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -81,7 +83,7 @@ found="$(grep -oE 'consistent with the following platform tag: "manylinux_[0-9]+
          true)"
 if [[ -z "$found" ]]; then
   fail "auditwheel show names no manylinux policy: $report"
-elif [[ "$(printf '%s\n%s\n' "$found" "$glibc_limit" | sort -V | tail -n 1)" == "$glibc_limit" ]]; then
+elif version_at_most "$found" "$glibc_limit"; then
   pass "auditwheel show: consistent with manylinux_${found/./_}_aarch64, so with $expected_tag"
 else
   fail "auditwheel show finds the wheel needs manylinux_${found/./_}_aarch64, newer than $expected_tag"
@@ -121,7 +123,7 @@ if [[ -f "$bundled" ]]; then
   highest="$(sed -n 's/^GLIBC_//p' <<<"$versions" | sort -V | tail -n 1)"
   if [[ -z "$highest" ]]; then
     fail "readelf -V shows no GLIBC_ version (the section was not read)"
-  elif [[ "$(printf '%s\n%s\n' "$highest" "$glibc_limit" | sort -V | tail -n 1)" == "$glibc_limit" ]]; then
+  elif version_at_most "$highest" "$glibc_limit"; then
     pass "highest GLIBC_ needed: $highest (the tag allows $glibc_limit)"
   else
     fail "the library needs GLIBC_$highest, newer than $expected_tag allows ($glibc_limit)"

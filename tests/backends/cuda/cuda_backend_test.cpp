@@ -22,17 +22,7 @@ namespace {
 using namespace fusednn_cuda_test;
 
 // The reduced precisions and the accuracy contract's bound for each (relative to the CPU's fp32).
-struct ReducedPrecision {
-  fdnn_precision precision;
-  double bound;
-  const char* name;
-};
-const std::vector<ReducedPrecision>& reduced_precisions() {
-  static const std::vector<ReducedPrecision> all = {{FDNN_PRECISION_TF32, 1e-3, "tf32"},
-                                                    {FDNN_PRECISION_FP16, 1e-2, "fp16"},
-                                                    {FDNN_PRECISION_BF16, 1e-2, "bf16"}};
-  return all;
-}
+std::vector<PrecisionBound> reduced_precisions() { return precision_bounds(false); }
 
 // ------------------------------------------------------------------------------------------
 
@@ -126,7 +116,7 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
   CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
 #endif
   uint32_t seed = 60;
-  for (const ReducedPrecision& c : reduced_precisions()) {
+  for (const PrecisionBound& c : reduced_precisions()) {
     SCOPED_TRACE(c.name);
     const GpuHooks reports_precision{nullptr, [&](fdnn_model* model) {
                                        fdnn_precision actual = FDNN_PRECISION_FP32;
@@ -179,7 +169,7 @@ TEST(CudaBackend, ReducedPrecisionChainsOnTensorCores) {
 TEST(CudaBackend, GraphsReplayedOnBuffersOffSixteenBytes) {
   REQUIRE_CUDA();
   [[maybe_unused]] uint32_t seed = 950;
-  for (const ReducedPrecision& c : reduced_precisions()) {
+  for (const PrecisionBound& c : reduced_precisions()) {
     SCOPED_TRACE(c.name);
     Net net({100});
     net.layer_norm("norm", 100);
@@ -200,7 +190,7 @@ TEST(CudaBackend, GraphsReplayedOnBuffersOffSixteenBytes) {
 TEST(CudaBackend, HalfChainsAtLargeBatches) {
   REQUIRE_CUDA();
   uint32_t seed = 900;
-  for (const ReducedPrecision& c : reduced_precisions()) {
+  for (const PrecisionBound& c : reduced_precisions()) {
     if (c.precision == FDNN_PRECISION_TF32) continue;
     SCOPED_TRACE(c.name);
     Net mixed({12});
@@ -332,7 +322,7 @@ TEST(CudaBackend, WideFirstLayerChainsSplit) {
   expect_rotating_buffers_match(head, 963, "400-120-84-10", true, 4097);
 #endif
   uint32_t seed = 964;
-  for (const ReducedPrecision& c : reduced_precisions()) {
+  for (const PrecisionBound& c : reduced_precisions()) {
     Net wide({1100});
     wide.linear("a", 1100, 64).act(R"({"type": "ReLU"})").linear("b", 64, 10);
     expect_matches_cpu(wide, {33, 5000}, seed++, std::string("1100-64-10, ") + c.name, {},
@@ -360,7 +350,7 @@ TEST(CudaBackend, WideInputLoneLinearLayers) {
   plain.linear("fc", 512, 64);
   expect_matches_cpu(relu, {1, 2, 33, 1024}, 980, "4096-64 + ReLU, fp32");
   uint32_t seed = 981;
-  for (const ReducedPrecision& c : reduced_precisions()) {
+  for (const PrecisionBound& c : reduced_precisions()) {
     expect_matches_cpu(relu, {1, 33, 1024}, seed++, std::string("4096-64 + ReLU, ") + c.name, {},
                        c.precision, c.bound);
     expect_matches_cpu(plain, {1, 129, 4097}, seed++, std::string("512-64, ") + c.name, {},
@@ -716,7 +706,7 @@ TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChains) {
     expect_matches_cpu(row_op_heads()[0].net, {1, 33}, seed++,
                        "seed MLP + Softmax, 3xTF32 at every batch");
   }
-  for (const ReducedPrecision& r : reduced_precisions()) {
+  for (const PrecisionBound& r : reduced_precisions()) {
     SCOPED_TRACE(r.name);
     const std::vector<RowOpHead> heads = row_op_heads();
     for (const RowOpHead& head : heads) {
@@ -773,7 +763,7 @@ TEST(CudaBackend, RowOpsFoldedIntoSplitChains) {
     expect_matches_cpu(norm, {1, 33}, 973, "400-120-84 + LayerNorm + SiLU, forced");
   }
   uint32_t seed = 974;
-  for (const ReducedPrecision& c : reduced_precisions()) {
+  for (const PrecisionBound& c : reduced_precisions()) {
     Net wide({1100});
     wide.linear("a", 1100, 64).act(R"({"type": "ReLU"})").linear("b", 64, 10);
     wide.layer(R"({"type": "Softmax", "dim": -1})");

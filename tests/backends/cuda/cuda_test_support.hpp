@@ -106,6 +106,24 @@ inline fdnn_host_io test_host_io() {
   return FDNN_HOST_IO_AUTO;
 }
 
+// A precision and its bound in the accuracy contract (fusednn.h): the largest error relative to
+// the fp32 CPU backend's largest output.
+struct PrecisionBound {
+  fdnn_precision precision;
+  const char* name;
+  double bound;
+};
+
+// tf32, fp16 and bf16 (`with_fp32`: fp32 first, whose bound allows fp32 sums in another order).
+inline std::vector<PrecisionBound> precision_bounds(bool with_fp32) {
+  std::vector<PrecisionBound> all;
+  if (with_fp32) all.push_back({FDNN_PRECISION_FP32, "fp32", 1e-5});
+  all.push_back({FDNN_PRECISION_TF32, "tf32", 1e-3});
+  all.push_back({FDNN_PRECISION_FP16, "fp16", 1e-2});
+  all.push_back({FDNN_PRECISION_BF16, "bf16", 1e-2});
+  return all;
+}
+
 // Whether `part` occurs in `text`.
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

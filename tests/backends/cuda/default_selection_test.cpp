@@ -16,18 +16,6 @@ namespace {
 
 using namespace fusednn_cuda_test;
 
-struct ReducedCase {
-  fdnn_precision precision;
-  const char* name;
-  double bound;  // the contract's relative error
-};
-
-const ReducedCase kReduced[] = {
-    {FDNN_PRECISION_TF32, "tf32", 1e-3},
-    {FDNN_PRECISION_FP16, "fp16", 1e-2},
-    {FDNN_PRECISION_BF16, "bf16", 1e-2},
-};
-
 // The SM count the explanation's first line names ("..., 132 SMs)"), 0 when it names none.
 int64_t sm_count(const std::string& explanation) {
   const size_t end = explanation.find(" SMs)");
@@ -58,7 +46,7 @@ TEST(CudaDefaultSelection, ReducedChainsRunInFp32BelowOneTilePerSmAndOnTensorCor
   REQUIRE_CUDA();
   ScopedOverride rule("small_batch_tensor_cores", "auto");
   uint32_t seed = 8100;
-  for (const ReducedCase& c : kReduced) {
+  for (const PrecisionBound& c : precision_bounds(false)) {
     for (const auto& [name, net] : chains()) {
       SCOPED_TRACE(name + ", " + c.name);
       // The boundary comes from the device: the first explanation names its SM count.

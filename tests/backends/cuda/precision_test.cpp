@@ -4,7 +4,7 @@
 // (fp32) stays within that precision's bound from the accuracy contract in fusednn.h:
 // tf32 1e-3, fp16 and bf16 1e-2 (fp32: 1e-5, fp32 summed in another order). The comparison with
 // PyTorch in the same precision is in tests/python/test_precision.py; the tensor-core chains
-// themselves are covered in depth by cuda_backend_test.cpp's ReducedPrecision tests.
+// themselves are covered in depth by cuda_backend_test.cpp's reduced-precision tests.
 //
 // The method of cuda_test_support.hpp: fresh random weights and inputs for each check, outputs
 // poisoned with NaN before every run, every path. Without a GPU every test skips with a message.
@@ -17,19 +17,6 @@
 namespace {
 
 using namespace fusednn_cuda_test;
-
-struct PrecisionCase {
-  fdnn_precision precision;
-  const char* name;
-  double bound;  // the contract's relative error
-};
-
-const PrecisionCase kCases[] = {
-    {FDNN_PRECISION_FP32, "fp32", 1e-5},
-    {FDNN_PRECISION_TF32, "tf32", 1e-3},
-    {FDNN_PRECISION_FP16, "fp16", 1e-2},
-    {FDNN_PRECISION_BF16, "bf16", 1e-2},
-};
 
 // An MLP with a lone wide layer (cuBLASLt) and a chain after it (the fused MLP).
 Net mlp() {
@@ -49,7 +36,7 @@ Net conv_net() {
 }
 
 void expect_within_contract(const Net& net, uint32_t seed) {
-  for (const PrecisionCase& c : kCases) {
+  for (const PrecisionBound& c : precision_bounds(true)) {
     SCOPED_TRACE(c.name);
     fdnn_precision before_runs = FDNN_PRECISION_FP32;
     GpuHooks hooks;
