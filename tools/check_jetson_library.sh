@@ -63,7 +63,7 @@ source_kernels="$(awk '
       }
       print name; collect = 0
     }
-  }' src/backends/cuda/*.cu src/backends/cuda/*.cuh | sort -u)"
+  }' src/backends/cuda/*/*.cu src/backends/cuda/*/*.cuh | sort -u)"
 ((${#source_kernels} > 0)) || fail "no __global__ functions found in src/backends/cuda"
 # Each kernel's unqualified name: "void ns::(anonymous namespace)::name<...>(...)" -> name.
 base_names="$(c++filt <<<"$kernels" | sed 's/(anonymous namespace):://g; s/^void //; s/[<(].*//; s/.*:://')"

@@ -8,10 +8,11 @@
 // library's own objects for the conv + pool plans (build-gpu first):
 //   O=build-gpu/src/backends/cuda/CMakeFiles
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Isrc -Iinclude bench/cuda/conv_net_timeline.cu \
-//     $O/fusednn_cuda_kernels.dir/conv_pool*.cu.o $O/fusednn_cuda.dir/{launch,cuda_check}.cpp.o \
+//     $O/fusednn_cuda_kernels.dir/conv/conv_pool*.cu.o \
+//     $O/fusednn_cuda.dir/platform/{launch,cuda_check}.cpp.o \
 //     -o conv_net_timeline
 #define FUSEDNN_KERNEL_TIMELINE
-#include "backends/cuda/conv_net.cu"
+#include "backends/cuda/conv/conv_net.cu"
 
 #include <cmath>
 #include <cstdio>

@@ -9,9 +9,10 @@
 //   small_batch_linear_timeline [ROWS=32]   (16 to 32: the rows the cluster form takes)
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Xptxas=-suppress-async-bulk-multicast-advisory-warning \
 //     -Isrc -Iinclude bench/cuda/small_batch_linear_timeline.cu \
-//     src/backends/cuda/launch.cpp src/backends/cuda/cuda_check.cpp -o small_batch_linear_timeline
+//     src/backends/cuda/platform/launch.cpp src/backends/cuda/platform/cuda_check.cpp \
+//     -o small_batch_linear_timeline
 #define FUSEDNN_KERNEL_TIMELINE
-#include "backends/cuda/small_batch_linear.cu"
+#include "backends/cuda/linear/small_batch_linear.cu"
 
 #include <algorithm>
 #include <cmath>

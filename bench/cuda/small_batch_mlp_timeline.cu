@@ -7,13 +7,14 @@
 // fdnn_context_run_device is). Prints the median of each phase's time since entry, and the gap
 // from one launch's end to the next one's entry.
 //   nvcc -std=c++17 -O3 -arch=sm_90 [-DCLUSTER_FORM] -Isrc -Iinclude \
-//     bench/cuda/small_batch_mlp_timeline.cu src/backends/cuda/fused_mlp_row_image.cpp \
-//     src/backends/cuda/launch.cpp src/backends/cuda/cuda_check.cpp -o small_batch_mlp_timeline
+//     bench/cuda/small_batch_mlp_timeline.cu src/backends/cuda/mlp/fused_mlp_row_image.cpp \
+//     src/backends/cuda/platform/launch.cpp src/backends/cuda/platform/cuda_check.cpp \
+//     -o small_batch_mlp_timeline
 #define FUSEDNN_KERNEL_TIMELINE
 #ifdef CLUSTER_FORM
-#include "backends/cuda/fused_mlp_cluster.cu"
+#include "backends/cuda/mlp/fused_mlp_cluster.cu"
 #else
-#include "backends/cuda/fused_mlp_block.cu"
+#include "backends/cuda/mlp/fused_mlp_block.cu"
 #endif
 
 #include <cstdio>

@@ -12,13 +12,13 @@
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a
 //   -DFUSEDNN_WGMMA_BUILT -Isrc \
 //     -Iinclude bench/cuda/warpgroup_mlp_timeline.cu
-//     src/backends/cuda/fused_mlp_warpgroup_image.cpp \
-//     src/backends/cuda/launch.cpp src/backends/cuda/cuda_check.cpp -o
-//     warpgroup_mlp_timeline
+//     src/backends/cuda/mlp/fused_mlp_warpgroup_image.cpp \
+//     src/backends/cuda/platform/launch.cpp src/backends/cuda/platform/cuda_check.cpp \
+//     -o warpgroup_mlp_timeline
 // -DPROBE_NO_STAMPS builds the same program with the kernel's stamps compiled
 // out (the time per launch without their cost; the timeline then reads zeros).
 #define FUSEDNN_KERNEL_TIMELINE
-#include "backends/cuda/kernel_timeline.cuh"
+#include "backends/cuda/device/kernel_timeline.cuh"
 #ifdef PROBE_NO_STAMPS
 #undef FDNN_TILE_STAMP
 #undef FDNN_BLOCK_STAMP
@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/fused_mlp_warpgroup.cu"
+#include "backends/cuda/mlp/fused_mlp_warpgroup.cu"
 
 namespace {
 

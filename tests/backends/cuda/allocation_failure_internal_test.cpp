@@ -25,7 +25,7 @@
 #include "fusednn/fusednn.h"
 
 #ifdef FUSEDNN_FAULT_INJECTION
-#include "backends/cuda/allocation_faults.hpp"
+#include "backends/cuda/platform/allocation_faults.hpp"
 #endif
 
 namespace {

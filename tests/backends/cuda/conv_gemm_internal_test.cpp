@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "backends/cpu/conv2d.hpp"
-#include "backends/cuda/conv2d_implicit_gemm.hpp"
-#include "backends/cuda/cuda_executor.hpp"
+#include "backends/cuda/conv/conv2d_implicit_gemm.hpp"
+#include "backends/cuda/exec/cuda_executor.hpp"
 #include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
 #include "fusednn/fusednn.h"

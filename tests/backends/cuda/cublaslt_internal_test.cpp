@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_executor.hpp"
+#include "backends/cuda/exec/cuda_executor.hpp"
 #include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
 #include "fusednn/fusednn.h"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// FastDivisor (src/backends/cuda/fast_divisor.hpp) against the division operator, on the host
-// (the device form differs only in computing the high word with __umulhi).
-#include "backends/cuda/fast_divisor.hpp"
+// FastDivisor (src/backends/cuda/device/fast_divisor.hpp) against the division operator, on the
+// host (the device form differs only in computing the high word with __umulhi).
+#include "backends/cuda/device/fast_divisor.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // device properties of an H200 (and an H100 PCIe's SM count), a Jetson Orin (sm_87) and a Jetson
 // Xavier (sm_72), the form each representative problem gets, and that the reason names the fact
 // that decided it.
-#include "backends/cuda/form_selection.hpp"
+#include "backends/cuda/selection/form_selection.hpp"
 
 #include <gtest/gtest.h>
 

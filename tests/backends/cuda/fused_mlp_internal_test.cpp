@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "backends/cuda/cuda_executor.hpp"
-#include "backends/cuda/fused_mlp_warpgroup.hpp"
+#include "backends/cuda/exec/cuda_executor.hpp"
+#include "backends/cuda/mlp/fused_mlp_warpgroup.hpp"
 #include "common/half_float.hpp"
 #include "cuda_test_support.hpp"
 #include "fusednn/fusednn.h"

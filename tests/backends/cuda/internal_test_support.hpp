@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "api/handles.hpp"
-#include "backends/cuda/cuda_executor.hpp"
+#include "backends/cuda/exec/cuda_executor.hpp"
 
 namespace fusednn_cuda_test {
 

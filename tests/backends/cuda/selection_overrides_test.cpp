@@ -2,7 +2,7 @@
 // FUSEDNN_CUDA_OVERRIDES's parser (host code: runs in every configuration): every key and value it
 // documents is taken, a later pair replaces an earlier one, and anything else is refused with
 // INVALID_ARGUMENT naming the variable and the pair.
-#include "backends/cuda/selection_overrides.hpp"
+#include "backends/cuda/platform/selection_overrides.hpp"
 
 #include <gtest/gtest.h>
 
