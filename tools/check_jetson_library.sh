@@ -58,10 +58,15 @@ for arch in "${archs[@]}"; do
   [[ -z "$without" ]] || fail "GPU modules without sm_$arch machine code:"$'\n'"$without"
 done
 
-# "SASS text section N : <module>-<mangled kernel>.sm_87.elf.bin", one line per kernel and target.
-text_list="$("$cuobjdump" --list-text "$library")"
+# The kernels: each GPU module's ELF ("arch = sm_87", then its section headers) has a PROGBITS
+# section ".text.<mangled kernel>" per kernel. (cuobjdump --list-text lists the same sections, but
+# shortens names past its length limit to a numbered stub that differs between targets.)
+elf_dump="$(mktemp)"
+trap 'rm -f "$elf_dump"' EXIT
+"$cuobjdump" -elf "$library" >"$elf_dump"
 kernels_for() {  # kernels_for ARCH: the mangled names of the kernels with sm_ARCH code
-  sed -n "s/^SASS text section [0-9]* : [^-]*-\(.*\)\.sm_${1}\.elf\.bin$/\1/p" <<<"$text_list" |
+  awk -v arch="sm_$1" '/^arch = sm_[0-9]+/ { current = $3 }
+    current == arch && /PROGBITS/ && $NF ~ /^\.text\./ { print substr($NF, 7) }' "$elf_dump" |
     sort -u
 }
 kernels="$(kernels_for "${archs[0]}")"
@@ -111,8 +116,7 @@ registered="$(readelf -p .rodata -W "$library" | grep -o '\] *_Z[A-Za-z0-9_]*$' 
   sed 's/^\] *//' | sort -u)"
 registered_count="$(grep -c . <<<"$registered" || true)"
 ((registered_count > 0)) || fail "no registered kernel names found in .rodata"
-variables="$("$cuobjdump" -elf "$library" |
-  awk '$1 ~ /^0x/ && ($4 == "0x11" || $4 == "0x21") { print $NF }' | sort -u)"
+variables="$(awk '$1 ~ /^0x/ && ($4 == "0x11" || $4 == "0x21") { print $NF }' "$elf_dump" | sort -u)"
 without_code="$(comm -23 <(echo "$registered") <(echo "$kernels"))"
 missing="$(comm -23 <(echo "$without_code") <(echo "$variables") | grep . || true)"
 [[ -z "$missing" ]] || fail "registered kernels without $targets machine code:"$'\n'"$missing"
