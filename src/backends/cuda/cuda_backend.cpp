@@ -298,8 +298,6 @@ void CudaBackend::find_model_io_ops() {
         p.values[p.steps[op.first_step].inputs.front()].storage == Storage::ModelInput;
     op.takes_16_bit_io = half_cublaslt || (op.kind == OpKind::FusedMlp &&
                                            tensor_core_mlp_takes_16_bit_io(op.tensor_core));
-    op.fma_takes_16_bit_io = op.kind == OpKind::FusedMlp &&
-                             (precision_ == Precision::FP16 || precision_ == Precision::BF16);
     cublaslt_reads_16_bit_input_ = cublaslt_reads_16_bit_input_ || half_cublaslt;
     if (half_cublaslt) ++cublaslt_input_narrowings_;
     // cuBLASLt's epilogue is the last thing done to its output: no pass may run in place after.
@@ -318,7 +316,10 @@ bool CudaBackend::op_takes_16_bit_io(const Op& op, int64_t batch) const {
   const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
   switch (mlp_route(op, rows)) {
     case MlpRoute::TensorCore: return op.takes_16_bit_io;
-    case MlpRoute::Fused: return op.fma_takes_16_bit_io;
+    // The fp32 FMA kernels of an fp16 or bf16 model (the rows below the tensor cores') read a
+    // 16-bit model input and write such an output themselves, the output where no row kernel or
+    // in-place pass follows them.
+    case MlpRoute::Fused: return precision_ == Precision::FP16 || precision_ == Precision::BF16;
     case MlpRoute::Split: return false;
   }
   return false;

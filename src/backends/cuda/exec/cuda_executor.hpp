@@ -88,14 +88,11 @@ struct Op {
   bool writes_model_output = false;
   // Whether its kernel reads a float16 or bfloat16 model input and writes such an output itself,
   // decided at load: FusedMlp on the tensor cores' WarpRegisters form (and its Warpgroup
-  // companion), on the rows where that route runs (CudaBackend::op_takes_16_bit_io()). A
+  // companion), and the fp32 FMA kernels of fp16 and bf16 models, on the rows where each route
+  // runs (CudaBackend::op_takes_16_bit_io()). A
   // CublasLtLinear with 16-bit operands (half_weight) reads a model input of its own type as
   // cuBLASLt's operand instead of narrowing it into the staging (CudaBackend::op_reads_16_bit()).
   bool takes_16_bit_io = false;
-  // A FusedMlp of an fp16 or bf16 model: its fp32 FMA kernels (the rows below the tensor cores')
-  // read a 16-bit model input and write such an output themselves too, the output where no row
-  // kernel or in-place pass follows them.
-  bool fma_takes_16_bit_io = false;
   // A CublasLtLinear with 16-bit operands that writes the model output with nothing in place
   // after it: cuBLASLt writes a model output of its operands' type itself, where it has an
   // algorithm for that (CudaBackend::op_writes_16_bit()).

@@ -12,6 +12,12 @@ std::string widths_text(int64_t in, int64_t out) {
 
 bool reduced(Precision precision) { return precision != Precision::FP32; }
 
+// The rows tf32 keeps in exact fp32 where tensor cores are forced to small batches: the
+// single-block form's (its products there would pass tf32's bound on some chains); 0 otherwise.
+int64_t fp32_rows_kept(Precision precision) {
+  return precision == Precision::TF32 ? kSelectionBlockMaxRows + 1 : 0;
+}
+
 bool sixteen_bit(Precision precision) {
   return precision == Precision::FP16 || precision == Precision::BF16;
 }
@@ -151,10 +157,8 @@ ChainFormRules choose_chain_forms(const ChainProblem& problem, const DeviceInfo&
     // FMA kernels make in exact fp32 (more accurate than the precision asked for) in a fraction
     // of the tensor-core forms' time, whose weight staging and 16-row tiles then dominate.
     if (overrides.reduced_tensor_cores_every_batch) {
-      // fp16 and bf16 from the first row; tf32 keeps the single-block form's rows in fp32 (its
-      // products there would pass tf32's bound on some chains).
       rules.plan_tensor_cores = true;
-      const int64_t from = precision == Precision::TF32 ? kSelectionBlockMaxRows + 1 : 0;
+      const int64_t from = fp32_rows_kept(precision);
       rules.warp_registers_min_rows = rules.shared_tiles_min_rows = from;
       rules.tensor_core_reason =
           "override small_batch_tensor_cores=1: from " +
@@ -190,7 +194,7 @@ ChainFormRules choose_chain_forms(const ChainProblem& problem, const DeviceInfo&
                                    ? overrides.fp32_tensor_cores != Forced::Off
                                    : overrides.reduced_tensor_cores;
   rules.split_at_every_batch = overrides.split_mlp == Forced::On;
-  rules.split_forced_min_rows = precision == Precision::TF32 ? kSelectionBlockMaxRows + 1 : 0;
+  rules.split_forced_min_rows = fp32_rows_kept(precision);
   const bool split_allowed =
       overrides.split_mlp != Forced::Off && tensor_cores_on && device.major >= kTensorCoreMinMajor;
   const bool split_reachable = rules.split_at_every_batch || problem.max_rows >= tile_per_sm;
