@@ -64,7 +64,8 @@ while (($#)); do
     --load-gpu) LOAD_GPU=$2; shift 2 ;;
     --tools) TOOL_LIST=$2; shift 2 ;;
     -h|--help) sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    build|tests|sanitize|load-start|load-collect|status) STEPS+=("$1"); shift ;;
+    build|tests|suites|sanitize|initcheck-nolt|load-start|load-collect|status)
+      STEPS+=("$1"); shift ;;
     *) echo "gpu_checks.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -86,12 +87,13 @@ BINARIES=(fusednn_cuda_tests fusednn_cuda_internal_tests fusednn_cuda_typed_io_t
 IFS=, read -ra TOOLS <<<"$TOOL_LIST"
 for tool in "${TOOLS[@]}"; do
   case $tool in
-    memcheck|racecheck|synccheck|initcheck) ;;
+    memcheck|racecheck|synccheck|initcheck|memcheck-mapped) ;;
     *) echo "gpu_checks.sh: unknown tool '$tool' in --tools" >&2; exit 2 ;;
   esac
 done
 # Tests per shard at the start, per tool (racecheck is the slowest by far).
-declare -A SHARD_TESTS=([memcheck]=16 [racecheck]=4 [synccheck]=16 [initcheck]=8)
+declare -A SHARD_TESTS=([memcheck]=16 [racecheck]=4 [synccheck]=16 [initcheck]=8
+  [memcheck-mapped]=16)
 # Left out of the sanitizer runs: the out-of-memory tests allocate the whole device, which the
 # tools shadow (they run unsanitized in the tests step).
 EXCLUDED='DeviceOutOfMemory.*'
@@ -158,6 +160,53 @@ step_tests() {
   grep -E "^\[ (faults|memory)|^\[  (PASSED|FAILED|SKIPPED) |^SUMMARY|^RESULT" "$log" >>"$SUMMARY"
 }
 
+# The three CUDA suites unsanitized at full batch sizes, two ways: as the test binaries run by
+# default (tensor cores from the first rows) and on the library's default selection. The fault
+# tests run alone in the tests step: they compare the device's free memory.
+step_suites() {
+  local log=$OUT/tests.log binary way
+  local -A ways=([override]="" [default-selection]="FUSEDNN_CUDA_TEST_DEFAULT_SELECTION=1")
+  note "suites unsanitized, as the binaries run by default and on the default selection"
+  for way in override default-selection; do
+    for binary in "${BINARIES[@]}"; do
+      {
+        echo "---- $binary ($way)"
+        env ${ways[$way]} timeout 300 "$CUDA_TESTS/$binary" \
+          --gtest_filter="*-$EXCLUDED:AllocationFailure.*"
+        echo "rc=$?"
+      } >"$STATE/suite.$way.$binary.log" 2>&1 &
+    done
+    wait
+    for binary in "${BINARIES[@]}"; do
+      local f=$STATE/suite.$way.$binary.log
+      cat "$f" >>"$log"
+      note "  $binary ($way): $(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]' "$f" | tr '\n' ' ')$(tail -1 "$f")"
+      grep -E '^\[  FAILED  \] [A-Za-z]' "$f" | sort -u >>"$SUMMARY"
+    done
+  done
+}
+
+# The tests initcheck reported on, again under initcheck with cuBLASLt switched off
+# (FUSEDNN_CUDA_OVERRIDES=cublaslt=0): what remains is not on memory cuBLASLt wrote.
+step_initcheck_nolt() {
+  local binary tests
+  [[ -d $STATE/reports ]] || { note "initcheck-nolt: no initcheck shards yet"; return 1; }
+  mkdir -p "$STATE/reports-nolt"
+  for binary in "${BINARIES[@]}"; do
+    tests=$(cat "$STATE"/reports/*"-initcheck.$binary."*.tsv 2>/dev/null | cut -f2 | sort -u |
+      grep -v '^$' | paste -sd:)
+    [[ -n $tests ]] || continue
+    (($(left) > 60)) || { note "initcheck-nolt: out of budget before $binary"; return 1; }
+    note "initcheck-nolt: $binary: $(tr ':' '\n' <<<"$tests" | wc -l) tests"
+    FUSEDNN_CUDA_TEST_QUICK=1 FUSEDNN_CUDA_OVERRIDES=cublaslt=0 timeout --kill-after=10 \
+      $(($(left) - 30)) compute-sanitizer --tool initcheck --print-limit 1000000000 \
+      --show-backtrace no "$CUDA_TESTS/$binary" --gtest_filter="$tests" 2>&1 |
+      count_reports "$STATE/reports-nolt/$binary.tsv" >"$LOGS/initcheck-nolt.$binary.log"
+    note "  rc=${PIPESTATUS[0]}: $(grep -h 'ERROR SUMMARY' "$LOGS/initcheck-nolt.$binary.log" | tail -1)"
+    grep -E '^\[  FAILED  \] [A-Za-z]' "$LOGS/initcheck-nolt.$binary.log" | sort -u >>"$SUMMARY"
+  done
+}
+
 # ------------------------------------------------------------------------------------------
 # The test names of a binary (Suite.Test, parameterised ones included), less the excluded.
 list_tests() {
@@ -193,6 +242,43 @@ next_shard() {
   return 1
 }
 
+# Filters a sanitizer's output: passes it on with only the first 200 reports, and writes to $1
+# one line per test, report kind and place (the first "at" line, offsets cut): count, test,
+# report, place. Tests are told apart by GoogleTest's "[ RUN ]" lines.
+count_reports() {
+  awk -v table="$1" '
+    function settle(place) {
+      if (!pending) return
+      count[test "\t" kind "\t" place]++
+      pending = 0
+    }
+    /^\[ RUN      \] / { settle("-"); test = $4; print; next }
+    /^========= [^ ]/ && !/ERROR SUMMARY|COMPUTE-SANITIZER|LEAK SUMMARY/ {
+      settle("-")
+      reports++
+      kind = substr($0, 11)
+      gsub(/0x[0-9a-fA-F]+/, "#", kind); gsub(/[0-9]+/, "N", kind)
+      pending = 1
+      if (reports <= 200) print
+      next
+    }
+    /^=========     at / && pending {
+      place = substr($0, 18)
+      if (place ~ /^0x[0-9a-fA-F]+ in /) sub(/^0x[0-9a-fA-F]+ in /, "", place)
+      else sub(/\+0x[0-9a-fA-F]+.*/, "", place)
+      settle(substr(place, 1, 160))
+      if (reports <= 200) print
+      next
+    }
+    /^=========/ { if (reports <= 200) print; next }
+    { print }
+    END {
+      settle("-")
+      for (key in count) print count[key] "\t" key > table
+      if (reports > 200) print "count_reports: " reports " reports, 200 printed; all counted in " table
+    }'
+}
+
 # One sanitizer run over one shard; records a line in shards.tsv unless the budget cut it short.
 run_shard() {
   local name=$1 cap=$2
@@ -204,13 +290,28 @@ run_shard() {
   log=$LOGS/$name.log
   filter=$(paste -sd: "$SHARDS/$name")
   tests=$(wc -l <"$SHARDS/$name")
-  local options=(--tool "$tool" --error-exitcode 3 --print-limit 200)
-  [[ $tool == memcheck ]] && options+=(--leak-check full)
-  [[ $tool == racecheck ]] && options+=(--racecheck-report all)
+  # memcheck-mapped: memcheck with every model that does not choose its own host path created
+  # on the mapped one (FUSEDNN_CUDA_TEST_HOST_IO=mapped).
+  local sanitizer=${tool%-mapped} host_io=auto
+  [[ $tool == *-mapped ]] && host_io=mapped
+  local options=(--tool "$sanitizer" --error-exitcode 3 --print-limit 200)
+  [[ $sanitizer == memcheck ]] && options+=(--leak-check full)
+  [[ $sanitizer == racecheck ]] && options+=(--racecheck-report all)
   begin=$(date +%s)
-  FUSEDNN_CUDA_TEST_QUICK=1 timeout --kill-after=10 "$cap" compute-sanitizer "${options[@]}" \
-    "$CUDA_TESTS/$binary" --gtest_filter="$filter" >"$log" 2>&1
-  rc=$?
+  if [[ $tool == initcheck ]]; then
+    # Every report printed (without host backtraces) and counted per test and place in
+    # $STATE/reports/; the log keeps the first 200.
+    options=(--tool initcheck --error-exitcode 3 --print-limit 1000000000 --show-backtrace no)
+    mkdir -p "$STATE/reports"
+    FUSEDNN_CUDA_TEST_QUICK=1 timeout --kill-after=10 "$cap" compute-sanitizer "${options[@]}" \
+      "$CUDA_TESTS/$binary" --gtest_filter="$filter" 2>&1 |
+      count_reports "$STATE/reports/$name.tsv" >"$log"
+    rc=${PIPESTATUS[0]}
+  else
+    FUSEDNN_CUDA_TEST_QUICK=1 FUSEDNN_CUDA_TEST_HOST_IO=$host_io timeout --kill-after=10 "$cap" \
+      compute-sanitizer "${options[@]}" "$CUDA_TESTS/$binary" --gtest_filter="$filter" >"$log" 2>&1
+    rc=$?
+  fi
   seconds=$(($(date +%s) - begin))
   errors=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" | tail -1)
   hazards=$(sed -n 's/.*RACECHECK SUMMARY: \([0-9]*\) hazard.*/\1/p' "$log" | tail -1)
@@ -367,6 +468,16 @@ report() {
     echo " what the tool reported before it was stopped, and single tests that never finished)"
   } >>"$SUMMARY"
   cp "$DONE" "$OUT/shards.tsv"
+  # initcheck's reports per test and place, with cuBLASLt on and (initcheck-nolt) off.
+  printf 'count\ttest\treport\tplace\tcublaslt\n' >"$OUT/initcheck_reports.tsv"
+  {
+    cat "$STATE"/reports/*.tsv 2>/dev/null | awk -F'\t' '{ print $0 "\ton" }'
+    cat "$STATE"/reports-nolt/*.tsv 2>/dev/null | awk -F'\t' '{ print $0 "\toff" }'
+  } | sort -t$'\t' -k1,1nr >>"$OUT/initcheck_reports.tsv"
+  awk -F'\t' 'NR > 1 { total[$5] += $1; tests[$5 FS $2] = 1 }
+    END { for (k in tests) { split(k, p, FS); n[p[1]]++ }
+          for (c in total) printf "initcheck reports with cuBLASLt %s: %d in %d tests\n", c, total[c], n[c] }' \
+    "$OUT/initcheck_reports.tsv" >>"$SUMMARY"
   # Each log cut to its last 2 MB, all in one archive.
   local staged=/tmp/gpu_checks_logs
   rm -rf "$staged" && mkdir -p "$staged"
@@ -380,6 +491,8 @@ for step in "${STEPS[@]}"; do
   case $step in
     build) step_build ;;
     tests) step_tests ;;
+    suites) step_suites ;;
+    initcheck-nolt) step_initcheck_nolt ;;
     sanitize) step_sanitize ;;
     load-start) step_load_start ;;
     load-collect) step_load_collect ;;
