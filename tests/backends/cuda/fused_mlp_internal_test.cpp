@@ -535,9 +535,11 @@ TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
 
 // In fp16 and bf16 a chain whose first layer only the SharedTiles form takes (509 inputs) keeps
 // SharedTiles below the split's rows and runs split from them (form_selection.hpp); in tf32
-// SharedTiles runs at every batch past 16 rows and no split is planned.
+// SharedTiles runs at every batch past 16 rows and no split is planned. Both under the rule that
+// takes reduced precisions to tensor cores at small batches, which it sets itself.
 TEST(FusedMlpInternal, SixteenBitSplitsTakeOverFromSharedTiles) {
   REQUIRE_CUDA();
+  ScopedOverride rule("small_batch_tensor_cores", "1");
   int major = 0, sm_count = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
