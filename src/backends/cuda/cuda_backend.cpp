@@ -71,7 +71,7 @@ int launches_for(const Op& op, const Step& step) {
     case OpKind::Concat: return static_cast<int>(step.inputs.size());
     case OpKind::FusedMlp:  // the fused kernel and the row kernel below the tensor-core rows
                             // (a split chain's second kernel: CudaBackend::launches_per_run)
-      return (op.row_tail_input >= 0 ? 2 : 1) + std::max(passes, 0);
+      return (op.as<MlpChainOp>()->row_tail_input >= 0 ? 2 : 1) + std::max(passes, 0);
     default: return 1 + std::max(passes, 0);
   }
 }
@@ -180,55 +180,79 @@ void CudaBackend::upload_and_point(const HostImages& images, const std::vector<O
   auto image_at = [&](size_t offset) -> const uint32_t* {
     return offset == kNoOffset ? nullptr : tensor_core_images_.data() + offset;
   };
-  for (size_t i = 0; i < ops_.size(); ++i) {
-    if (ops_[i].kind == OpKind::Conv2d) {
-      ops_[i].conv_gemm.image = image_at(refs[i].main_image);
-    } else {
-      ops_[i].tensor_core.image = image_at(refs[i].main_image);
-    }
-    ops_[i].split.first.image = image_at(refs[i].split_first_image);
-    ops_[i].split.rest.image = image_at(refs[i].split_rest_image);
-  }
   const float* base = weights_.data();
   auto pointer = [&](size_t offset) -> const float* {
     return offset == kNoOffset ? nullptr : base + offset;
   };
   for (size_t i = 0; i < ops_.size(); ++i) {
     Op& op = ops_[i];
-    op.weight = pointer(refs[i].weight);
-    op.bias = pointer(refs[i].bias);
-    op.mlp.block_image = pointer(refs[i].block_image);
-    op.mlp.cluster_image = pointer(refs[i].cluster_image);
-    for (size_t l = 0; l < op.mlp.layers.size() && l < refs[i].layer_weight.size(); ++l) {
-      op.mlp.layers[l].weight_t = pointer(refs[i].layer_weight[l]);
-      op.mlp.layers[l].bias = pointer(refs[i].layer_bias[l]);
-    }
-    if (op.kind == OpKind::CublasLtLinear && cublaslt_) {
-      const Step& step = p.steps[op.first_step];
-      if (refs[i].half_weight != kNoOffset) {
-        op.half_weight = half_weights_.data() + refs[i].half_weight;
-        ++launches_per_run_;  // the narrowing of a float32 x (cublaslt_input_narrowings_)
+    const OpRefs& ref = refs[i];
+    const float* weight = pointer(ref.weight);
+    const float* bias = pointer(ref.bias);
+    if (MlpChainOp* chain = op.as<MlpChainOp>()) {
+      const MlpChainRefs& chain_ref = std::get<MlpChainRefs>(ref.of_kind);
+      chain->tail_gamma = weight;
+      chain->tail_beta = bias;
+      chain->mlp.block_image = pointer(chain_ref.block_image);
+      chain->mlp.cluster_image = pointer(chain_ref.cluster_image);
+      for (size_t l = 0; l < chain->mlp.layers.size() && l < chain_ref.layer_weight.size(); ++l) {
+        chain->mlp.layers[l].weight_t = pointer(chain_ref.layer_weight[l]);
+        chain->mlp.layers[l].bias = pointer(chain_ref.layer_bias[l]);
       }
-      const cublasComputeType_t compute = op.half_weight != nullptr
-                                              ? CUBLAS_COMPUTE_32F
-                                              : cublaslt_compute_type(precision_, device_);
-      const cudaDataType_t operands = op.half_weight == nullptr              ? CUDA_R_32F
-                                      : half_format_ == HalfFormat::Binary16 ? CUDA_R_16F
-                                                                             : CUDA_R_16BF;
-      const void* half_bias =
-          refs[i].half_bias != kNoOffset ? half_weights_.data() + refs[i].half_bias : nullptr;
-      op.lt = std::make_unique<CublasLtLinear>(
-          cublaslt_->get(), static_cast<int32_t>(step.in_features),
-          static_cast<int32_t>(step.out_features), refs[i].lt_activation,
-          op.half_weight != nullptr ? op.half_weight : op.weight, op.bias,
-          cublaslt_workspace_bytes_, compute, operands, half_bias);
-      if (compute != CUBLAS_COMPUTE_32F || op.half_weight != nullptr) {
-        effective_precision_ = precision_;
+      chain->tensor_core.image = image_at(chain_ref.tensor_core_image);
+      chain->split.first.image = image_at(chain_ref.split_first_image);
+      chain->split.rest.image = image_at(chain_ref.split_rest_image);
+    } else if (LinearOp* linear = op.as<LinearOp>()) {
+      linear->weight = weight;
+      linear->bias = bias;
+      point_linear(p.steps[op.first_step], std::get<LinearRefs>(ref.of_kind), linear);
+    } else if (Conv2dOp* conv = op.as<Conv2dOp>()) {
+      conv->weight = weight;
+      conv->bias = bias;
+      if (const ConvGemmRefs* gemm_ref = std::get_if<ConvGemmRefs>(&ref.of_kind)) {
+        conv->conv_gemm.image = image_at(gemm_ref->image);
       }
+    } else if (ConvPoolOp* conv_pool = op.as<ConvPoolOp>()) {
+      conv_pool->weight = weight;
+      conv_pool->bias = bias;
+    } else if (ChannelAffineOp* affine = op.as<ChannelAffineOp>()) {
+      affine->scale = weight;
+      affine->shift = bias;
+    } else if (LayerNormOp* norm = op.as<LayerNormOp>()) {
+      norm->gamma = weight;
+      norm->beta = bias;
     }
-    if (op.kind == OpKind::CublasLtLinear) prepare_small_batch_linear_kernel(op.small_batch);
   }
   FDNN_LOAD_STAMP("backend: cuBLASLt descriptors, small-batch Linear kernels");
+}
+
+// A CublasLtLinear op's 16-bit weight and cuBLASLt descriptor where cuBLASLt is loaded, and its
+// small-batch kernel; its fp32 weight and bias are set.
+void CudaBackend::point_linear(const Step& step, const LinearRefs& ref, LinearOp* linear_op) {
+  LinearOp& linear = *linear_op;
+  if (cublaslt_) {
+    if (ref.half_weight != kNoOffset) {
+      linear.half_weight = half_weights_.data() + ref.half_weight;
+      ++launches_per_run_;  // the narrowing of a float32 x (cublaslt_input_narrowings_)
+    }
+    const cublasComputeType_t compute = linear.half_weight != nullptr
+                                            ? CUBLAS_COMPUTE_32F
+                                            : cublaslt_compute_type(precision_, device_);
+    const cudaDataType_t operands = linear.half_weight == nullptr          ? CUDA_R_32F
+                                    : half_format_ == HalfFormat::Binary16 ? CUDA_R_16F
+                                                                           : CUDA_R_16BF;
+    const void* half_bias =
+        ref.half_bias != kNoOffset ? half_weights_.data() + ref.half_bias : nullptr;
+    linear.lt = std::make_unique<CublasLtLinear>(
+        cublaslt_->get(), static_cast<int32_t>(step.in_features),
+        static_cast<int32_t>(step.out_features), ref.activation,
+        linear.half_weight != nullptr ? linear.half_weight : linear.weight, linear.bias,
+        cublaslt_workspace_bytes_, compute, operands, half_bias);
+    if (compute != CUBLAS_COMPUTE_32F || linear.half_weight != nullptr) {
+      effective_precision_ = precision_;
+    }
+  }
+  prepare_small_batch_linear_kernel(linear.small_batch);
 }
 
 // Readies what runs need beyond the ops: the single launch, the per-layer kernels the batches
@@ -242,9 +266,12 @@ void CudaBackend::prepare_runs() {
   if (!single_launch_.takes(1) || !single_launch_.takes(max_batch_)) {
     for (const Op& op : ops_) {
       const int64_t rows = max_batch_ * p.steps[op.first_step].rows_per_sample;
-      if (op.kind == OpKind::FusedMlp) prepare_fused_mlp_kernels(op.mlp, rows, device_);
-      if (op.kind == OpKind::ConvPool &&
-          !prepare_conv_pool_kernels(op.conv_pool, max_batch_, device_)) {
+      if (const MlpChainOp* chain = op.as<MlpChainOp>()) {
+        prepare_fused_mlp_kernels(chain->mlp, rows, device_);
+      }
+      const ConvPoolOp* conv_pool = op.as<ConvPoolOp>();
+      if (conv_pool != nullptr &&
+          !prepare_conv_pool_kernels(conv_pool->conv_pool, max_batch_, device_)) {
         fail(FDNN_STATUS_DEVICE_ERROR, "the device refused the shared memory of step '",
              p.steps[op.first_step].label, "' (fused conv + pool), which it reports having");
       }
@@ -257,18 +284,19 @@ void CudaBackend::prepare_runs() {
   // cuBLASLt (its workspace, the 16-bit staging); a split chain's middle counts from the batch
   // that splits it (split_min_batches_).
   for (const Op& op : ops_) {
-    if (op.split.usable()) {
+    const MlpChainOp* chain = op.as<MlpChainOp>();
+    if (chain != nullptr && chain->split.usable()) {
       const int64_t rows_per_sample = p.steps[op.first_step].rows_per_sample;
-      const int64_t min_batch = (op.split.min_rows + rows_per_sample - 1) / rows_per_sample;
+      const int64_t min_batch = (chain->split.min_rows + rows_per_sample - 1) / rows_per_sample;
       split_min_batches_.push_back(min_batch);
       // With a folded tail, two launches either way: the chain's kernel and the row kernel
       // below the split's rows, the split's two from there (launches_for counts two).
-      if (op.row_tail_input < 0) split_launch_min_batches_.push_back(min_batch);
+      if (chain->row_tail_input < 0) split_launch_min_batches_.push_back(min_batch);
     }
     bool workspace = op.kind == OpKind::CublasLtLinear;
     std::vector<int> values = p.steps[op.first_step].inputs;
     values.push_back(p.steps[op.last_step].output);
-    values.push_back(op.row_tail_input);
+    if (chain != nullptr) values.push_back(chain->row_tail_input);
     for (const int id : values) {
       workspace = workspace || (id >= 0 && p.values[id].storage == Storage::Workspace);
     }
@@ -293,29 +321,27 @@ void CudaBackend::find_model_io_ops() {
     }
     op.writes_model_output =
         !output_read && p.values[p.steps[op.last_step].output].storage == Storage::ModelOutput;
-    const bool half_cublaslt =
-        op.kind == OpKind::CublasLtLinear && op.lt != nullptr && op.half_weight != nullptr &&
+    LinearOp* linear = op.as<LinearOp>();
+    if (linear == nullptr || linear->lt == nullptr || linear->half_weight == nullptr) continue;
+    linear->reads_16_bit_input =
         p.values[p.steps[op.first_step].inputs.front()].storage == Storage::ModelInput;
-    op.takes_16_bit_io = half_cublaslt || (op.kind == OpKind::FusedMlp &&
-                                           tensor_core_mlp_takes_16_bit_io(op.tensor_core));
-    cublaslt_reads_16_bit_input_ = cublaslt_reads_16_bit_input_ || half_cublaslt;
-    if (half_cublaslt) ++cublaslt_input_narrowings_;
+    cublaslt_reads_16_bit_input_ = cublaslt_reads_16_bit_input_ || linear->reads_16_bit_input;
+    if (linear->reads_16_bit_input) ++cublaslt_input_narrowings_;
     // cuBLASLt's epilogue is the last thing done to its output: no pass may run in place after.
-    op.writes_16_bit_output = op.kind == OpKind::CublasLtLinear && op.lt != nullptr &&
-                              op.half_weight != nullptr && op.writes_model_output &&
-                              op.epilogue.size() <= 1;
-    cublaslt_writes_16_bit_output_ = cublaslt_writes_16_bit_output_ || op.writes_16_bit_output;
-    if (op.writes_16_bit_output) {
+    linear->writes_16_bit_output = op.writes_model_output && op.epilogue.size() <= 1;
+    cublaslt_writes_16_bit_output_ = cublaslt_writes_16_bit_output_ || linear->writes_16_bit_output;
+    if (linear->writes_16_bit_output) {
       op.load_reason += "; a model output of that type on 256 bytes is cuBLASLt's D as it is";
     }
   }
 }
 
 bool CudaBackend::op_takes_16_bit_io(const Op& op, int64_t batch) const {
-  if (op.kind != OpKind::FusedMlp) return false;
+  const MlpChainOp* chain = op.as<MlpChainOp>();
+  if (chain == nullptr) return false;
   const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
-  switch (mlp_route(op, rows)) {
-    case MlpRoute::TensorCore: return op.takes_16_bit_io;
+  switch (mlp_route(*chain, rows)) {
+    case MlpRoute::TensorCore: return tensor_core_mlp_takes_16_bit_io(chain->tensor_core);
     // The fp32 FMA kernels of an fp16 or bf16 model (the rows below the tensor cores') read a
     // 16-bit model input and write such an output themselves, the output where no row kernel or
     // in-place pass follows them.
@@ -338,8 +364,9 @@ cudaDataType_t cublaslt_type(ElementType type) {
 
 bool CudaBackend::op_reads_16_bit(const Op& op, int64_t batch, ElementType input, const void* data,
                                   const void* model_output, ElementType model_output_type) const {
-  if (op.kind != OpKind::CublasLtLinear) return op_takes_16_bit_io(op, batch);
-  if (!op.takes_16_bit_io) return false;
+  const LinearOp* linear = op.as<LinearOp>();
+  if (linear == nullptr) return op_takes_16_bit_io(op, batch);
+  if (!linear->reads_16_bit_input) return false;
   // cuBLASLt's operand in its own type, on 256 bytes as the staging is: cuBLASLt then picks the
   // algorithm a float32 input's run picks, and the bits are those of that run.
   const ElementType own =
@@ -350,21 +377,23 @@ bool CudaBackend::op_reads_16_bit(const Op& op, int64_t batch, ElementType input
   const bool writes_output = p.values[p.steps[op.last_step].output].storage == Storage::ModelOutput;
   const void* y = writes_output ? model_output : reinterpret_cast<const void*>(256);
   const ElementType y_type = writes_output ? model_output_type : ElementType::Float32;
-  return op.lt->choose(rows, data, y, cublaslt_type(y_type)).usable;
+  return linear->lt->choose(rows, data, y, cublaslt_type(y_type)).usable;
 }
 
 bool CudaBackend::op_writes_16_bit(const Op& op, int64_t batch, ElementType output,
                                    const void* data) const {
   const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
-  if (op.kind != OpKind::CublasLtLinear) {
+  const LinearOp* linear = op.as<LinearOp>();
+  if (linear == nullptr) {
     // In-place passes after the kernel (epilogue pieces past the first) run on float32.
     if (op.epilogue.size() > 1 || !op_takes_16_bit_io(op, batch)) return false;
-    if (mlp_route(op, rows) == MlpRoute::TensorCore) {
-      return tensor_core_mlp_writes(op.tensor_core, output, rows);
+    const MlpChainOp& chain = *op.as<MlpChainOp>();  // op_takes_16_bit_io() holds for chains only
+    if (mlp_route(chain, rows) == MlpRoute::TensorCore) {
+      return tensor_core_mlp_writes(chain.tensor_core, output, rows);
     }
-    return op.row_tail_input < 0;  // the FMA kernels write y unless a row kernel follows them
+    return chain.row_tail_input < 0;  // the FMA kernels write y unless a row kernel follows them
   }
-  if (!op.writes_16_bit_output) return false;
+  if (!linear->writes_16_bit_output) return false;
   // cuBLASLt's D in its operands' type, on 256 bytes. Its x is then on 256 bytes too, whichever
   // it reads: a 16-bit model input it takes as it is (op_reads_16_bit() asks for 256), or the
   // staging.
@@ -372,7 +401,7 @@ bool CudaBackend::op_writes_16_bit(const Op& op, int64_t batch, ElementType outp
       half_format_ == HalfFormat::Binary16 ? ElementType::Float16 : ElementType::Bfloat16;
   if (output != own || reinterpret_cast<uintptr_t>(data) % 256 != 0) return false;
   const auto* aligned = reinterpret_cast<const void*>(uintptr_t{256});
-  return op.lt->choose(rows, aligned, data, cublaslt_type(output)).usable;
+  return linear->lt->choose(rows, aligned, data, cublaslt_type(output)).usable;
 }
 
 bool CudaBackend::reads_16_bit_input(int64_t batch, ElementType input, const void* data,
@@ -394,10 +423,11 @@ bool CudaBackend::host_mapped_io_at(int64_t batch) const {
   // The Warpgroup form takes x on 16 bytes only: asked for such an x, as the staging is.
   const auto* aligned = reinterpret_cast<const void*>(uintptr_t{256});
   for (const Op& op : ops_) {
-    if (!op.reads_model_input || op.kind != OpKind::FusedMlp) continue;
+    const MlpChainOp* chain = op.as<MlpChainOp>();
+    if (!op.reads_model_input || chain == nullptr) continue;
     const int64_t rows = batch * plan_->steps[op.first_step].rows_per_sample;
-    if (mlp_route(op, rows) == MlpRoute::TensorCore &&
-        tensor_core_mlp_launch_form(op.tensor_core, aligned, rows) ==
+    if (mlp_route(*chain, rows) == MlpRoute::TensorCore &&
+        tensor_core_mlp_launch_form(chain->tensor_core, aligned, rows) ==
             TensorCoreLaunchForm::Warpgroup) {
       return false;
     }
@@ -435,11 +465,13 @@ void CudaBackend::plan_single_launch() {
       return;
     }
     expected_input = p.steps[op.last_step].output;
-    if (op.kind == OpKind::ConvPool && head.empty()) {
-      stages.push_back({&op.conv_pool, op.weight, op.bias});
-    } else if (op.kind == OpKind::FusedMlp && i + 1 == ops_.size() && !stages.empty() &&
-               op.row_tail_input < 0 && first.rows_per_sample == 1) {
-      head = op.mlp.layers;
+    const ConvPoolOp* conv_pool = op.as<ConvPoolOp>();
+    const MlpChainOp* chain = op.as<MlpChainOp>();
+    if (conv_pool != nullptr && head.empty()) {
+      stages.push_back({&conv_pool->conv_pool, conv_pool->weight, conv_pool->bias});
+    } else if (chain != nullptr && i + 1 == ops_.size() && !stages.empty() &&
+               chain->row_tail_input < 0 && first.rows_per_sample == 1) {
+      head = chain->mlp.layers;
     } else {
       return;
     }
@@ -471,7 +503,8 @@ CudaBackend::~CudaBackend() {
 
 void CudaBackend::refuse_cublaslt_for_testing() {
   for (const Op& op : ops_) {
-    if (op.lt) op.lt->refuse_for_testing();
+    const LinearOp* linear = op.as<LinearOp>();
+    if (linear != nullptr && linear->lt) linear->lt->refuse_for_testing();
   }
 }
 
@@ -518,7 +551,9 @@ void CudaBackend::assign_workspace() {
   // The same for the chain output a folded row op reads below the tensor-core rows.
   for (const Op& op : ops_) {
     if (op.first_step == op.last_step) continue;
-    for (const int output : {p.steps[op.last_step].output, op.row_tail_input}) {
+    const MlpChainOp* chain = op.as<MlpChainOp>();
+    const int row_tail_input = chain != nullptr ? chain->row_tail_input : -1;
+    for (const int output : {p.steps[op.last_step].output, row_tail_input}) {
       if (output < 0 || p.values[output].storage != Storage::Workspace) continue;
       for (int input : p.steps[op.first_step].inputs) {
         if (p.values[input].storage == Storage::Workspace &&
@@ -535,7 +570,8 @@ void CudaBackend::assign_workspace() {
   // after another).
   int64_t staging_floats = 0;
   for (const Op& op : ops_) {
-    if (op.half_weight == nullptr) continue;
+    const LinearOp* linear = op.as<LinearOp>();
+    if (linear == nullptr || linear->half_weight == nullptr) continue;
     const Step& step = p.steps[op.first_step];
     const int64_t halves = times_batch(checked_multiply(
         step.rows_per_sample, step.in_features, FDNN_STATUS_OUT_OF_MEMORY, "a step's elements"));
@@ -546,12 +582,13 @@ void CudaBackend::assign_workspace() {
   // The first layer's output of the split chains, one region for all.
   int64_t middle_floats = 0;
   for (const Op& op : ops_) {
-    if (!op.split.usable()) continue;
+    const MlpChainOp* chain = op.as<MlpChainOp>();
+    if (chain == nullptr || !chain->split.usable()) continue;
     const Step& step = p.steps[op.first_step];
-    middle_floats = std::max(middle_floats,
-                             times_batch(checked_multiply(
-                                 step.rows_per_sample, int64_t{op.split.first_shape.out_channels},
-                                 FDNN_STATUS_OUT_OF_MEMORY, "a step's elements")));
+    middle_floats = std::max(
+        middle_floats, times_batch(checked_multiply(
+                           step.rows_per_sample, int64_t{chain->split.first_shape.out_channels},
+                           FDNN_STATUS_OUT_OF_MEMORY, "a step's elements")));
   }
   split_middle_offset_ = aligned(end);
   if (middle_floats > 0) end = after(split_middle_offset_, middle_floats);
@@ -610,11 +647,13 @@ std::unique_ptr<ExecutionContext> CudaBackend::create_context() const {
   return std::make_unique<CudaContext>(*this);
 }
 
-MlpRoute CudaBackend::mlp_route(const Op& op, int64_t rows) {
+MlpRoute CudaBackend::mlp_route(const MlpChainOp& chain, int64_t rows) {
   // A split planned beside a tensor-core form (SharedTiles in fp16 and bf16) takes over from its
   // rows.
-  if (op.split.usable() && rows >= op.split.min_rows) return MlpRoute::Split;
-  if (op.tensor_core.tile_rows > 0 && rows >= op.tensor_core_min_rows) return MlpRoute::TensorCore;
+  if (chain.split.usable() && rows >= chain.split.min_rows) return MlpRoute::Split;
+  if (chain.tensor_core.tile_rows > 0 && rows >= chain.tensor_core_min_rows) {
+    return MlpRoute::TensorCore;
+  }
   return MlpRoute::Fused;
 }
 
@@ -706,51 +745,52 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
     std::string now;  // what decided the form at this batch
     switch (op.kind) {
       case OpKind::FusedMlp: {
-        const bool tail = op.row_tail_input >= 0;
+        const MlpChainOp& chain = *op.as<MlpChainOp>();
+        const bool tail = chain.row_tail_input >= 0;
         const std::string tail_name =
             tail ? step_kind_name(p.steps[op.last_step].kind) : std::string();
-        switch (mlp_route(op, rows)) {
+        switch (mlp_route(chain, rows)) {
           case MlpRoute::TensorCore: {
             const TensorCoreLaunchForm form =
-                tensor_core_mlp_launch_form(op.tensor_core, aligned, rows);
+                tensor_core_mlp_launch_form(chain.tensor_core, aligned, rows);
             const char* name = form == TensorCoreLaunchForm::Warpgroup       ? "Warpgroup (wgmma)"
                                : form == TensorCoreLaunchForm::WarpRegisters ? "WarpRegisters"
                                                                              : "SharedTiles";
             choice.form = std::string("fused MLP on tensor cores, ") + name + ", " +
-                          tensor_core_math_name(op.tensor_core.math) +
+                          tensor_core_math_name(chain.tensor_core.math) +
                           (tail ? " + folded " + tail_name : "");
-            now = std::to_string(rows) + " rows, from " + std::to_string(op.tensor_core_min_rows) +
-                  " on tensor cores";
-            if (op.tensor_core.warpgroup.layer_count > 0) {
+            now = std::to_string(rows) + " rows, from " +
+                  std::to_string(chain.tensor_core_min_rows) + " on tensor cores";
+            if (chain.tensor_core.warpgroup.layer_count > 0) {
               now += form == TensorCoreLaunchForm::Warpgroup
-                         ? ", from " + std::to_string(op.tensor_core.warpgroup.min_rows) +
+                         ? ", from " + std::to_string(chain.tensor_core.warpgroup.min_rows) +
                                " the Warpgroup form"
                          : ", below the Warpgroup form's " +
-                               std::to_string(op.tensor_core.warpgroup.min_rows);
+                               std::to_string(chain.tensor_core.warpgroup.min_rows);
             }
-            if (op.split.usable()) {
-              now += ", below the split form's " + std::to_string(op.split.min_rows);
+            if (chain.split.usable()) {
+              now += ", below the split form's " + std::to_string(chain.split.min_rows);
             }
             choice.launches = 1 + std::max(passes, 0);
             break;
           }
           case MlpRoute::Split:
             choice.form = std::string("split MLP: implicit GEMM, then WarpRegisters, ") +
-                          tensor_core_math_name(op.split.rest.math) +
+                          tensor_core_math_name(chain.split.rest.math) +
                           (tail ? " + folded " + tail_name : "");
             now = std::to_string(rows) + " rows, from the split form's " +
-                  std::to_string(op.split.min_rows);
+                  std::to_string(chain.split.min_rows);
             choice.launches = 2 + std::max(passes, 0);
             break;
           case MlpRoute::Fused: {
-            const FusedMlpForm form = fused_mlp_form(op.mlp, rows, device_);
+            const FusedMlpForm form = fused_mlp_form(chain.mlp, rows, device_);
             choice.form = std::string("fused MLP (fp32 FMA), ") + fused_mlp_form_name(form) +
                           (tail ? ", then the " + tail_name + " row kernel" : "");
-            now = fused_mlp_form_reason(op.mlp, form, rows);
-            if (op.tensor_core.tile_rows > 0) {
-              now += "; below the tensor-core form's " + std::to_string(op.tensor_core_min_rows);
-            } else if (op.split.usable()) {
-              now += "; below the split form's " + std::to_string(op.split.min_rows);
+            now = fused_mlp_form_reason(chain.mlp, form, rows);
+            if (chain.tensor_core.tile_rows > 0) {
+              now += "; below the tensor-core form's " + std::to_string(chain.tensor_core_min_rows);
+            } else if (chain.split.usable()) {
+              now += "; below the split form's " + std::to_string(chain.split.min_rows);
             }
             choice.launches = (tail ? 2 : 1) + std::max(passes, 0);
             break;
@@ -759,45 +799,47 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
         break;
       }
       case OpKind::CublasLtLinear: {
+        const LinearOp& linear = *op.as<LinearOp>();
         const char* epilogue = "bias";
-        if (op.lt) {
-          epilogue = op.lt->activation() == CublasLtActivation::ReLU       ? "bias + ReLU"
-                     : op.lt->activation() == CublasLtActivation::GeluTanh ? "bias + GELU(tanh)"
-                                                                           : "bias";
+        if (linear.lt) {
+          epilogue = linear.lt->activation() == CublasLtActivation::ReLU       ? "bias + ReLU"
+                     : linear.lt->activation() == CublasLtActivation::GeluTanh ? "bias + GELU(tanh)"
+                                                                               : "bias";
         }
-        if (small_batch_linear_takes(op.small_batch, rows, aligned)) {
+        if (small_batch_linear_takes(linear.small_batch, rows, aligned)) {
           choice.form =
               std::string("small-batch Linear (3xTF32 tensor cores") +
-              (op.small_batch.cluster ? ", pairs of blocks sharing x where the rows allow" : "") +
+              (linear.small_batch.cluster ? ", pairs of blocks sharing x where the rows allow"
+                                          : "") +
               ")";
           now = std::to_string(rows) + " rows, at most " + std::to_string(kSmallBatchLinearMaxRows);
-        } else if (op.lt) {
-          const CublasLtLinear::Choice& lt_choice = op.lt->choose(rows, aligned, aligned);
+        } else if (linear.lt) {
+          const CublasLtLinear::Choice& lt_choice = linear.lt->choose(rows, aligned, aligned);
           if (lt_choice.usable) {
-            choice.form =
-                std::string("cuBLASLt, ") +
-                (op.half_weight == nullptr ? precision_name(precision_) + std::string(" compute")
-                 : half_format_ == HalfFormat::Binary16 ? std::string("fp16 operands")
-                                                        : std::string("bf16 operands")) +
-                ", " + epilogue + " in its epilogue";
+            choice.form = std::string("cuBLASLt, ") +
+                          (linear.half_weight == nullptr
+                               ? precision_name(precision_) + std::string(" compute")
+                           : half_format_ == HalfFormat::Binary16 ? std::string("fp16 operands")
+                                                                  : std::string("bf16 operands")) +
+                          ", " + epilogue + " in its epilogue";
             now = "cuBLASLt has an algorithm for " + std::to_string(rows) + " rows";
-            if (op.small_batch.planned()) {
+            if (linear.small_batch.planned()) {
               now += ", more than the small-batch kernel's " +
                      std::to_string(kSmallBatchLinearMaxRows);
             }
-            if (op.half_weight != nullptr) {
+            if (linear.half_weight != nullptr) {
               ++choice.launches;  // a float32 x narrowed into the 16-bit staging first
               const char* own = half_format_ == HalfFormat::Binary16 ? "float16" : "bfloat16";
-              if (op.takes_16_bit_io) {
+              if (linear.reads_16_bit_input) {
                 now += std::string("; a ") + own +
                        " model input on 256 bytes is the operand as it is, one launch fewer";
               }
-              if (op.writes_16_bit_output) {
+              if (linear.writes_16_bit_output) {
                 const ElementType type = half_format_ == HalfFormat::Binary16
                                              ? ElementType::Float16
                                              : ElementType::Bfloat16;
                 const CublasLtLinear::Choice& written =
-                    op.lt->choose(rows, aligned, aligned, cublaslt_type(type));
+                    linear.lt->choose(rows, aligned, aligned, cublaslt_type(type));
                 now += !op_writes_16_bit(op, batch, type, aligned)
                            ? std::string("; a ") + own +
                                  " model output is narrowed after: " + written.reason
@@ -819,12 +861,14 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
         }
         break;
       }
-      case OpKind::Conv2d:
-        choice.form = op.conv_gemm.usable ? std::string("implicit GEMM on tensor cores, ") +
-                                                tensor_core_math_name(op.conv_gemm.math) +
-                                                (op.conv_gemm.dense_rows ? ", dense rows" : "")
-                                          : std::string("direct convolution (conv2d.cu)");
+      case OpKind::Conv2d: {
+        const ConvGemmPlan& gemm = op.as<Conv2dOp>()->conv_gemm;
+        choice.form = gemm.usable ? std::string("implicit GEMM on tensor cores, ") +
+                                        tensor_core_math_name(gemm.math) +
+                                        (gemm.dense_rows ? ", dense rows" : "")
+                                  : std::string("direct convolution (conv2d.cu)");
         break;
+      }
       case OpKind::ConvPool: {
         const bool large = conv_pool_takes_large_tile(batch, device_);
         choice.form = std::string("fused conv + bias + activation") +
@@ -910,9 +954,10 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
     }
   };
 
-  // The LayerNorm or Softmax of `row_step` over `rows` rows (LayerNorm's gamma and beta in
-  // op.weight and op.bias): its own op, or one folded after a fused chain.
-  auto row_op = [&](const Op& op, const Step& row_step, const float* in, float* out, int64_t rows) {
+  // The LayerNorm or Softmax of `row_step` over `rows` rows (a LayerNorm's gamma and beta, null
+  // where it has none): its own op, or one folded after a fused chain.
+  auto row_op = [&](const Op& op, const Step& row_step, const float* gamma, const float* beta,
+                    const float* in, float* out, int64_t rows) {
     if (row_step.kind == StepKind::Softmax) {
       SoftmaxArgs args;
       args.x = in;
@@ -924,8 +969,8 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
     }
     LayerNormArgs args;
     args.x = in;
-    args.gamma = op.weight;
-    args.beta = op.bias;
+    args.gamma = gamma;
+    args.beta = beta;
     args.y = out;
     args.rows = rows;
     args.row_size = row_step.in_features;
@@ -948,32 +993,35 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
     const WindowGeometry& w = step.window;
     switch (op.kind) {
       case OpKind::FusedMlp: {
+        const MlpChainOp& chain = *op.as<MlpChainOp>();
         const int64_t rows = batch * step.rows_per_sample;
-        const MlpRoute route = mlp_route(op, rows);
+        const MlpRoute route = mlp_route(chain, rows);
         if (route == MlpRoute::TensorCore) {
-          launch_tensor_core_mlp(op.tensor_core, typed_input(step.inputs.front()),
+          launch_tensor_core_mlp(chain.tensor_core, typed_input(step.inputs.front()),
                                  typed_output(last.output), rows, device_, stream);
         } else if (route == MlpRoute::Split) {
-          launch_split_mlp(op.split, x, op.mlp.layers.front().bias,
+          launch_split_mlp(chain.split, x, chain.mlp.layers.front().bias,
                            workspace + split_middle_offset_, y, rows, device_, stream);
-        } else if (op.row_tail_input < 0) {
-          launch_fused_mlp(op.mlp, typed_input(step.inputs.front()), typed_output(last.output),
+        } else if (chain.row_tail_input < 0) {
+          launch_fused_mlp(chain.mlp, typed_input(step.inputs.front()), typed_output(last.output),
                            rows, device_, stream);
         } else {
-          float* middle = data(op.row_tail_input);
-          launch_fused_mlp(op.mlp, typed_input(step.inputs.front()), middle, rows, device_, stream);
-          row_op(op, last, middle, y, rows);
+          float* middle = data(chain.row_tail_input);
+          launch_fused_mlp(chain.mlp, typed_input(step.inputs.front()), middle, rows, device_,
+                           stream);
+          row_op(op, last, chain.tail_gamma, chain.tail_beta, middle, y, rows);
         }
         break;
       }
       case OpKind::CublasLtLinear: {
+        const LinearOp& linear = *op.as<LinearOp>();
         const int64_t rows = batch * step.rows_per_sample;
         // The small-batch kernel and the tiled GEMM apply the bias and the ops cuBLASLt's
         // epilogue would have fused, so the passes after them stay the same.
         LinearArgs args;
         args.x = x;
-        args.weight = op.weight;
-        args.bias = op.bias;
+        args.weight = linear.weight;
+        args.bias = linear.bias;
         args.y = y;
         args.rows = rows;
         args.in = static_cast<int32_t>(step.in_features);
@@ -986,22 +1034,22 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
         const TypedOutput typed_y = typed_output(last.output);
         const bool direct = typed_x.type != ElementType::Float32;
         const bool direct_output = typed_y.type != ElementType::Float32;
-        if (!direct && !direct_output && small_batch_linear_takes(op.small_batch, rows, x)) {
-          launch_small_batch_linear(op.small_batch, args, stream);
+        if (!direct && !direct_output && small_batch_linear_takes(linear.small_batch, rows, x)) {
+          launch_small_batch_linear(linear.small_batch, args, stream);
           break;
         }
-        if (op.lt) {
+        if (linear.lt) {
           void* staging = workspace + half_staging_offset_;
-          const void* operand = direct                      ? typed_x.data
-                                : op.half_weight != nullptr ? staging
-                                                            : static_cast<const void*>(x);
+          const void* operand = direct                          ? typed_x.data
+                                : linear.half_weight != nullptr ? staging
+                                                                : static_cast<const void*>(x);
           const CublasLtLinear::Choice& choice =
-              op.lt->choose(rows, operand, typed_y.data, cublaslt_type(typed_y.type));
+              linear.lt->choose(rows, operand, typed_y.data, cublaslt_type(typed_y.type));
           if (choice.usable) {
-            if (op.half_weight != nullptr && !direct) {
+            if (linear.half_weight != nullptr && !direct) {
               launch_narrow(x, staging, half_format_, rows * step.in_features, device_, stream);
             }
-            op.lt->run(choice, operand, typed_y.data, cublaslt_workspace, stream);
+            linear.lt->run(choice, operand, typed_y.data, cublaslt_workspace, stream);
             break;
           }
         }
@@ -1015,23 +1063,27 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
         break;
       }
       case OpKind::Conv2d: {
+        const Conv2dOp& conv = *op.as<Conv2dOp>();
         Conv2dArgs args = conv2d_geometry(w);
         args.x = x;
-        args.weight = op.weight;
-        args.bias = op.bias;
+        args.weight = conv.weight;
+        args.bias = conv.bias;
         args.y = y;
         args.batch = batch;
         args.epilogue = op.epilogue.front();
-        if (op.conv_gemm.usable) {
-          launch_conv2d_implicit_gemm(op.conv_gemm, args, stream);
+        if (conv.conv_gemm.usable) {
+          launch_conv2d_implicit_gemm(conv.conv_gemm, args, stream);
         } else {
           launch_conv2d(args, device_, stream);
         }
         break;
       }
-      case OpKind::ConvPool:
-        launch_conv_pool(op.conv_pool, x, op.weight, op.bias, y, batch, device_, stream);
+      case OpKind::ConvPool: {
+        const ConvPoolOp& conv_pool = *op.as<ConvPoolOp>();
+        launch_conv_pool(conv_pool.conv_pool, x, conv_pool.weight, conv_pool.bias, y, batch,
+                         device_, stream);
         break;
+      }
       case OpKind::MaxPool2d:
       case OpKind::AvgPool2d: {
         Pool2dArgs args;
@@ -1066,10 +1118,11 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
         break;
       }
       case OpKind::ChannelAffine: {
+        const ChannelAffineOp& affine = *op.as<ChannelAffineOp>();
         ChannelAffineArgs args;
         args.x = x;
-        args.scale = op.weight;
-        args.shift = op.bias;
+        args.scale = affine.scale;
+        args.shift = affine.shift;
         args.y = y;
         args.batch = batch;
         args.channels = step.in_features;
@@ -1078,8 +1131,14 @@ void CudaBackend::enqueue(int64_t batch, TypedInput input, TypedOutput output, f
         launch_channel_affine(args, device_, stream);
         break;
       }
-      case OpKind::LayerNorm:
-      case OpKind::Softmax: row_op(op, step, x, y, batch * step.rows_per_sample); break;
+      case OpKind::LayerNorm: {
+        const LayerNormOp& norm = *op.as<LayerNormOp>();
+        row_op(op, step, norm.gamma, norm.beta, x, y, batch * step.rows_per_sample);
+        break;
+      }
+      case OpKind::Softmax:
+        row_op(op, step, nullptr, nullptr, x, y, batch * step.rows_per_sample);
+        break;
       case OpKind::Add: {
         // Up to kMaxAddInputs at a time, continuing the running sum in y; the epilogue on the
         // last launch.

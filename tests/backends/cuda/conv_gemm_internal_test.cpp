@@ -241,11 +241,11 @@ std::vector<ConvRoute> conv_routes(const Net& net, fdnn_precision precision) {
   const fusednn::cuda::CudaBackend* backend = backend_of(model);
   if (backend != nullptr) {
     for (const fusednn::cuda::Op& op : backend->ops()) {
-      if (op.kind == fusednn::cuda::OpKind::Conv2d) {
-        routes.push_back(
-            {false, op.conv_gemm.usable, op.conv_gemm.math, op.conv_gemm.image != nullptr});
-      } else if (op.kind == fusednn::cuda::OpKind::ConvPool) {
-        routes.push_back({true, false, op.conv_gemm.math, false});
+      if (const auto* conv = op.as<fusednn::cuda::Conv2dOp>()) {
+        const fusednn::cuda::ConvGemmPlan& gemm = conv->conv_gemm;
+        routes.push_back({false, gemm.usable, gemm.math, gemm.image != nullptr});
+      } else if (op.as<fusednn::cuda::ConvPoolOp>() != nullptr) {
+        routes.push_back({true, false, fusednn::cuda::ConvGemmPlan().math, false});
       }
     }
   }

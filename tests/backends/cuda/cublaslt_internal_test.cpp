@@ -38,6 +38,7 @@ class CublasLtInternal : public ::testing::Test {
 };
 using fusednn::cuda::CublasLtLinear;
 using fusednn::cuda::CudaBackend;
+using fusednn::cuda::LinearOp;
 using fusednn::cuda::Op;
 using fusednn::cuda::OpKind;
 
@@ -46,7 +47,8 @@ std::vector<const CublasLtLinear*> cublaslt_ops(fdnn_model* model) {
   CudaBackend* backend = backend_of(model);
   if (backend == nullptr) return result;
   for (const Op& op : backend->ops()) {
-    if (op.lt) result.push_back(op.lt.get());
+    const LinearOp* linear = op.as<LinearOp>();
+    if (linear != nullptr && linear->lt) result.push_back(linear->lt.get());
   }
   return result;
 }
@@ -186,9 +188,11 @@ TEST_F(CublasLtInternal, LoneWideLinearsRunOnCublasLt) {
     ASSERT_EQ(ops.size(), c.kinds.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       EXPECT_EQ(kind_name(ops[i].kind), std::string(kind_name(c.kinds[i]))) << "op " << i;
-      EXPECT_EQ(ops[i].lt != nullptr, ops[i].kind == OpKind::CublasLtLinear) << "op " << i;
-      if (ops[i].lt) {
-        EXPECT_STREQ(ops[i].lt->epilogue_name(), c.epilogue);
+      const LinearOp* linear = ops[i].as<LinearOp>();
+      EXPECT_EQ(linear != nullptr && linear->lt != nullptr, ops[i].kind == OpKind::CublasLtLinear)
+          << "op " << i;
+      if (linear != nullptr && linear->lt) {
+        EXPECT_STREQ(linear->lt->epilogue_name(), c.epilogue);
         EXPECT_EQ(ops[i].epilogue.size(), c.pieces);
       }
     }
@@ -302,9 +306,11 @@ TEST_F(CublasLtInternal, HalfPrecisionsGiveCublasLtHalfOperands) {
       size_t checked = 0;
       for (const Op& op : backend->ops()) {
         if (op.kind != OpKind::CublasLtLinear) continue;
-        ASSERT_TRUE(op.lt);
-        EXPECT_EQ(op.half_weight != nullptr, tensor_cores);
-        EXPECT_EQ(op.lt->operands(), tensor_cores ? c.operands : CUDA_R_32F);
+        const LinearOp* linear = op.as<LinearOp>();
+        ASSERT_NE(linear, nullptr);
+        ASSERT_TRUE(linear->lt);
+        EXPECT_EQ(linear->half_weight != nullptr, tensor_cores);
+        EXPECT_EQ(linear->lt->operands(), tensor_cores ? c.operands : CUDA_R_32F);
         ++checked;
       }
       EXPECT_GE(checked, 1u);
@@ -430,15 +436,17 @@ TEST_F(CublasLtInternal, SixteenBitOutputIsCublasLtsD) {
         EXPECT_FALSE(backend->device_graphs_repointable());
       }
       const Op& last = backend->ops().back();
-      EXPECT_EQ(last.writes_16_bit_output, writes);
+      const LinearOp* last_linear = last.as<LinearOp>();
+      ASSERT_NE(last_linear, nullptr);
+      EXPECT_EQ(last_linear->writes_16_bit_output, writes);
       for (const int64_t batch : {int64_t{1}, int64_t{2}, int64_t{33}, int64_t{4097}}) {
         SCOPED_TRACE("batch " + std::to_string(batch));
         const bool own_written = backend->writes_16_bit_output(batch, own, aligned);
         if (writes && !own_written) {
           const int64_t rows = batch * backend->plan().steps[last.first_step].rows_per_sample;
           const cudaDataType_t type = own == ElementType::Bfloat16 ? CUDA_R_16BF : CUDA_R_16F;
-          ADD_FAILURE() << "cuBLASLt does not write the " << own_name
-                        << " output: " << last.lt->choose(rows, aligned, aligned, type).reason;
+          ADD_FAILURE() << "cuBLASLt does not write the " << own_name << " output: "
+                        << last_linear->lt->choose(rows, aligned, aligned, type).reason;
         }
         EXPECT_FALSE(!writes && own_written);
         EXPECT_FALSE(backend->writes_16_bit_output(batch, other, aligned));
@@ -623,11 +631,13 @@ TEST_F(CublasLtInternal, SmallBatchKernelTakesUpTo32Rows) {
       CudaBackend* backend = backend_of(model);
       ASSERT_NE(backend, nullptr);
       ASSERT_EQ(backend->ops().size(), 1u);
-      planned = backend->ops()[0].small_batch.planned();
+      const LinearOp* linear = backend->ops()[0].as<LinearOp>();
+      ASSERT_NE(linear, nullptr);
+      planned = linear->small_batch.planned();
       EXPECT_EQ(planned, c.planned_on_hopper && backend->device_info().major >= 9);
       // The cluster form takes inputs of whole 128-float chunks that fit the stages at once.
       const int64_t in = backend->plan().steps[0].in_features;
-      EXPECT_EQ(backend->ops()[0].small_batch.cluster, planned && in % 128 == 0 && in <= 768);
+      EXPECT_EQ(linear->small_batch.cluster, planned && in % 128 == 0 && in <= 768);
     };
     hooks.after_runs = [&](fdnn_model* model) {
       if (planned && c.all_small) {

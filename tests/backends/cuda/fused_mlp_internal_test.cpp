@@ -28,9 +28,9 @@ using namespace fusednn_cuda_test;
 using fusednn::cuda::CudaBackend;
 using fusednn::cuda::FusedMlpLayerDesc;
 using fusednn::cuda::FusedMlpPlan;
+using fusednn::cuda::MlpChainOp;
 using fusednn::cuda::MlpRoute;
 using fusednn::cuda::Op;
-using fusednn::cuda::OpKind;
 using fusednn::cuda::RowTailKind;
 using fusednn::cuda::TensorCoreForm;
 using fusednn::cuda::TensorCoreMath;
@@ -44,16 +44,17 @@ const TensorCoreMlpPlan* chain_plan(fdnn_model* model) {
   const CudaBackend* backend = backend_of(model);
   if (backend == nullptr) return nullptr;
   for (const Op& op : backend->ops()) {
-    if (op.kind == OpKind::FusedMlp && op.tensor_core.tile_rows > 0) return &op.tensor_core;
+    const MlpChainOp* chain = op.as<MlpChainOp>();
+    if (chain != nullptr && chain->tensor_core.tile_rows > 0) return &chain->tensor_core;
   }
   return nullptr;
 }
 
 // The backend's fused chain (the last where there are several), or null when it has none.
-const Op* fused_chain(const CudaBackend& backend) {
-  const Op* chain = nullptr;
+const MlpChainOp* fused_chain(const CudaBackend& backend) {
+  const MlpChainOp* chain = nullptr;
   for (const Op& op : backend.ops()) {
-    if (op.kind == OpKind::FusedMlp) chain = &op;
+    if (const MlpChainOp* candidate = op.as<MlpChainOp>()) chain = candidate;
   }
   return chain;
 }
@@ -61,7 +62,7 @@ const Op* fused_chain(const CudaBackend& backend) {
 // The fused chain's plan, or null when the model has none.
 const FusedMlpPlan* fused_plan(fdnn_model* model) {
   const CudaBackend* backend = backend_of(model);
-  const Op* chain = backend != nullptr ? fused_chain(*backend) : nullptr;
+  const MlpChainOp* chain = backend != nullptr ? fused_chain(*backend) : nullptr;
   return chain != nullptr ? &chain->mlp : nullptr;
 }
 
@@ -507,7 +508,7 @@ TEST(FusedMlpInternal, WideFirstLayersSplitAtLargeBatches) {
     set_weights(model.get(), *c.net, draw_weights(*c.net, random));
     const CudaBackend* backend = backend_of(model.get());
     ASSERT_NE(backend, nullptr);
-    const Op* chain = fused_chain(*backend);
+    const MlpChainOp* chain = fused_chain(*backend);
     ASSERT_NE(chain, nullptr);
     EXPECT_EQ(chain->split.usable(), c.split);
     if (!c.split) continue;
@@ -558,7 +559,7 @@ TEST(FusedMlpInternal, SixteenBitSplitsTakeOverFromSharedTiles) {
     set_weights(model.get(), mid, draw_weights(mid, random));
     const CudaBackend* backend = backend_of(model.get());
     ASSERT_NE(backend, nullptr);
-    const Op* chain = fused_chain(*backend);
+    const MlpChainOp* chain = fused_chain(*backend);
     ASSERT_NE(chain, nullptr);
     ASSERT_GT(chain->tensor_core.tile_rows, 0);
     EXPECT_EQ(chain->tensor_core.form, TensorCoreForm::SharedTiles);
@@ -607,7 +608,7 @@ TEST(FusedMlpInternal, RowTailsAfterSplitChainsFoldIntoTheSecondKernel) {
       set_weights(model.get(), *net, draw_weights(*net, random));
       const CudaBackend* backend = backend_of(model.get());
       ASSERT_NE(backend, nullptr);
-      const Op* chain = fused_chain(*backend);
+      const MlpChainOp* chain = fused_chain(*backend);
       ASSERT_NE(chain, nullptr);
       ASSERT_TRUE(chain->split.usable());
       const bool folded = std::string(fold) != "0";

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA backend's internals: the plan lowered to a program of kernel launches ("ops") over
-// device-resident weights, and the backend that owns them. Contexts (cuda_context.hpp) own the
+// The CUDA backend's internals: the backend that owns the plan lowered to a program of kernel
+// launches (ops, op.hpp) over device-resident weights. Contexts (cuda_context.hpp) own the
 // per-run memory and call enqueue().
 #pragma once
 
@@ -13,17 +13,11 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "backends/cuda/conv/conv2d_implicit_gemm.hpp"
 #include "backends/cuda/conv/conv_net.hpp"
-#include "backends/cuda/conv/conv_pool.hpp"
-#include "backends/cuda/device/device_epilogue.hpp"
 #include "backends/cuda/device/element_type.hpp"
 #include "backends/cuda/elementwise/convert_dtype.hpp"
+#include "backends/cuda/exec/op.hpp"
 #include "backends/cuda/linear/linear_cublaslt.hpp"
-#include "backends/cuda/linear/small_batch_linear.hpp"
-#include "backends/cuda/mlp/fused_mlp.hpp"
-#include "backends/cuda/mlp/fused_mlp_split.hpp"
-#include "backends/cuda/mlp/fused_mlp_tensor_core.hpp"
 #include "backends/cuda/platform/device_info.hpp"
 #include "backends/cuda/platform/device_memory.hpp"
 #include "common/checked_math.hpp"
@@ -31,76 +25,9 @@
 
 namespace fusednn::cuda {
 
-enum class OpKind {
-  FusedMlp,        // one or more Linear steps in one launch (fused_mlp.cu)
-  CublasLtLinear,  // a lone Linear the fused kernel does not take (linear_cublaslt.cpp; the
-                   // tiled GEMM of linear.cu where cuBLASLt has no algorithm)
-  Conv2d,          // conv2d.cu's direct kernel, or an implicit GEMM (conv_gemm.usable)
-  ConvPool,        // a Conv2d and the pooling step after it, or a Conv2d alone (conv_pool.cu)
-  MaxPool2d,
-  AvgPool2d,
-  Elementwise,
-  ChannelAffine,
-  LayerNorm,
-  Softmax,
-  Add,
-  Concat,
-  Copy,
-};
-
-struct Op {
-  OpKind kind = OpKind::Copy;
-  int first_step = 0;  // the plan steps it runs: [first_step, last_step]
-  int last_step = 0;
-  const float* weight = nullptr;  // device copies, laid out as the kernel wants them
-  const float* bias = nullptr;
-  FusedMlpPlan mlp;  // FusedMlp only
-  // FusedMlp on tensor cores, when the chain fits (tensor_core.tile_rows > 0); used from
-  // tensor_core_min_rows rows on (0 for reduced precisions: always).
-  TensorCoreMlpPlan tensor_core;
-  int64_t tensor_core_min_rows = 0;
-  // A Softmax or LayerNorm folded in after the chain (tensor_core.tail): the tensor-core kernel
-  // applies it; below tensor_core_min_rows the fused kernel writes the chain's output value and
-  // the row kernel runs from there (LayerNorm's gamma and beta in weight and bias).
-  int row_tail_input = -1;
-  // FusedMlp chains the tensor-core kernels cannot hold whole (a wide first layer), and fp16 and
-  // bf16 chains on SharedTiles: from split.min_rows rows the first layer on the implicit GEMM,
-  // the rest on tensor cores, through the context's workspace (CudaBackend::split_middle_offset()).
-  SplitMlpPlan split;
-  std::unique_ptr<CublasLtLinear> lt;  // CublasLtLinear only
-  // CublasLtLinear in fp16 and bf16 models: W in that type ([out][in]), which cuBLASLt reads
-  // with x narrowed into the context's staging (CudaBackend::half_staging_offset()); null
-  // otherwise. `weight` keeps the fp32 W for the tiled GEMM where cuBLASLt has no algorithm.
-  const void* half_weight = nullptr;
-  // CublasLtLinear in fp32 models: the kernel that takes runs of a few rows instead, where the
-  // shape allows (small_batch_linear.hpp).
-  SmallBatchLinearPlan small_batch;
-  ConvPoolPlan conv_pool;  // ConvPool only
-  ConvGemmPlan conv_gemm;  // Conv2d as an implicit GEMM when usable (W in its image, not weight)
-  // [0] applied by the kernel (for CublasLtLinear: what cuBLASLt's epilogue fuses after the
-  // bias, which the fallback GEMM applies the same), the rest in place after it.
-  std::vector<DeviceEpilogue> epilogue;
-  // Why the op took its kind and plans, written where the backend decided them at load; the
-  // per-batch choice is added by CudaBackend::explain().
-  std::string load_reason;
-  // Whether one of its steps reads the model input, and whether it writes the model output.
-  bool reads_model_input = false;
-  bool writes_model_output = false;
-  // Whether its kernel reads a float16 or bfloat16 model input and writes such an output itself,
-  // decided at load: FusedMlp on the tensor cores' WarpRegisters form (and its Warpgroup
-  // companion), and the fp32 FMA kernels of fp16 and bf16 models, on the rows where each route
-  // runs (CudaBackend::op_takes_16_bit_io()). A
-  // CublasLtLinear with 16-bit operands (half_weight) reads a model input of its own type as
-  // cuBLASLt's operand instead of narrowing it into the staging (CudaBackend::op_reads_16_bit()).
-  bool takes_16_bit_io = false;
-  // A CublasLtLinear with 16-bit operands that writes the model output with nothing in place
-  // after it: cuBLASLt writes a model output of its operands' type itself, where it has an
-  // algorithm for that (CudaBackend::op_writes_16_bit()).
-  bool writes_16_bit_output = false;
-};
-
 struct HostImages;  // step_lowering.hpp
 struct OpRefs;
+struct LinearRefs;
 
 // How host-path runs move the input and output (fdnn_host_io), and why.
 struct HostIoChoice {
@@ -132,7 +59,7 @@ class CudaBackend final : public Backend {
   // it, as a first run would; launches nothing.
   BackendExplanation explain(int64_t batch) const override;
   // The kernel a FusedMlp op runs for `rows` rows: enqueue() follows it.
-  static MlpRoute mlp_route(const Op& op, int64_t rows);
+  static MlpRoute mlp_route(const MlpChainOp& chain, int64_t rows);
 
   // Queues the whole plan for `batch` samples on `stream`: input and output are device
   // pointers, workspace a context's workspace_floats() buffer and cublaslt_workspace its
@@ -154,9 +81,9 @@ class CudaBackend final : public Backend {
                           const void* model_output,
                           ElementType model_output_type = ElementType::Float32) const;
   bool writes_16_bit_output(int64_t batch, ElementType output, const void* data) const;
-  // Whether a cuBLASLt call reads a 16-bit model input itself (Op::takes_16_bit_io), or writes a
-  // 16-bit model output itself (Op::writes_16_bit_output): a graph of such a run cannot be
-  // re-pointed at other caller buffers.
+  // Whether a cuBLASLt call reads a 16-bit model input itself (LinearOp::reads_16_bit_input), or
+  // writes a 16-bit model output itself (LinearOp::writes_16_bit_output): a graph of such a run
+  // cannot be re-pointed at other caller buffers.
   bool cublaslt_reads_16_bit_input() const { return cublaslt_reads_16_bit_input_; }
   bool cublaslt_writes_16_bit_output() const { return cublaslt_writes_16_bit_output_; }
 
@@ -169,7 +96,8 @@ class CudaBackend final : public Backend {
   int64_t workspace_floats() const { return workspace_floats_; }
   // Where in the workspace (floats) the 16-bit x of the ops with a half_weight is staged.
   int64_t half_staging_offset() const { return half_staging_offset_; }
-  // Where in the workspace (floats) split chains (Op::split) keep their first layer's output.
+  // Where in the workspace (floats) split chains (MlpChainOp::split) keep their first layer's
+  // output.
   int64_t split_middle_offset() const { return split_middle_offset_; }
   int64_t input_floats() const {
     return checked_multiply(max_batch_, plan_->values[0].elements, FDNN_STATUS_OUT_OF_MEMORY,
@@ -227,10 +155,11 @@ class CudaBackend final : public Backend {
 
  private:
   void upload_and_point(const HostImages& images, const std::vector<OpRefs>& refs);
+  void point_linear(const Step& step, const LinearRefs& ref, LinearOp* linear);
   void prepare_runs();
   void plan_single_launch();
   void assign_workspace();
-  // Sets the ops' reads_model_input, writes_model_output and takes_16_bit_io.
+  // Sets the ops' reads_model_input and writes_model_output, and the cuBLASLt ops' 16-bit I/O.
   void find_model_io_ops();
   // Whether `op` runs, at `batch`, an MLP kernel (tensor-core or fp32 FMA) that converts the
   // model input or output itself.
@@ -270,7 +199,7 @@ class CudaBackend final : public Backend {
   int64_t workspace_floats_ = 0;
   int64_t half_staging_offset_ = 0;
   int64_t split_middle_offset_ = 0;
-  // Per split chain (Op::split), the batch from which it runs split: two kernels, and the
+  // Per split chain (MlpChainOp::split), the batch from which it runs split: two kernels, and the
   // context's workspace between them; split_launch_min_batches_ has those of the chains whose
   // split adds a launch (not those with a folded tail).
   std::vector<int64_t> split_min_batches_, split_launch_min_batches_;

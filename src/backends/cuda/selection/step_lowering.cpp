@@ -105,10 +105,11 @@ void set_conv_window(const WindowGeometry& w, ConvFields* target) {
 // The Conv2d step s as conv_pool.cu's fused kernel (unless the override fused_conv=0): together
 // with the pooling step after it when that step is the only reader of the conv's workspace output
 // and its windows equal its stride (1 or 2, no dilation), else alone. Fills op's kind, last step,
-// epilogue and conv_pool plan (its kernels are readied once the backend knows which batches reach
-// them); false when the layer does not fit.
+// epilogue and ConvPoolOp payload (its kernels are readied once the backend knows which batches
+// reach them); false when the layer does not fit.
 bool plan_fused_conv(const Plan& p, size_t s, const std::vector<int>& consumers,
                      const DeviceInfo& device, Op* op) {
+  ConvPoolOp fused;
   const Step& conv = p.steps[s];
   const WindowGeometry& w = conv.window;
   for (int64_t extent : {w.in_channels, w.in_height, w.in_width, w.out_channels, w.out_height,
@@ -144,16 +145,18 @@ bool plan_fused_conv(const Plan& p, size_t s, const std::vector<int>& consumers,
       pooled.pooled_height = static_cast<int32_t>(g.out_height);
       pooled.pooled_width = static_cast<int32_t>(g.out_width);
       pooled.count_include_pad = g.count_include_pad;
-      if (plan_conv_pool(pooled, device, &op->conv_pool)) {
+      if (plan_conv_pool(pooled, device, &fused.conv_pool)) {
         op->kind = OpKind::ConvPool;
+        op->payload = std::move(fused);
         op->last_step = static_cast<int>(s + 1);
         op->epilogue = split_epilogue(pool.epilogue);
         return true;
       }
     }
   }
-  if (!plan_conv_pool(desc, device, &op->conv_pool)) return false;
+  if (!plan_conv_pool(desc, device, &fused.conv_pool)) return false;
   op->kind = OpKind::ConvPool;
+  op->payload = std::move(fused);
   op->epilogue = pieces;  // pieces past the first run in place after the kernel, as for Conv2d
   return true;
 }
@@ -245,14 +248,18 @@ const char* tensor_core_form_name(TensorCoreForm form) {
 }
 
 // A chain of Linear steps (or a lone one the table keeps on the fused kernel) as one fused MLP
-// op: the FMA kernels' plan (op.mlp, already planned), and the tensor-core and split forms where
+// op: the FMA kernels' plan (`mlp`, already planned), and the tensor-core and split forms where
 // the table's rules and the device allow; a Softmax or LayerNorm after it folded in where it can.
 void lower_fused_chain(const LoweringInput& in, const std::vector<size_t>& chain,
-                       const LoneLinearChoice& lone, HostImages* images, LoweredOp* lowered) {
+                       const LoneLinearChoice& lone, FusedMlpPlan mlp, HostImages* images,
+                       LoweredOp* lowered) {
   const Plan& p = *in.plan;
   const DeviceInfo& device = in.device;
   Op& op = lowered->op;
   OpRefs& ref = lowered->refs;
+  MlpChainOp& fused = op.payload.emplace<MlpChainOp>();
+  fused.mlp = std::move(mlp);
+  MlpChainRefs& fused_ref = ref.of_kind.emplace<MlpChainRefs>();
   const Step& step = p.steps[chain.front()];
   const int64_t rows = in.max_batch * step.rows_per_sample;
   auto constant = [&](int index) -> const std::vector<float>& { return p.constants.at(index); };
@@ -269,10 +276,10 @@ void lower_fused_chain(const LoweringInput& in, const std::vector<size_t>& chain
   for (size_t index : chain) {
     const Step& layer_step = p.steps[index];
     const int64_t padded = (layer_step.out_features + 3) / 4 * 4;
-    ref.layer_weight.push_back(add_transposed(images->floats, constant(layer_step.weight),
-                                              layer_step.in_features, layer_step.out_features,
-                                              padded));
-    ref.layer_bias.push_back(
+    fused_ref.layer_weight.push_back(add_transposed(images->floats, constant(layer_step.weight),
+                                                    layer_step.in_features, layer_step.out_features,
+                                                    padded));
+    fused_ref.layer_bias.push_back(
         layer_step.bias >= 0 ? add_floats(images->floats, constant(layer_step.bias)) : kNoOffset);
   }
   FDNN_LOAD_STAMP("backend: chain transposed");
@@ -283,18 +290,18 @@ void lower_fused_chain(const LoweringInput& in, const std::vector<size_t>& chain
     weights.push_back(constant(layer_step.weight).data());
     biases.push_back(layer_step.bias >= 0 ? constant(layer_step.bias).data() : nullptr);
   }
-  if (op.mlp.block_shared_bytes > 0) {
-    ref.block_image =
-        add_floats(images->floats, build_fused_mlp_row_image(op.mlp.layers, weights, biases));
+  if (fused.mlp.block_shared_bytes > 0) {
+    fused_ref.block_image =
+        add_floats(images->floats, build_fused_mlp_row_image(fused.mlp.layers, weights, biases));
   }
-  if (op.mlp.cluster_shared_bytes > 0) {
-    ref.cluster_image =
-        add_floats(images->floats, build_fused_mlp_cluster_image(op.mlp.layers, weights, biases));
+  if (fused.mlp.cluster_shared_bytes > 0) {
+    fused_ref.cluster_image = add_floats(
+        images->floats, build_fused_mlp_cluster_image(fused.mlp.layers, weights, biases));
   }
   FDNN_LOAD_STAMP("backend: chain images built");
 
   ChainProblem problem;
-  for (const FusedMlpLayerDesc& layer : op.mlp.layers)
+  for (const FusedMlpLayerDesc& layer : fused.mlp.layers)
     problem.layers.push_back({layer.in, layer.out});
   problem.precision = in.precision;
   problem.max_rows = rows;
@@ -303,27 +310,27 @@ void lower_fused_chain(const LoweringInput& in, const std::vector<size_t>& chain
   // The same chain on tensor cores where the table's rules and the device allow.
   bool tensor_core_unused = false;  // planned, but the table runs its form at no batch
   if (rules.plan_tensor_cores &&
-      plan_tensor_core_mlp(op.mlp.layers, math, device, &op.tensor_core)) {
-    op.tensor_core_min_rows = op.tensor_core.form == TensorCoreForm::WarpRegisters
-                                  ? rules.warp_registers_min_rows
-                                  : rules.shared_tiles_min_rows;
-    if (op.tensor_core_min_rows < 0) {
+      plan_tensor_core_mlp(fused.mlp.layers, math, device, &fused.tensor_core)) {
+    fused.tensor_core_min_rows = fused.tensor_core.form == TensorCoreForm::WarpRegisters
+                                     ? rules.warp_registers_min_rows
+                                     : rules.shared_tiles_min_rows;
+    if (fused.tensor_core_min_rows < 0) {
       tensor_core_unused = true;
       op.load_reason += std::string("; no tensor-core form: only ") +
-                        tensor_core_form_name(op.tensor_core.form) + " fits, which " +
+                        tensor_core_form_name(fused.tensor_core.form) + " fits, which " +
                         precision_name(in.precision) + " chains do not take";
-      op.tensor_core = TensorCoreMlpPlan();
+      fused.tensor_core = TensorCoreMlpPlan();
     }
   }
-  if (op.tensor_core.tile_rows > 0) {
+  if (fused.tensor_core.tile_rows > 0) {
     lowered->runs_reduced_precision = in.precision != Precision::FP32;
-    op.load_reason += std::string("; tensor cores (") + tensor_core_form_name(op.tensor_core.form) +
-                      ", " + tensor_core_math_name(op.tensor_core.math) + ") from " +
-                      std::to_string(op.tensor_core_min_rows) + " rows (" +
-                      rules.tensor_core_reason + ")";
-    if (op.tensor_core.warpgroup.layer_count > 0) {
+    op.load_reason +=
+        std::string("; tensor cores (") + tensor_core_form_name(fused.tensor_core.form) + ", " +
+        tensor_core_math_name(fused.tensor_core.math) + ") from " +
+        std::to_string(fused.tensor_core_min_rows) + " rows (" + rules.tensor_core_reason + ")";
+    if (fused.tensor_core.warpgroup.layer_count > 0) {
       op.load_reason += "; the Warpgroup (wgmma) form from " +
-                        std::to_string(op.tensor_core.warpgroup.min_rows) +
+                        std::to_string(fused.tensor_core.warpgroup.min_rows) +
                         " rows where x is on 16 bytes";
     }
   } else if (!rules.plan_tensor_cores) {
@@ -347,7 +354,7 @@ void lower_fused_chain(const LoweringInput& in, const std::vector<size_t>& chain
     row_tail.beta = tail->bias >= 0;
   }
   auto fold_tail = [&] {
-    op.row_tail_input = p.steps[chain.back()].output;
+    fused.row_tail_input = p.steps[chain.back()].output;
     op.last_step = static_cast<int>(chain.back() + 1);
     // The kernel ends with the normalised rows; an activation after them runs as in-place
     // passes.
@@ -362,11 +369,11 @@ void lower_fused_chain(const LoweringInput& in, const std::vector<size_t>& chain
     op.load_reason += std::string("; the ") + step_kind_name(tail->kind) +
                       " after the chain folded into its tensor-core kernel";
   };
-  if (tail != nullptr && op.tensor_core.form == TensorCoreForm::WarpRegisters &&
-      op.tensor_core.tile_rows > 0) {
+  if (tail != nullptr && fused.tensor_core.form == TensorCoreForm::WarpRegisters &&
+      fused.tensor_core.tile_rows > 0) {
     TensorCoreMlpPlan folded;
-    if (plan_tensor_core_mlp(op.mlp.layers, math, device, &folded, row_tail)) {
-      op.tensor_core = folded;
+    if (plan_tensor_core_mlp(fused.mlp.layers, math, device, &folded, row_tail)) {
+      fused.tensor_core = folded;
       fold_tail();
     }
   }
@@ -374,38 +381,38 @@ void lower_fused_chain(const LoweringInput& in, const std::vector<size_t>& chain
   // or beside SharedTiles in fp16 and bf16, where the batch can reach its rows. The tail folds
   // into its second kernel where it fits there and SharedTiles does not run below those rows
   // (SharedTiles takes no tail).
-  const bool over_shared_tiles = op.tensor_core.tile_rows > 0 &&
-                                 op.tensor_core.form == TensorCoreForm::SharedTiles &&
+  const bool over_shared_tiles = fused.tensor_core.tile_rows > 0 &&
+                                 fused.tensor_core.form == TensorCoreForm::SharedTiles &&
                                  rules.split_replaces_shared_tiles;
-  if ((op.tensor_core.tile_rows == 0 || over_shared_tiles) && rules.plan_split) {
+  if ((fused.tensor_core.tile_rows == 0 || over_shared_tiles) && rules.plan_split) {
     const bool split_folds = tail != nullptr && !over_shared_tiles &&
-                             plan_split_mlp(op.mlp.layers, math, device, &op.split, row_tail);
-    if (split_folds || plan_split_mlp(op.mlp.layers, math, device, &op.split)) {
+                             plan_split_mlp(fused.mlp.layers, math, device, &fused.split, row_tail);
+    if (split_folds || plan_split_mlp(fused.mlp.layers, math, device, &fused.split)) {
       if (split_folds) fold_tail();
-      if (rules.split_at_every_batch) op.split.min_rows = rules.split_forced_min_rows;
+      if (rules.split_at_every_batch) fused.split.min_rows = rules.split_forced_min_rows;
       if (in.precision != Precision::FP32) lowered->runs_reduced_precision = true;
-      op.load_reason += "; the split form from " + std::to_string(op.split.min_rows) +
+      op.load_reason += "; the split form from " + std::to_string(fused.split.min_rows) +
                         " rows (the first layer, " + std::to_string(step.in_features) +
                         " inputs, too wide for the WarpRegisters form: it runs as an implicit "
                         "GEMM, the rest as WarpRegisters; " +
                         rules.split_reason + ")";
-      ref.split_first_image =
-          add_image(images->tensor_core, build_split_mlp_first_image(op.split, weights.front()));
-      ref.split_rest_image =
+      fused_ref.split_first_image =
+          add_image(images->tensor_core, build_split_mlp_first_image(fused.split, weights.front()));
+      fused_ref.split_rest_image =
           add_image(images->tensor_core,
                     build_split_mlp_rest_image(
-                        op.split, weights, biases,
+                        fused.split, weights, biases,
                         split_folds && tail->weight >= 0 ? constant(tail->weight).data() : nullptr,
                         split_folds && tail->bias >= 0 ? constant(tail->bias).data() : nullptr));
     }
   }
-  if (op.tensor_core.tile_rows > 0) {
+  if (fused.tensor_core.tile_rows > 0) {
     const Step& after = p.steps[op.last_step];
-    const bool has_tail = op.row_tail_input >= 0;
-    ref.main_image =
+    const bool has_tail = fused.row_tail_input >= 0;
+    fused_ref.tensor_core_image =
         add_image(images->tensor_core,
                   build_tensor_core_mlp_image(
-                      op.tensor_core, weights, biases,
+                      fused.tensor_core, weights, biases,
                       has_tail && after.weight >= 0 ? constant(after.weight).data() : nullptr,
                       has_tail && after.bias >= 0 ? constant(after.bias).data() : nullptr));
   }
@@ -422,6 +429,8 @@ void lower_cublaslt_linear(const LoweringInput& in, size_t s, const LoneLinearCh
   Op& op = lowered->op;
   OpRefs& ref = lowered->refs;
   op.kind = OpKind::CublasLtLinear;
+  LinearOp& linear = op.payload.emplace<LinearOp>();
+  LinearRefs& linear_ref = ref.of_kind.emplace<LinearRefs>();
   op.load_reason =
       preferred ? lone.reason + rejected_text(lone.rejected)
                 : "no fused-MLP tile holds Linear " + std::to_string(step.in_features) + "->" +
@@ -438,14 +447,14 @@ void lower_cublaslt_linear(const LoweringInput& in, size_t s, const LoneLinearCh
   ref.weight = add_floats(images->floats, weight, alignment);
   if (step.bias >= 0) ref.bias = add_floats(images->floats, p.constants.at(step.bias), alignment);
   if (in.cublaslt_half_operands) {
-    ref.half_weight = add_half(images->half, weight, in.half_format);
+    linear_ref.half_weight = add_half(images->half, weight, in.half_format);
     // For writing the model output in 16 bits where cuBLASLt takes no fp32 bias then.
     if (step.bias >= 0 && p.values[step.output].storage == Storage::ModelOutput) {
-      ref.half_bias = add_half(images->half, p.constants.at(step.bias), in.half_format);
+      linear_ref.half_bias = add_half(images->half, p.constants.at(step.bias), in.half_format);
     }
   }
-  ref.lt_activation = cublaslt_activation(step.epilogue);
-  op.epilogue = split_cublaslt_epilogue(step.epilogue, cublaslt_fused_ops(ref.lt_activation));
+  linear_ref.activation = cublaslt_activation(step.epilogue);
+  op.epilogue = split_cublaslt_epilogue(step.epilogue, cublaslt_fused_ops(linear_ref.activation));
   if (in.cublaslt_half_operands) {
     op.load_reason += std::string(" reading W and x in ") +
                       (in.half_format == HalfFormat::Binary16 ? "fp16" : "bf16") +
@@ -455,8 +464,8 @@ void lower_cublaslt_linear(const LoweringInput& in, size_t s, const LoneLinearCh
   if (in.precision == Precision::FP32) {
     plan_small_batch_linear(as_int32(step.in_features, step, "in_features"),
                             as_int32(step.out_features, step, "out_features"), in.device,
-                            in.device.overrides.small_batch_linear, &op.small_batch);
-    op.load_reason += op.small_batch.planned()
+                            in.device.overrides.small_batch_linear, &linear.small_batch);
+    op.load_reason += linear.small_batch.planned()
                           ? "; the small-batch kernel for 1 to " +
                                 std::to_string(kSmallBatchLinearMaxRows) +
                                 " rows, where its estimate beats cuBLASLt for this shape"
@@ -496,6 +505,7 @@ void lower_linear(const LoweringInput& in, size_t s, HostImages* images, Lowered
   const Step& step = p.steps[s];
   std::vector<size_t> chain = linear_chain(p, s, in.consumers);
   LoneLinearChoice lone;
+  FusedMlpPlan mlp;
   bool fused = false;
   while (!chain.empty() && step.weight >= 0) {
     if (chain.size() == 1) {
@@ -503,7 +513,7 @@ void lower_linear(const LoweringInput& in, size_t s, HostImages* images, Lowered
       if (lone.form == LoneLinearForm::CublasLt) break;
     }
     if (plan_fused_mlp(chain_layers(p, chain), in.max_batch * step.rows_per_sample, in.device,
-                       &lowered->op.mlp)) {
+                       &mlp)) {
       fused = true;
       break;
     }
@@ -511,7 +521,7 @@ void lower_linear(const LoweringInput& in, size_t s, HostImages* images, Lowered
   }
   FDNN_LOAD_STAMP("backend: fused MLP planned");
   if (fused) {
-    lower_fused_chain(in, chain, lone, images, lowered);
+    lower_fused_chain(in, chain, lone, std::move(mlp), images, lowered);
   } else {
     lower_cublaslt_linear(in, s, lone, lone.form == LoneLinearForm::CublasLt, images, lowered);
   }
@@ -549,19 +559,21 @@ void lower_conv2d(const LoweringInput& in, size_t s, HostImages* images, Lowered
                         " output channels a group or dot products shorter than " +
                         std::to_string(kConvGemmMinDotLength) + " would not fill tensor-core tiles";
     }
-    ref.weight = add_floats(images->floats, build_conv_pool_weights(op.conv_pool, weight));
+    ref.weight =
+        add_floats(images->floats, build_conv_pool_weights(op.as<ConvPoolOp>()->conv_pool, weight));
     if (step.bias >= 0) ref.bias = add_floats(images->floats, p.constants.at(step.bias));
     return;
   }
   op.kind = OpKind::Conv2d;
+  Conv2dOp& conv = op.payload.emplace<Conv2dOp>();
   if (step.bias >= 0) ref.bias = add_floats(images->floats, p.constants.at(step.bias));
   if (!rules.prefer_implicit_gemm) gemm_ready = ready_gemm();
   if (gemm_ready) {
     op.load_reason = rules.reason;
-    op.conv_gemm = gemm;
+    conv.conv_gemm = gemm;
     lowered->runs_reduced_precision = in.precision != Precision::FP32;
-    ref.main_image = add_image(images->tensor_core,
-                               build_conv_gemm_image(op.conv_gemm, geometry, weight.data()));
+    ref.of_kind = ConvGemmRefs{add_image(
+        images->tensor_core, build_conv_gemm_image(conv.conv_gemm, geometry, weight.data()))};
     return;
   }
   ref.weight = add_floats(images->floats, weight);
@@ -583,6 +595,7 @@ void lower_elementwise(LoweredOp* lowered) { lowered->op.kind = OpKind::Elementw
 // ChannelAffine (an inference BatchNorm): its scale and shift in the weight image.
 void lower_channel_affine(const Plan& p, const Step& step, HostImages* images, LoweredOp* lowered) {
   lowered->op.kind = OpKind::ChannelAffine;
+  lowered->op.payload = ChannelAffineOp();
   lowered->refs.weight = add_floats(images->floats, p.constants.at(step.weight));
   lowered->refs.bias = add_floats(images->floats, p.constants.at(step.bias));
 }
@@ -590,6 +603,7 @@ void lower_channel_affine(const Plan& p, const Step& step, HostImages* images, L
 // LayerNorm: gamma and beta, where the step has them, in the weight image.
 void lower_layer_norm(const Plan& p, const Step& step, HostImages* images, LoweredOp* lowered) {
   lowered->op.kind = OpKind::LayerNorm;
+  lowered->op.payload = LayerNormOp();
   if (step.weight >= 0)
     lowered->refs.weight = add_floats(images->floats, p.constants.at(step.weight));
   if (step.bias >= 0) lowered->refs.bias = add_floats(images->floats, p.constants.at(step.bias));
@@ -669,6 +683,10 @@ LoweredOp lower_step(const LoweringInput& input, size_t s, HostImages* images) {
     case StepKind::Add: lower_add(&lowered); break;
     case StepKind::Concat: lower_concat(&lowered); break;
     case StepKind::Copy: lower_copy(&lowered); break;
+  }
+  if (!lowered.op.payload_fits_kind()) {
+    fail(FDNN_STATUS_INTERNAL_ERROR, "step '", step.label, "' was lowered to an op whose plan is ",
+         "not its kind's");
   }
   return lowered;
 }

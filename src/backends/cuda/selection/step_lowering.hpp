@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's lowering: one plan step (or a run of steps one kernel takes together) into
-// an Op, by one function per step kind. The forms come from the selection table
+// an Op (op.hpp), by one function per step kind. The forms come from the selection table
 // (form_selection.hpp), their plans from the kernels' planners; the weights go into host images
 // in the layouts the kernels read, which the backend uploads in one allocation each and then
 // points the ops at (the offsets in LoweredOp::refs and LoweredOp::images).
@@ -8,11 +8,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <variant>
 #include <vector>
 
 #include "backends/cuda/conv/conv2d.hpp"
 #include "backends/cuda/elementwise/convert_dtype.hpp"
-#include "backends/cuda/exec/cuda_executor.hpp"
+#include "backends/cuda/exec/op.hpp"
+#include "backends/cuda/linear/linear_cublaslt.hpp"
 #include "backends/cuda/platform/device_info.hpp"
 #include "common/precision.hpp"
 #include "planner/plan.hpp"
@@ -29,20 +31,37 @@ struct HostImages {
   std::vector<uint32_t> tensor_core;  // tensor-core images (MLP chains, convolutions)
 };
 
-// Where an op's data starts in the images (kNoOffset where it has none).
-struct OpRefs {
-  size_t weight = kNoOffset;  // into floats
-  size_t bias = kNoOffset;
-  std::vector<size_t> layer_weight;  // FusedMlp: W^T of each layer
+// Where a FusedMlp op's data starts in the images, besides a folded LayerNorm's gamma and beta
+// (OpRefs::weight and bias).
+struct MlpChainRefs {
+  std::vector<size_t> layer_weight;  // into floats: W^T of each layer
   std::vector<size_t> layer_bias;
-  CublasLtActivation lt_activation = CublasLtActivation::None;  // CublasLtLinear only
-  size_t half_weight = kNoOffset;                               // into half
-  size_t half_bias = kNoOffset;      // into half: a bias cuBLASLt may add to a 16-bit y
-  size_t block_image = kNoOffset;    // FusedMlp: the single-block form's image, into floats
-  size_t cluster_image = kNoOffset;  // FusedMlp: the cluster form's image, into floats
-  // Into tensor_core: the tensor-core plan's or the implicit GEMM's image, and a split chain's
-  // two.
-  size_t main_image = kNoOffset, split_first_image = kNoOffset, split_rest_image = kNoOffset;
+  size_t block_image = kNoOffset;    // the single-block form's image, into floats
+  size_t cluster_image = kNoOffset;  // the cluster form's image, into floats
+  // Into tensor_core: the tensor-core plan's image, and a split chain's two.
+  size_t tensor_core_image = kNoOffset, split_first_image = kNoOffset, split_rest_image = kNoOffset;
+};
+
+// A CublasLtLinear op's 16-bit copies (into half) and cuBLASLt's epilogue, besides W and the
+// bias in fp32 (OpRefs::weight and bias).
+struct LinearRefs {
+  CublasLtActivation activation = CublasLtActivation::None;
+  size_t half_weight = kNoOffset;
+  size_t half_bias = kNoOffset;  // a bias cuBLASLt may add to a 16-bit y
+};
+
+// A Conv2d op on the implicit GEMM: its image, into tensor_core.
+struct ConvGemmRefs {
+  size_t image = kNoOffset;
+};
+
+// Where an op's data starts in the images (kNoOffset where it has none): the weight and bias in
+// floats that most kinds have (a ChannelAffine's scale and shift, a LayerNorm's gamma and beta,
+// also those of a LayerNorm folded into a FusedMlp op), and the offsets of one kind besides.
+struct OpRefs {
+  size_t weight = kNoOffset;
+  size_t bias = kNoOffset;
+  std::variant<std::monostate, MlpChainRefs, LinearRefs, ConvGemmRefs> of_kind;
 };
 
 // What lowering reads besides the step: the plan, the model's settings, the device.
