@@ -11,6 +11,8 @@
 #                 a test build) as bench/run_on_gpu.sh does: ninja, nlohmann-json and googletest
 #                 from .carry/ (run_on_gpu.sh says how to prepare it; pass carry: [".carry"])
 #   tests         the allocation-failure, out-of-memory and load-test smoke tests, unsanitized
+#   suites        the three CUDA suites unsanitized at full batch sizes, as the binaries run by
+#                 default and with FUSEDNN_CUDA_TEST_DEFAULT_SELECTION=1 (into tests.log)
 #   sanitize      memcheck (with the leak check), racecheck, synccheck and initcheck over every
 #                 CUDA test binary, in shards of a few tests each, until the budget is spent (less
 #                 a moment for load-collect when it follows); the shards done are kept in
@@ -18,6 +20,8 @@
 #                 this one stopped. When a shard times out, the tests it
 #                 finished count as done, the test it was running gets a shard of its own and the
 #                 rest another; a single test that times out is recorded as such.
+#   initcheck-nolt  the tests initcheck reported on, again under initcheck with
+#                 FUSEDNN_CUDA_OVERRIDES=cublaslt=0 (which takes cuBLASLt from fp32 models only)
 #   load-start    starts the load test detached (setsid: it outlives the call while the machine
 #                 stays warm), for --load-seconds (default 600) with --load-threads (default 8)
 #   load-collect  waits for the load test within the budget and reports its summary (or, if it
@@ -26,13 +30,15 @@
 # --budget S (default 570) bounds the whole call. --shard-cap S (default 240) bounds one shard.
 # --gpus LIST (e.g. 0,1,2; default: the default device) runs one shard at a time on each GPU
 # listed (a GPU listed twice gets two workers); --load-gpu K runs the load test on GPU K alone
-# (default: the default device). --tools LIST (default memcheck,racecheck,synccheck,initcheck)
-# picks the sanitizer tools and the order their shards run in; it applies to the shards a
+# (default: the default device). --tools LIST (default memcheck,racecheck,synccheck,initcheck;
+# also memcheck-mapped: memcheck with FUSEDNN_CUDA_TEST_HOST_IO=mapped) picks the sanitizer tools
+# and the order their shards run in; it applies to the shards a
 # machine makes first (build-gpu/gpu_checks/shards_made).
 #
 # What comes back in $OUT (the device returns 8 files at most): summary.txt (this call's steps
 # and the table of every shard so far), shards.tsv (one line a shard), sanitizer_logs.tar.gz (the
-# logs of every shard so far, each cut to its last 2 MB), load_test.log, tests.log, build.log.
+# logs of every shard so far, each cut to its last 2 MB), reports.tsv (initcheck's and
+# racecheck's reports counted per test and place), load_test.log, tests.log, build.log.
 #
 # Two calls on a warm machine, the second within 30 s of the first:
 #   tools/gpu_checks.sh --budget 570 build tests load-start sanitize
@@ -242,9 +248,11 @@ next_shard() {
   return 1
 }
 
-# Filters a sanitizer's output: passes it on with only the first 200 reports, and writes to $1
-# one line per test, report kind and place (the first "at" line, offsets cut): count, test,
-# report, place. Tests are told apart by GoogleTest's "[ RUN ]" lines.
+# Filters a sanitizer's output: passes it on with only the first 200 reports (and every summary
+# and dropped-records line), and writes to $1 one line per test, report kind and place (what
+# follows " at " on the report's first line that has it, offsets cut: the reading kernel, or
+# racecheck's first thread's): count, test, report, place. Tests are told apart by GoogleTest's
+# "[ RUN ]" lines; a report the tool prints after the next test has started counts for that one.
 count_reports() {
   awk -v table="$1" '
     function settle(place) {
@@ -253,7 +261,12 @@ count_reports() {
       pending = 0
     }
     /^\[ RUN      \] / { settle("-"); test = $4; print; next }
-    /^========= [^ ]/ && !/ERROR SUMMARY|COMPUTE-SANITIZER|LEAK SUMMARY/ {
+    /^========= .*(ERROR SUMMARY|COMPUTE-SANITIZER|LEAK SUMMARY|buffer overflow|were skipped)/ {
+      settle("-")
+      print
+      next
+    }
+    /^========= [^ ]/ {
       settle("-")
       reports++
       kind = substr($0, 11)
@@ -262,10 +275,11 @@ count_reports() {
       if (reports <= 200) print
       next
     }
-    /^=========     at / && pending {
-      place = substr($0, 18)
+    /^=========     .* at / && pending {
+      place = substr($0, index($0, " at ") + 4)
       if (place ~ /^0x[0-9a-fA-F]+ in /) sub(/^0x[0-9a-fA-F]+ in /, "", place)
       else sub(/\+0x[0-9a-fA-F]+.*/, "", place)
+      gsub(/0x[0-9a-fA-F]+/, "#", place)
       settle(substr(place, 1, 160))
       if (reports <= 200) print
       next
@@ -275,7 +289,7 @@ count_reports() {
     END {
       settle("-")
       for (key in count) print count[key] "\t" key > table
-      if (reports > 200) print "count_reports: " reports " reports, 200 printed; all counted in " table
+      if (reports > 200) print "count_reports: " reports " reports printed by the tool, 200 kept here; all counted in " table
     }'
 }
 
@@ -294,14 +308,16 @@ run_shard() {
   # on the mapped one (FUSEDNN_CUDA_TEST_HOST_IO=mapped).
   local sanitizer=${tool%-mapped} host_io=auto
   [[ $tool == *-mapped ]] && host_io=mapped
-  local options=(--tool "$sanitizer" --error-exitcode 3 --print-limit 200)
+  # initcheck and racecheck: every report printed (without host backtraces) and counted per test
+  # and place in $STATE/reports/; the log keeps the first 200.
+  local counted=0 limit=200
+  [[ $tool == initcheck || $tool == racecheck ]] && counted=1 limit=1000000000
+  local options=(--tool "$sanitizer" --error-exitcode 3 --print-limit "$limit")
   [[ $sanitizer == memcheck ]] && options+=(--leak-check full)
   [[ $sanitizer == racecheck ]] && options+=(--racecheck-report all)
+  ((counted)) && options+=(--show-backtrace no)
   begin=$(date +%s)
-  if [[ $tool == initcheck ]]; then
-    # Every report printed (without host backtraces) and counted per test and place in
-    # $STATE/reports/; the log keeps the first 200.
-    options=(--tool initcheck --error-exitcode 3 --print-limit 1000000000 --show-backtrace no)
+  if ((counted)); then
     mkdir -p "$STATE/reports"
     FUSEDNN_CUDA_TEST_QUICK=1 timeout --kill-after=10 "$cap" compute-sanitizer "${options[@]}" \
       "$CUDA_TESTS/$binary" --gtest_filter="$filter" 2>&1 |
@@ -468,16 +484,25 @@ report() {
     echo " what the tool reported before it was stopped, and single tests that never finished)"
   } >>"$SUMMARY"
   cp "$DONE" "$OUT/shards.tsv"
-  # initcheck's reports per test and place, with cuBLASLt on and (initcheck-nolt) off.
-  printf 'count\ttest\treport\tplace\tcublaslt\n' >"$OUT/initcheck_reports.tsv"
+  # initcheck's and racecheck's reports per test and place; "cublaslt=0" marks initcheck-nolt's.
+  local table=$OUT/reports.tsv file shard
+  printf 'count\ttool\ttest\treport\tplace\trun\n' >"$table"
   {
-    cat "$STATE"/reports/*.tsv 2>/dev/null | awk -F'\t' '{ print $0 "\ton" }'
-    cat "$STATE"/reports-nolt/*.tsv 2>/dev/null | awk -F'\t' '{ print $0 "\toff" }'
-  } | sort -t$'\t' -k1,1nr >>"$OUT/initcheck_reports.tsv"
-  awk -F'\t' 'NR > 1 { total[$5] += $1; tests[$5 FS $2] = 1 }
+    for file in "$STATE"/reports/*.tsv "$STATE"/reports-nolt/*.tsv; do
+      [[ -f $file ]] || continue
+      shard=${file##*/}
+      if [[ $file == */reports-nolt/* ]]; then
+        awk -F'\t' -v OFS='\t' '{ print $1, "initcheck", $2, $3, $4, "cublaslt=0" }' "$file"
+      else
+        shard=${shard#*-}
+        awk -F'\t' -v OFS='\t' -v tool="${shard%%.*}" '{ print $1, tool, $2, $3, $4, "as is" }' "$file"
+      fi
+    done
+  } | sort -t$'\t' -k1,1nr >>"$table"
+  awk -F'\t' 'NR > 1 { key = $2 " (" $6 ")"; total[key] += $1; tests[key FS $3] = 1 }
     END { for (k in tests) { split(k, p, FS); n[p[1]]++ }
-          for (c in total) printf "initcheck reports with cuBLASLt %s: %d in %d tests\n", c, total[c], n[c] }' \
-    "$OUT/initcheck_reports.tsv" >>"$SUMMARY"
+          for (k in total) printf "%s: %d reports counted in %d tests\n", k, total[k], n[k] }' \
+    "$table" >>"$SUMMARY"
   # Each log cut to its last 2 MB, all in one archive.
   local staged=/tmp/gpu_checks_logs
   rm -rf "$staged" && mkdir -p "$staged"
