@@ -21,7 +21,7 @@
 #                 finished count as done, the test it was running gets a shard of its own and the
 #                 rest another; a single test that times out is recorded as such.
 #   initcheck-nolt  the tests initcheck reported on, again under initcheck with
-#                 FUSEDNN_CUDA_OVERRIDES=cublaslt=0 (which takes cuBLASLt from fp32 models only)
+#                 FUSEDNN_CUDA_OVERRIDES=cublaslt=0 (cuBLASLt then runs only in tests that pin it)
 #   load-start    starts the load test detached (setsid: it outlives the call while the machine
 #                 stays warm), for --load-seconds (default 600) with --load-threads (default 8)
 #   load-collect  waits for the load test within the budget and reports its summary (or, if it

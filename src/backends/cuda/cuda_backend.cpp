@@ -150,8 +150,8 @@ void CudaBackend::upload_and_point(const HostImages& images, const std::vector<O
   for (const Op& op : ops_) uses_cublaslt = uses_cublaslt || op.kind == OpKind::CublasLtLinear;
   // Without a loadable cuBLASLt those steps run on the tiled GEMM (the reason is kept for
   // cublaslt_unavailable_reason()).
-  if (uses_cublaslt && !cublaslt_allowed(precision_, device_.overrides)) {
-    cublaslt_unavailable_reason_ = "cuBLASLt is off for fp32 models (override cublaslt=0)";
+  if (uses_cublaslt && !cublaslt_allowed(device_.overrides)) {
+    cublaslt_unavailable_reason_ = "cuBLASLt is off (override cublaslt=0)";
   } else if (uses_cublaslt && cublaslt_library(&cublaslt_unavailable_reason_) != nullptr) {
     cublaslt_ = std::make_unique<CublasLtHandle>();  // on the model's device, current here
     cublaslt_workspace_bytes_ = recommended_cublaslt_workspace_bytes(device_);

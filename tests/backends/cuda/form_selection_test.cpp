@@ -109,20 +109,21 @@ TEST(FormSelection, AWideOutputLoneLinearGoesToCublasLt) {
             LoneLinearForm::CublasLt);
 }
 
-TEST(FormSelection, CublasLtOffKeepsFp32OnTheFusedKernelOnly) {
+TEST(FormSelection, CublasLtOffKeepsEveryPrecisionOnTheFusedKernel) {
   DeviceInfo gpu = kH200;
   gpu.overrides.cublaslt = false;
-  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{4096, 64}, {768, 3072}}) {
-    const LoneLinearChoice fp32 = choose_lone_linear_form({in, out, Precision::FP32}, gpu);
-    EXPECT_EQ(fp32.form, LoneLinearForm::FusedMlp);
-    EXPECT_TRUE(contains(fp32.reason, "cublaslt=0")) << fp32.reason;
-    EXPECT_TRUE(contains(all_rejected(fp32.rejected), "cublaslt=0"));
-    // The override is for fp32 models alone.
-    EXPECT_EQ(choose_lone_linear_form({in, out, Precision::BF16}, gpu).form,
-              LoneLinearForm::CublasLt);
+  for (const Precision precision :
+       {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16}) {
+    for (const auto& [in, out] :
+         std::vector<std::pair<int64_t, int64_t>>{{4096, 64}, {768, 3072}}) {
+      const LoneLinearChoice choice = choose_lone_linear_form({in, out, precision}, gpu);
+      EXPECT_EQ(choice.form, LoneLinearForm::FusedMlp) << in << "->" << out;
+      EXPECT_TRUE(contains(choice.reason, "cublaslt=0")) << choice.reason;
+      EXPECT_TRUE(contains(all_rejected(choice.rejected), "cublaslt=0"));
+    }
   }
-  EXPECT_FALSE(cublaslt_allowed(Precision::FP32, gpu.overrides));
-  EXPECT_TRUE(cublaslt_allowed(Precision::TF32, gpu.overrides));
+  EXPECT_FALSE(cublaslt_allowed(gpu.overrides));
+  EXPECT_TRUE(cublaslt_allowed(kH200.overrides));
 }
 
 // ---- Chains ----

@@ -30,15 +30,13 @@ std::string rejected_text(const std::vector<RejectedForm>& rejected) {
   return text;
 }
 
-bool cublaslt_allowed(Precision precision, const SelectionOverrides& overrides) {
-  return reduced(precision) || overrides.cublaslt;
-}
+bool cublaslt_allowed(const SelectionOverrides& overrides) { return overrides.cublaslt; }
 
 LoneLinearChoice choose_lone_linear_form(const LoneLinearProblem& problem,
                                          const DeviceInfo& device) {
   LoneLinearChoice choice;
   const std::string layer = "a lone Linear layer " + widths_text(problem.in, problem.out);
-  const bool lt = cublaslt_allowed(problem.precision, device.overrides);
+  const bool lt = cublaslt_allowed(device.overrides);
   if (problem.out > kSelectionFusedMlpMaxWidth) {
     if (lt) {
       choice.form = LoneLinearForm::CublasLt;
@@ -48,7 +46,7 @@ LoneLinearChoice choose_lone_linear_form(const LoneLinearProblem& problem,
       return choice;
     }
     choice.reason = "a lone Linear layer wider than " + std::to_string(kSelectionFusedMlpMaxWidth) +
-                    " with cuBLASLt off for fp32 (override cublaslt=0): the fused MLP kernel, "
+                    " with cuBLASLt off (override cublaslt=0): the fused MLP kernel, "
                     "columns split over blocks";
     choice.rejected.push_back({"cuBLASLt", "override cublaslt=0"});
     return choice;
@@ -82,8 +80,8 @@ LoneLinearChoice choose_lone_linear_form(const LoneLinearProblem& problem,
                                      " is a GEMM cuBLASLt tiles better"});
       return choice;
     }
-    choice.reason = layer + " (" + std::to_string(problem.in) + " inputs) with cuBLASLt off for " +
-                    "fp32 (override cublaslt=0): the fused MLP kernel, every column in one block";
+    choice.reason = layer + " (" + std::to_string(problem.in) + " inputs) with cuBLASLt off " +
+                    "(override cublaslt=0): the fused MLP kernel, every column in one block";
     choice.rejected.push_back({"cuBLASLt", "override cublaslt=0"});
     return choice;
   }

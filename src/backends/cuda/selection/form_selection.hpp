@@ -62,9 +62,10 @@ struct LoneLinearChoice {
   std::vector<RejectedForm> rejected;
 };
 
-// Whether cuBLASLt may take lone Linear layers at all: always in reduced precisions, in fp32
-// unless the override cublaslt=0.
-bool cublaslt_allowed(Precision precision, const SelectionOverrides& overrides);
+// Whether cuBLASLt may take lone Linear layers at all: unless the override cublaslt=0, which
+// keeps them on fusednn's own kernels in every precision (a debugging aid: compute-sanitizer's
+// initcheck does not see cuBLASLt's stores).
+bool cublaslt_allowed(const SelectionOverrides& overrides);
 
 // The preferred form of a lone Linear layer. FusedMlp is a preference: when no fused tile holds
 // the layer, the backend runs it on cuBLASLt all the same.

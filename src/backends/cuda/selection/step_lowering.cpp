@@ -658,7 +658,7 @@ LoweringInput make_lowering_input(const Plan& plan, const DeviceInfo& device, Pr
   input.precision = precision;
   input.max_batch = max_batch;
   input.cublaslt_half_operands =
-      cublaslt_allowed(precision, device.overrides) && cublaslt_half_operands(precision, device);
+      cublaslt_allowed(device.overrides) && cublaslt_half_operands(precision, device);
   if (input.cublaslt_half_operands) {
     input.half_format = precision == Precision::FP16 ? HalfFormat::Binary16 : HalfFormat::Bfloat16;
   }
