@@ -30,7 +30,8 @@ failures=()
 version_above() { [[ "$1" != "$2" && "$(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -n1)" == "$1" ]]; }
 
 needed="$(readelf -d -W "$library" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')"
-allowed='^(libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|ld-linux-aarch64\.so\.1|ld-linux-x86-64\.so\.2|libstdc\+\+\.so\.6|libgcc_s\.so\.1)$'
+allowed='^(libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1'
+allowed+='|ld-linux-aarch64\.so\.1|ld-linux-x86-64\.so\.2|libstdc\+\+\.so\.6|libgcc_s\.so\.1)$'
 others="$(grep -Ev "$allowed" <<<"$needed" | grep . || true)"
 [[ -z "$others" ]] || failures+=("needs libraries this check does not know: $(paste -sd' ' <<<"$others")")
 

@@ -101,7 +101,8 @@ if [[ " ${presets[*]} " == *" jetson "* ]]; then
     { echo "test_jetson.sh: $package Depends '$depends': not libc6 (>= 2.31 or older)" >&2; exit 1; }
   stdcxx_version=$(sed -n 's/.*libstdc++6 (>= \([0-9.]*\)).*/\1/p' <<<"$depends")
   if [[ $depends == *libstdc++6* ]] &&
-     [[ -z $stdcxx_version || "$(printf '%s\n10\n' "$stdcxx_version" | sort -V | tail -n1)" != 10 ]]; then
+     [[ -z $stdcxx_version ||
+        "$(printf '%s\n10\n' "$stdcxx_version" | sort -V | tail -n1)" != 10 ]]; then
     echo "test_jetson.sh: $package Depends '$depends': libstdc++6 newer than GCC 10's" >&2
     exit 1
   fi
@@ -116,9 +117,9 @@ if [[ " ${presets[*]} " == *" jetson "* ]]; then
     -DFUSEDNN_JETSON_CUDA_PREFIX="$PWD/build/jetson-cuda-11.8"
     -DFUSEDNN_GLIBC_2_31_PREFIX="$PWD/$glibc_2_31" -DFUSEDNN_AARCH64_PREFIX="$unpacked/usr"
     -DCMAKE_PREFIX_PATH="$unpacked/usr")
-  on_glibc_2_31=(qemu-aarch64 -L "$glibc_2_31/sysroot"
-    -E LD_LIBRARY_PATH="$unpacked/usr/lib/aarch64-linux-gnu:$PWD/build/jetson-cuda-11.8/usr/lib/aarch64-linux-gnu")
-  build_consumer() {  # build_consumer SOURCE_DIR BUILD_DIR: configured and built, log shown on failure
+  library_path="$unpacked/usr/lib/aarch64-linux-gnu:$PWD/build/jetson-cuda-11.8/usr/lib/aarch64-linux-gnu"
+  on_glibc_2_31=(qemu-aarch64 -L "$glibc_2_31/sysroot" -E LD_LIBRARY_PATH="$library_path")
+  build_consumer() {  # build_consumer SOURCE_DIR BUILD_DIR (its log shown on failure)
     { cmake -S "$1" -B "$2" "${consumer_flags[@]}" && cmake --build "$2"; } >"$2.log" 2>&1 ||
       { tail -n 30 "$2.log"; echo "test_jetson.sh: $1 did not build against the packages" >&2; exit 1; }
   }
