@@ -4,6 +4,8 @@
 # architecture this machine's package database does not hold.
 #
 #   libc.so.6, libm.so.6, ld-linux*  ->  libc6 (>= highest GLIBC_x.y needed)
+#   libpthread.so.0, libdl.so.2,     ->  libc6 likewise (a library linked against a glibc before
+#   librt.so.1                           2.34, which moved them into libc.so.6, names them)
 #   libstdc++.so.6                   ->  libstdc++6 (>= first GCC release with the highest
 #                                        GLIBCXX_3.4.n / CXXABI_1.3.n needed)
 #   libgcc_s.so.1                    ->  libgcc-s1 (>= highest GCC_x.y needed)
@@ -93,7 +95,8 @@ function(fusednn_debian_depends readelf library out)
   set(depends "")
   set(libc_needed OFF)
   foreach(library_name IN LISTS needed)
-    if(library_name MATCHES "^(libc\\.so\\.6|libm\\.so\\.6|ld-linux.*\\.so\\.[0-9]+)$")
+    if(library_name MATCHES
+       "^(libc\\.so\\.6|libm\\.so\\.6|libpthread\\.so\\.0|libdl\\.so\\.2|librt\\.so\\.1|ld-linux.*\\.so\\.[0-9]+)$")
       set(libc_needed ON)
     elseif(library_name STREQUAL "libstdc++.so.6")
       set(stdcxx "")

@@ -111,9 +111,6 @@ dev_depends="$(field "$dev_deb" Depends)"
   pass "libfusednn-dev Depends: $dev_depends" ||
   fail "libfusednn-dev Depends is '$dev_depends', not '$runtime_name (= $version)'"
 runtime_depends="$(field "$runtime_deb" Depends)"
-[[ "$runtime_depends" == *"libc6 (>= "* && "$runtime_depends" == *"libstdc++6"* ]] &&
-  pass "$runtime_name Depends: $runtime_depends" ||
-  fail "$runtime_name Depends '$runtime_depends' lacks libc6 (>= ...) or libstdc++6"
 
 # The files each package must hold (paths as dpkg-deb lists them, after ./usr/).
 contents() { dpkg-deb --contents "$1" | awk '{print $6}' | sed 's|^\./usr/||'; }
@@ -153,6 +150,18 @@ if [[ -n "${machine[$arch]:-}" ]]; then
   readelf -h "$library" | grep -q "Machine: *${machine[$arch]}$" &&
     pass "the packaged library is ${machine[$arch]} (readelf -h)" ||
     fail "the packaged library's machine is '$(readelf -h "$library" | sed -n 's/ *Machine: *//p')', not ${machine[$arch]}"
+fi
+# Depends names libc6 with a version, and libstdc++6 exactly when the library needs the shared
+# C++ runtime (a library with it linked in, as the jetson preset's, does not).
+if readelf -d "$library" | grep -q '(NEEDED).*\[libstdc++\.so\.6\]'; then
+  [[ "$runtime_depends" == *"libc6 (>= "* && "$runtime_depends" == *"libstdc++6"* ]] &&
+    pass "$runtime_name Depends: $runtime_depends" ||
+    fail "$runtime_name Depends '$runtime_depends' lacks libc6 (>= ...) or libstdc++6"
+else
+  [[ "$runtime_depends" == *"libc6 (>= "* && "$runtime_depends" != *"libstdc++6"* ]] &&
+    pass "$runtime_name Depends: $runtime_depends (the C++ runtime is linked in)" ||
+    fail "$runtime_name Depends '$runtime_depends' lacks libc6 (>= ...) or names libstdc++6," \
+      "which the library does not need"
 fi
 soname="$(readelf -d "$library" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')"
 [[ "$soname" == "libfusednn.so.${runtime_name#libfusednn}" ]] && pass "soname $soname" ||
