@@ -297,14 +297,16 @@ if cmake -S "$sample_source" -B "$samples_build" -DCMAKE_BUILD_TYPE=Release \
   [[ "$found" == "$prefix/lib/"* ]] ||
     fail "the samples' find_package(fusednn) found '$found', not the package under $prefix/lib"
   for program in "${sample_programs[@]}"; do
-    log="$unpacked/sample-${program%%/*}.log"
+    sample="$(basename "$sample_source")"  # the sample's folder: 01_cpp_raii
+    [[ "$program" == */* ]] && sample="${program%%/*}"
+    log="$unpacked/sample-$sample.log"
     if (cd "$unpacked" && env "${library_env[@]}" "${runner[@]}" "$samples_build/$program") \
          >"$log" 2>&1; then
       note="$(grep -m1 '^SKIP:' "$log" || true)"
-      pass "samples/${program%%/*} built against the packages and passed${note:+ ($note)}"
+      pass "samples/$sample built against the packages and passed${note:+ ($note)}"
     else
       tail -n 30 "$log"
-      fail "samples/${program%%/*} failed against the packages"
+      fail "samples/$sample failed against the packages"
     fi
   done
 else
