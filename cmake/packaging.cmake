@@ -11,9 +11,10 @@
 # The CLI (component cli) goes in neither. Each package also gets /usr/share/doc/<package>/
 # copyright and changelog.Debian.gz, which only a component install (CPack's) writes: a plain
 # `cmake --install` leaves them out. The architecture comes from the target processor, so a
-# cross build (cmake/toolchains/aarch64-linux-gnu.cmake) makes arm64 packages. The packages are
-# made from CPU-only builds: a CUDA build's libraries (the CUDA runtime, cuBLAS) have no Debian
-# dependency expressed here yet.
+# cross build (cmake/toolchains/aarch64-linux-gnu.cmake) makes arm64 packages. A build with the
+# CUDA backend (presets package-amd64 and jetson) needs no CUDA library to load: the CUDA runtime
+# is linked in and cuBLASLt is loaded with dlopen at first use, so the GPU driver is recommended
+# and cuBLAS suggested, never required; without them the library runs on the CPU (docs/install.md).
 
 set(FUSEDNN_DEB_RUNTIME_PACKAGE libfusednn${PROJECT_VERSION_MAJOR})
 set(FUSEDNN_DEB_DEV_PACKAGE libfusednn-dev)
@@ -126,6 +127,51 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 if(FUSEDNN_WITH_CUDA AND FUSEDNN_DEB_ARCHITECTURE STREQUAL "arm64")
   set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "nvidia-l4t-cuda")
   set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "libcublas-11-4 | libcublas-11-8")
+endif()
+# An amd64 build with the CUDA backend (preset package-amd64) recommends the driver's libcuda.so.1
+# of a branch that runs this CUDA major's runtime: Debian's libcuda1 (also in NVIDIA's Debian
+# repository) is that package, Ubuntu's libnvidia-compute-<branch> provides a versioned libcuda1,
+# and Debian's other driver flavours (libnvidia-tesla-<branch>-cuda1) a versioned libcuda.so.1.
+# It suggests NVIDIA's cuBLAS package of the toolkit built with (libcublas-<major>-<minor>, which
+# holds libcublasLt.so.<major>, the soname linear/cublaslt_library.cpp loads; any later minor
+# release's works too) or Debian's and Ubuntu's name for it (libcublaslt<major>).
+set(fusednn_deb_driver_branches "11=450" "12=525" "13=580")
+if(FUSEDNN_WITH_CUDA AND FUSEDNN_DEB_ARCHITECTURE STREQUAL "amd64")
+  set(fusednn_deb_driver "")
+  foreach(entry IN LISTS fusednn_deb_driver_branches)
+    string(REPLACE "=" ";" entry "${entry}")
+    list(GET entry 0 major)
+    list(GET entry 1 branch)
+    if(CUDAToolkit_VERSION_MAJOR STREQUAL major)
+      set(fusednn_deb_driver "${branch}")
+    endif()
+  endforeach()
+  if(fusednn_deb_driver)
+    set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS
+        "libcuda1 (>= ${fusednn_deb_driver}) | libcuda.so.1 (>= ${fusednn_deb_driver})")
+  else()
+    message(WARNING "fusednn: no minimum driver branch known for CUDA ${CUDAToolkit_VERSION}; "
+                    "the amd64 package recommends libcuda1 without a version")
+    set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "libcuda1 | libcuda.so.1")
+  endif()
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS
+      "libcublas-${CUDAToolkit_VERSION_MAJOR}-${CUDAToolkit_VERSION_MINOR} | libcublaslt${CUDAToolkit_VERSION_MAJOR}")
+  # The oldest GPU it runs on: the lowest compute capability in CMAKE_CUDA_ARCHITECTURES.
+  set(fusednn_deb_lowest "")
+  foreach(architecture IN LISTS CMAKE_CUDA_ARCHITECTURES)
+    if(architecture MATCHES "^([0-9]+)" AND
+       (fusednn_deb_lowest STREQUAL "" OR CMAKE_MATCH_1 LESS fusednn_deb_lowest))
+      set(fusednn_deb_lowest "${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
+  if(fusednn_deb_lowest)
+    math(EXPR fusednn_deb_lowest_major "${fusednn_deb_lowest} / 10")
+    math(EXPR fusednn_deb_lowest_minor "${fusednn_deb_lowest} % 10")
+    string(APPEND CPACK_DEBIAN_RUNTIME_DESCRIPTION "\n\n"
+      "This build has the CUDA backend, for NVIDIA GPUs of compute\n"
+      "capability ${fusednn_deb_lowest_major}.${fusednn_deb_lowest_minor} and later with the driver this package\n"
+      "recommends; without a usable GPU it runs on the CPU.")
+  endif()
 endif()
 
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_NAME ${FUSEDNN_DEB_DEV_PACKAGE})

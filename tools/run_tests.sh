@@ -5,7 +5,8 @@
 # check and the comment and license-line checks), the same C++ suites cross-built for aarch64 and
 # run under qemu-aarch64 (and its arm64 .deb packages checked), the Jetson GPU builds (CUDA 11.8,
 # sm_87 and sm_72) checked with cuobjdump and readelf, the samples, the amd64 .deb
-# packages installed and used (tests/package/test_deb.sh), the README's snippets, fusednn built
+# packages (their library with the CUDA backend) installed and used and their GPU code checked
+# with cuobjdump (tools/test_amd64_package.sh), the README's snippets, fusednn built
 # as a dependency of another project (add_subdirectory and FetchContent), the C++ suite under
 # ASan/UBSan, a short pass of every libFuzzer harness (tools/fuzz.sh, on the committed corpus plus
 # fresh inputs), and the Python, Rust and C# bindings' tests. GPU tests skip with a message where
@@ -34,8 +35,9 @@ run tools/test_aarch64.sh build/dev/src/api/libfusednn.so
 # The Jetson GPU cross builds (CUDA 11.8 fetched from Debian's non-free packages), built and
 # inspected: no Jetson GPU runs them here.
 run tools/test_jetson.sh build/dev/src/api/libfusednn.so
-# The .deb packages of a CPU-only Release library (build/deb), installed and built against.
-run tests/package/test_deb.sh
+# The amd64 .deb packages of a Release library with the CUDA backend (preset package-amd64),
+# installed and built against, run on the CPU, and their GPU code checked.
+run tools/test_amd64_package.sh
 run python3 tests/readme/run_readme_snippets.py build/dev
 run tests/consumers/run_consumers.sh build/consumers
 run cmake --workflow --preset asan

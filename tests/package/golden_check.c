@@ -1,24 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
 
 /*
- * Runs a model bundle on the CPU through an installed libfusednn and compares its output with
- * PyTorch's: the consumer that tests/package/test_deb.sh builds against the files of the .deb
- * packages alone.
+ * Runs a model bundle through an installed libfusednn and compares its output with PyTorch's: the
+ * consumer that tests/package/test_deb.sh builds against the files of the .deb packages alone.
  *
- *   golden_check MODEL INPUT EXPECTED BATCH
+ *   golden_check MODEL INPUT EXPECTED BATCH [DEVICE]
  *
  * MODEL is a bundle (tests/fixtures/golden/<name>/model.safetensors); INPUT and EXPECTED hold
  * BATCH samples of raw little-endian float32 values (the fixture's input_b<N> and output_b<N>,
  * which PyTorch computed). The check is the golden test's: the largest difference, divided by the
- * largest magnitude of the expected output, is at most 1e-5. Prints the library version, the
- * shapes and the error; exits 0 when the check passes, 1 when it fails or a call fails, 2 on a
- * usage error.
+ * largest magnitude of the expected output, is at most 1e-5. DEVICE is cpu (the default), cuda or
+ * auto: the model's fdnn_model_options::device. Prints the library version, the number of CUDA
+ * devices the library sees, the device the model runs on, the shapes and the error; a call that
+ * fails prints its status and the library's message. Exits 0 when the check passes, 1 when it
+ * fails or a call fails, 2 on a usage error.
  */
 #include <fusednn/fusednn.h>
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const double kTolerance = 1e-5;
 
@@ -107,9 +109,28 @@ static int check(fdnn_model* model, const float* input, long input_count, const 
   return 0;
 }
 
+/* The device named by text (cpu, cuda or auto); 0 when it names none. */
+static int parse_device(const char* text, fdnn_device* device) {
+  if (strcmp(text, "cpu") == 0) {
+    *device = FDNN_DEVICE_CPU;
+  } else if (strcmp(text, "cuda") == 0) {
+    *device = FDNN_DEVICE_CUDA;
+  } else if (strcmp(text, "auto") == 0) {
+    *device = FDNN_DEVICE_AUTO;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: golden_check MODEL INPUT EXPECTED BATCH\n");
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: golden_check MODEL INPUT EXPECTED BATCH [cpu|cuda|auto]\n");
+    return 2;
+  }
+  fdnn_device device = FDNN_DEVICE_CPU;
+  if (argc == 6 && !parse_device(argv[5], &device)) {
+    fprintf(stderr, "golden_check: DEVICE must be cpu, cuda or auto, not '%s'\n", argv[5]);
     return 2;
   }
   char* end = NULL;
@@ -119,6 +140,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   printf("fusednn %s\n", fdnn_version_string());
+  int32_t gpus = 0;
+  fdnn_status count_status = fdnn_cuda_device_count(&gpus);
+  if (count_status != FDNN_STATUS_OK) return fail_call("fdnn_cuda_device_count", count_status);
+  printf("CUDA devices: %d\n", (int)gpus);
 
   long input_count = 0;
   long expected_count = 0;
@@ -136,12 +161,16 @@ int main(int argc, char** argv) {
   if (status != FDNN_STATUS_OK) {
     fail_call("fdnn_model_options_init", status);
   } else {
-    options.device = FDNN_DEVICE_CPU;
+    options.device = device;
     options.max_batch = batch;
     status = fdnn_model_create_from_file(argv[1], &options, &model);
+    fdnn_device used = FDNN_DEVICE_AUTO;
     if (status != FDNN_STATUS_OK) {
       fail_call("fdnn_model_create_from_file", status);
+    } else if ((status = fdnn_model_device(model, &used)) != FDNN_STATUS_OK) {
+      fail_call("fdnn_model_device", status);
     } else {
+      printf("device: %s\n", used == FDNN_DEVICE_CUDA ? "cuda" : "cpu");
       result = check(model, input, input_count, expected, expected_count, batch);
     }
   }

@@ -19,9 +19,12 @@
 #   5. builds tests/package/golden_check.c against the installed files only, with a plain
 #      compiler call using pkg-config and as a CMake project using find_package(fusednn), and
 #      runs both on the LeNet-5 golden fixture (tests/fixtures/golden/lenet5) at batch 3,
-#      against PyTorch's output; then the C++ wrapper's sample (samples/01_cpp_raii) the same
-#      way. For arm64 packages on another machine all are cross-built with the aarch64 toolchain
-#      and run under qemu-aarch64.
+#      against PyTorch's output; then the C and C++ samples (samples/CMakeLists.txt) the same way;
+#      then golden_check again with device=auto (the GPU where the library sees one, else the
+#      CPU) and device=cuda (refused without a usable GPU, with the message docs/install.md
+#      gives for a library with or without GPU code). For arm64 packages on another machine all
+#      are cross-built with the aarch64 toolchain and run under qemu-aarch64, the C++ wrapper's
+#      sample (samples/01_cpp_raii) the only sample.
 #
 # Usage: tests/package/test_deb.sh [--arch ARCH] [BUILD_DIR]
 #   BUILD_DIR  a configured and built fusednn build folder to package (e.g. build/aarch64-cpu).
@@ -282,17 +285,86 @@ else
   fail "the find_package(fusednn) consumer did not configure or build"
 fi
 
-# 5c. The C++ wrapper (fusednn/fusednn.hpp, in libfusednn-dev): samples/01_cpp_raii built with
-# find_package against the same files; it checks its own output.
-cpp_build="$unpacked/cpp_raii"
-if cmake -S "$root/samples/01_cpp_raii" -B "$cpp_build" -DCMAKE_BUILD_TYPE=Release \
-     -DCMAKE_PREFIX_PATH="$prefix" "${toolchain_args[@]}" >"$unpacked/cpp_raii.log" 2>&1 &&
-   cmake --build "$cpp_build" >>"$unpacked/cpp_raii.log" 2>&1 &&
-   env "${library_env[@]}" "${runner[@]}" "$cpp_build/cpp_raii" >>"$unpacked/cpp_raii.log" 2>&1; then
-  pass "samples/01_cpp_raii (C++ wrapper) built against the packages and passed"
+# 5c. The C and C++ samples, built with find_package against the same files: every sample of
+# samples/CMakeLists.txt (00_hello_c, 01_cpp_raii with the C++ wrapper fusednn/fusednn.hpp from
+# libfusednn-dev, 06_threads, 07_cuda_stream, 08_jetson_camera_loop); each checks its own output,
+# and the GPU ones skip, or run on the CPU, where no GPU can be used. Cross-built packages:
+# samples/01_cpp_raii alone, under qemu.
+if [[ "$arch" == "$host_arch" ]]; then
+  sample_source="$root/samples"
+  sample_programs=(00_hello_c/hello_c 01_cpp_raii/cpp_raii 06_threads/threads
+                   07_cuda_stream/cuda_stream 08_jetson_camera_loop/camera_loop)
 else
-  tail -n 30 "$unpacked/cpp_raii.log"
-  fail "samples/01_cpp_raii did not build or run against the packages"
+  sample_source="$root/samples/01_cpp_raii"
+  sample_programs=(cpp_raii)
+fi
+samples_build="$unpacked/samples"
+if cmake -S "$sample_source" -B "$samples_build" -DCMAKE_BUILD_TYPE=Release \
+     -DCMAKE_PREFIX_PATH="$prefix" "${toolchain_args[@]}" >"$unpacked/samples.log" 2>&1 &&
+   cmake --build "$samples_build" >>"$unpacked/samples.log" 2>&1; then
+  found="$(sed -n 's/^fusednn_DIR:PATH=//p' "$samples_build/CMakeCache.txt")"
+  [[ "$found" == "$prefix/lib/"* ]] ||
+    fail "the samples' find_package(fusednn) found '$found', not the package under $prefix/lib"
+  for program in "${sample_programs[@]}"; do
+    sample="$(basename "$sample_source")"  # the sample's folder: 01_cpp_raii
+    [[ "$program" == */* ]] && sample="${program%%/*}"
+    log="$unpacked/sample-$sample.log"
+    if (cd "$unpacked" && env "${library_env[@]}" "${runner[@]}" "$samples_build/$program") \
+         >"$log" 2>&1; then
+      note="$(grep -m1 '^SKIP:' "$log" || true)"
+      pass "samples/$sample built against the packages and passed${note:+ ($note)}"
+    else
+      tail -n 30 "$log"
+      fail "samples/$sample failed against the packages"
+    fi
+  done
+else
+  tail -n 30 "$unpacked/samples.log"
+  fail "the samples did not configure or build against the packages"
+fi
+
+# 5d. The device a model runs on: device=auto runs on a GPU where the library sees one and on the
+# CPU otherwise, within the same tolerance of PyTorch's output; device=cuda runs on the GPU, or,
+# where none can be used, is refused with FDNN_STATUS_UNSUPPORTED and the message docs/install.md
+# gives: "no CUDA device is visible" from the CUDA backend of a library with GPU code (an
+# .nv_fatbin section), "built without the CUDA backend" from a CPU-only one.
+golden_check="$unpacked/golden_check_pkgconfig"
+if [[ -x "$golden_check" ]]; then
+  run_golden() {  # run_golden DEVICE LOG: golden_check on DEVICE; its status
+    env "${library_env[@]}" "${runner[@]}" "$golden_check" "${check_args[@]}" "$1" >"$2" 2>&1
+  }
+  auto_log="$unpacked/device-auto.log"
+  if run_golden auto "$auto_log"; then
+    gpus="$(sed -n 's/^CUDA devices: //p' "$auto_log")"
+    used="$(sed -n 's/^device: //p' "$auto_log")"
+    expected_device=cpu
+    [[ "$gpus" =~ ^[1-9] ]] && expected_device=cuda
+    [[ "$used" == "$expected_device" ]] &&
+      pass "device=auto ran on the $used with $gpus CUDA device(s) visible: $(grep -m1 '^largest difference' "$auto_log")" ||
+      fail "device=auto ran on '$used' with $gpus CUDA device(s) visible, not on the $expected_device"
+  else
+    cat "$auto_log"
+    fail "golden_check with device=auto failed"
+    gpus=""
+  fi
+  cuda_log="$unpacked/device-cuda.log"
+  if [[ "$gpus" =~ ^[1-9] ]]; then
+    run_golden cuda "$cuda_log" && grep -q '^device: cuda$' "$cuda_log" &&
+      pass "device=cuda ran on the GPU: $(grep -m1 '^largest difference' "$cuda_log")" ||
+      { cat "$cuda_log"; fail "golden_check with device=cuda failed on a machine with a GPU"; }
+  elif [[ "$gpus" == 0 ]]; then
+    expected_message="FDNN_STATUS_UNSUPPORTED: fdnn_model_create_from_file: options.device is"
+    if readelf -S -W "$library" | grep -q '\.nv_fatbin'; then
+      expected_message+=" FDNN_DEVICE_CUDA but no CUDA device is visible"
+    else
+      expected_message+=" FDNN_DEVICE_CUDA but this libfusednn was built without the CUDA backend"
+    fi
+    run_golden cuda "$cuda_log" && status=0 || status=$?
+    message="$(grep -m1 'fdnn_model_create_from_file returned' "$cuda_log" | sed 's/.* returned //')"
+    [[ $status -eq 1 && "$message" == "$expected_message"* ]] &&
+      pass "device=cuda without a usable GPU: $message" ||
+      { cat "$cuda_log"; fail "device=cuda without a usable GPU: exit $status, message '$message', not '$expected_message...'"; }
+  fi
 fi
 
 echo
