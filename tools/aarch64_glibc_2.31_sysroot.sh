@@ -21,8 +21,7 @@ prefix="$(realpath -m "${1:-build/aarch64-glibc-2.31}")"
 for tool in apt-get dpkg-deb aarch64-linux-gnu-gcc; do
   command -v "$tool" >/dev/null || { echo "$tool not found (a Debian 12 machine with tools/install_dependencies.sh --tests is needed)" >&2; exit 1; }
 done
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-[[ -f "$keyring" ]] || { echo "$keyring not found: apt-get install debian-archive-keyring" >&2; exit 1; }
+source tools/private_apt.sh
 
 packages=(libc6 libc6-dev linux-libc-dev libgcc-10-dev)
 glibc_version_prefix="2.31-"
@@ -35,24 +34,9 @@ if [[ -f "$stamp" && -f "$prefix/compat/libc_single_threaded.o" ]]; then
 fi
 rm -rf "$prefix/sysroot" "$prefix/unwinder" "$prefix/compat"
 
-# A private apt, as in tools/jetson_cuda_dependencies.sh: its own sources list (bullseye), package
-# lists and cache, arm64 only, and no dpkg status.
-apt_dir="$prefix/apt"
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/sources.list.d" \
-  "$apt_dir/preferences.d" "$prefix/debs" "$prefix/sysroot"
-echo "deb [signed-by=$keyring] http://deb.debian.org/debian bullseye main" >"$apt_dir/sources.list"
-cat >"$apt_dir/apt.conf" <<EOF
-Dir::Etc::SourceList "$apt_dir/sources.list";
-Dir::Etc::SourceParts "$apt_dir/sources.list.d";
-Dir::Etc::Preferences "$apt_dir/preferences";
-Dir::Etc::PreferencesParts "$apt_dir/preferences.d";
-Dir::State::Lists "$apt_dir/lists";
-Dir::Cache "$apt_dir/cache";
-Dir::State::status "/dev/null";
-APT::Architectures { "arm64"; };
-APT::Sandbox::User "$(id -un)";
-EOF
-export APT_CONFIG="$apt_dir/apt.conf"
+# A private apt (tools/private_apt.sh): bullseye, arm64 only.
+mkdir -p "$prefix/debs" "$prefix/sysroot"
+use_private_apt "$prefix/apt" "http://deb.debian.org/debian bullseye main" arm64
 
 apt-get update -qq
 : >"$stamp.partial"

@@ -20,34 +20,18 @@ prefix="$(realpath -m "${1:-build/jetson-cuda-11.8}")"
 for tool in apt-get dpkg-deb aarch64-linux-gnu-g++; do
   command -v "$tool" >/dev/null || { echo "$tool not found (a Debian 12 machine with tools/install_dependencies.sh --tests is needed)" >&2; exit 1; }
 done
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-[[ -f "$keyring" ]] || { echo "$keyring not found: apt-get install debian-archive-keyring" >&2; exit 1; }
+source tools/private_apt.sh
 
 # name:architecture; the CUDA packages are versioned 11.8.x~11.8.0-..., which is checked.
 packages=(nvidia-cuda-toolkit:amd64 libnvvm4:amd64 nvidia-cuda-dev:arm64 libcudart11.0:arm64
           libcu++-dev:all)
 cuda_version_prefix="11.8."
 
-# A private apt: its own sources list (bookworm with contrib and non-free, which the machine's
-# own sources need not enable), package lists and cache, both architectures, and no dpkg status (so
-# nothing installed on the machine is considered).
-apt_dir="$prefix/apt"
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/sources.list.d" \
-  "$apt_dir/preferences.d" "$prefix/debs"
-echo "deb [signed-by=$keyring] http://deb.debian.org/debian bookworm main contrib non-free" \
-  >"$apt_dir/sources.list"
-cat >"$apt_dir/apt.conf" <<EOF
-Dir::Etc::SourceList "$apt_dir/sources.list";
-Dir::Etc::SourceParts "$apt_dir/sources.list.d";
-Dir::Etc::Preferences "$apt_dir/preferences";
-Dir::Etc::PreferencesParts "$apt_dir/preferences.d";
-Dir::State::Lists "$apt_dir/lists";
-Dir::Cache "$apt_dir/cache";
-Dir::State::status "/dev/null";
-APT::Architectures { "amd64"; "arm64"; };
-APT::Sandbox::User "$(id -un)";
-EOF
-export APT_CONFIG="$apt_dir/apt.conf"
+# A private apt (tools/private_apt.sh): bookworm with contrib and non-free, which the machine's
+# own sources need not enable, both architectures.
+mkdir -p "$prefix/debs"
+use_private_apt "$prefix/apt" "http://deb.debian.org/debian bookworm main contrib non-free" \
+  amd64 arm64
 
 stamp="$prefix/packages.txt"
 if [[ -f "$stamp" && -x "$prefix/usr/lib/nvidia-cuda-toolkit/bin/nvcc" ]]; then
