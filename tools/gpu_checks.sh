@@ -204,11 +204,9 @@ step_initcheck_nolt() {
     [[ -n $tests ]] || continue
     (($(left) > 60)) || { note "initcheck-nolt: out of budget before $binary"; return 1; }
     note "initcheck-nolt: $binary: $(tr ':' '\n' <<<"$tests" | wc -l) tests"
-    FUSEDNN_CUDA_TEST_QUICK=1 FUSEDNN_CUDA_OVERRIDES=cublaslt=0 timeout --kill-after=10 \
-      $(($(left) - 30)) compute-sanitizer --tool initcheck --print-limit 1000000000 \
-      --show-backtrace no "$CUDA_TESTS/$binary" --gtest_filter="$tests" 2>&1 |
-      count_reports "$STATE/reports-nolt/$binary.tsv" >"$LOGS/initcheck-nolt.$binary.log"
-    note "  rc=${PIPESTATUS[0]}: $(grep -h 'ERROR SUMMARY' "$LOGS/initcheck-nolt.$binary.log" | tail -1)"
+    FUSEDNN_CUDA_OVERRIDES=cublaslt=0 counted_run initcheck $(($(left) - 30)) \
+      "$STATE/reports-nolt/$binary.tsv" "$LOGS/initcheck-nolt.$binary.log" "$binary" "$tests"
+    note "  rc=$?: $(grep -h 'ERROR SUMMARY' "$LOGS/initcheck-nolt.$binary.log" | tail -1)"
     grep -E '^\[  FAILED  \] [A-Za-z]' "$LOGS/initcheck-nolt.$binary.log" | sort -u >>"$SUMMARY"
   done
 }
@@ -275,7 +273,7 @@ count_reports() {
       if (reports <= 200) print
       next
     }
-    /^=========     .* at / && pending {
+    /^=========     / && / at / && pending {
       place = substr($0, index($0, " at ") + 4)
       if (place ~ /^0x[0-9a-fA-F]+ in /) sub(/^0x[0-9a-fA-F]+ in /, "", place)
       else sub(/\+0x[0-9a-fA-F]+.*/, "", place)
@@ -293,6 +291,19 @@ count_reports() {
     }'
 }
 
+# counted_run TOOL CAP TABLE LOG BINARY FILTER: BINARY's tests FILTER (quick batch sizes) under
+# compute-sanitizer's initcheck or racecheck for at most CAP seconds, every report printed (no
+# host backtraces) through count_reports, which counts them into TABLE and keeps the first 200 in
+# LOG; returns the tool's status. The caller's environment reaches the tests.
+counted_run() {
+  local tool=$1 cap=$2 table=$3 log=$4 binary=$5 filter=$6
+  local options=(--tool "$tool" --error-exitcode 3 --print-limit 1000000000 --show-backtrace no)
+  [[ $tool == racecheck ]] && options+=(--racecheck-report all)
+  FUSEDNN_CUDA_TEST_QUICK=1 timeout --kill-after=10 "$cap" compute-sanitizer "${options[@]}" \
+    "$CUDA_TESTS/$binary" --gtest_filter="$filter" 2>&1 | count_reports "$table" >"$log"
+  return "${PIPESTATUS[0]}"
+}
+
 # One sanitizer run over one shard; records a line in shards.tsv unless the budget cut it short.
 run_shard() {
   local name=$1 cap=$2
@@ -308,22 +319,14 @@ run_shard() {
   # on the mapped one (FUSEDNN_CUDA_TEST_HOST_IO=mapped).
   local sanitizer=${tool%-mapped} host_io=auto
   [[ $tool == *-mapped ]] && host_io=mapped
-  # initcheck and racecheck: every report printed (without host backtraces) and counted per test
-  # and place in $STATE/reports/; the log keeps the first 200.
-  local counted=0 limit=200
-  [[ $tool == initcheck || $tool == racecheck ]] && counted=1 limit=1000000000
-  local options=(--tool "$sanitizer" --error-exitcode 3 --print-limit "$limit")
-  [[ $sanitizer == memcheck ]] && options+=(--leak-check full)
-  [[ $sanitizer == racecheck ]] && options+=(--racecheck-report all)
-  ((counted)) && options+=(--show-backtrace no)
   begin=$(date +%s)
-  if ((counted)); then
+  if [[ $tool == initcheck || $tool == racecheck ]]; then
     mkdir -p "$STATE/reports"
-    FUSEDNN_CUDA_TEST_QUICK=1 timeout --kill-after=10 "$cap" compute-sanitizer "${options[@]}" \
-      "$CUDA_TESTS/$binary" --gtest_filter="$filter" 2>&1 |
-      count_reports "$STATE/reports/$name.tsv" >"$log"
-    rc=${PIPESTATUS[0]}
+    counted_run "$tool" "$cap" "$STATE/reports/$name.tsv" "$log" "$binary" "$filter"
+    rc=$?
   else
+    local options=(--tool "$sanitizer" --error-exitcode 3 --print-limit 200)
+    [[ $sanitizer == memcheck ]] && options+=(--leak-check full)
     FUSEDNN_CUDA_TEST_QUICK=1 FUSEDNN_CUDA_TEST_HOST_IO=$host_io timeout --kill-after=10 "$cap" \
       compute-sanitizer "${options[@]}" "$CUDA_TESTS/$binary" --gtest_filter="$filter" >"$log" 2>&1
     rc=$?
