@@ -451,8 +451,11 @@ void CudaContext::run_device_in_dtypes(int64_t batch, const void* input, fdnn_dt
                            (widen && narrow);
 
   CachedGraph* graph = nullptr;
-  // (Overlapping caller buffers never reach here: the API refuses them.)
-  if (backend_.cuda_graphs() && launches >= 2 && !caller_capturing) {
+  // A run of one launch goes out directly, unless it may call cuBLASLt, whose host side costs
+  // more than replaying a graph of its kernels. (Overlapping caller buffers never reach here:
+  // the API refuses them.)
+  const bool may_call_cublaslt = backend_.cublaslt_workspace_bytes() > 0;
+  if (backend_.cuda_graphs() && (launches >= 2 || may_call_cublaslt) && !caller_capturing) {
     const int alignment = alignment_class(input, output);
     const int conversions = (widen ? 1 : 0) | (narrow ? 2 : 0);
     graph = repointable
