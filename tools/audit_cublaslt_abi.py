@@ -14,7 +14,9 @@ sizeof and alignof, and for a struct each member's offset and size; per constant
 two printouts are compared line by line.
 
 Usage:
-  audit_cublaslt_abi.py OLD_INCLUDES NEW_INCLUDES   (each: include folders joined by ':')
+  audit_cublaslt_abi.py [--tolerate TYPE]... OLD_INCLUDES NEW_INCLUDES
+      (each: include folders joined by ':'; a tolerated type's differences are listed, not
+      counted: for an opaque descriptor whose storage another check covers)
   audit_cublaslt_abi.py --self-test OLD_INCLUDES
 Exit status: 0 when every used declaration and value agrees, 1 when any differs (each listed),
 2 when a header cannot be probed. --self-test checks the audit itself: the header against itself
@@ -144,9 +146,16 @@ def compare(old_dirs, new_dirs, compiler, quiet=False):
     return differences
 
 
-def report(differences, old_dirs, new_dirs):
+def report(differences, old_dirs, new_dirs, tolerated_types=()):
+    tolerated = [d for d in differences
+                 if any(d[0].startswith("type %s " % t) or d[1].startswith("type %s " % t)
+                        for t in tolerated_types)]
+    differences = [d for d in differences if d not in tolerated]
+    for old, new in tolerated:
+        print("  tolerated (--tolerate): old: %s; new: %s" % (old, new))
     if not differences:
-        print("audit_cublaslt_abi.py: every used declaration and value agrees")
+        print("audit_cublaslt_abi.py: every used declaration and value agrees%s"
+              % (" (but the tolerated)" if tolerated else ""))
         return 0
     print("audit_cublaslt_abi.py: %d differences (old: %s, new: %s):"
           % (len(differences), old_dirs[0], new_dirs[0]))
@@ -207,6 +216,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--self-test", action="store_true")
     parser.add_argument("--compiler", default=os.environ.get("CXX", "g++"))
+    parser.add_argument("--tolerate", action="append", default=[], metavar="TYPE")
     parser.add_argument("includes", nargs="+")
     args = parser.parse_args()
     dirs = [[os.path.abspath(d) for d in group.split(":") if d] for group in args.includes]
@@ -216,7 +226,7 @@ def main():
         return self_test(dirs[0], args.compiler)
     if len(dirs) != 2:
         parser.error("two include paths: OLD NEW")
-    return report(compare(dirs[0], dirs[1], args.compiler), dirs[0], dirs[1])
+    return report(compare(dirs[0], dirs[1], args.compiler), dirs[0], dirs[1], args.tolerate)
 
 
 if __name__ == "__main__":

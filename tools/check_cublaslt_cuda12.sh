@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Checks the claim that lets the Jetson library (built with CUDA 11.8) load JetPack 6's
+# libcublasLt.so.12 where libcublasLt.so.11 is absent (linear/cublaslt_library.cpp):
+#  1. tools/audit_cublaslt_abi.py --self-test: the audit reports a doctored header;
+#  2. the audit of CUDA 11.8's cublasLt.h against cuBLAS 12.2 (JetPack 6.0), 12.6 (JetPack 6.1
+#     and 6.2) and 12.9 (the last 12.x): every function, type and value fusednn uses must agree,
+#     but the matmul descriptor's storage size (184 bytes under 11.8, 256 under 12), which
+#  3. tools/cublaslt_descriptor_probe.cpp covers: compiled against CUDA 11.8's header, it describes
+#     fusednn's products through each libcublasLt.so.12, which must accept every call and write
+#     nothing past the 184 bytes (run natively for the x86-64 12.2 library, PyPI having no aarch64
+#     wheel of it, and under qemu-aarch64 for the aarch64 12.6 and 12.9 libraries).
+# The cuBLAS 12 headers and libcublasLt.so.12 come from PyPI's nvidia-cublas-cu12 wheels, the
+# other CUDA headers cublasLt.h includes from nvidia-cuda-runtime-cu12 (pip download --no-deps),
+# unpacked into CUBLAS12_DIR (default build/cublas-cu12) and the wheels deleted; a version already
+# unpacked there is not fetched again.
+# Usage: tools/check_cublaslt_cuda12.sh [CUDA_11_8_PREFIX [CUBLAS12_DIR]]
+#   (default build/jetson-cuda-11.8, filled by tools/jetson_cuda_dependencies.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cuda_11_8="$(realpath "${1:-build/jetson-cuda-11.8}")/usr/include"
+cublas12="$(realpath -m "${2:-build/cublas-cu12}")"
+[[ -f "$cuda_11_8/cublasLt.h" ]] ||
+  { echo "no CUDA 11.8 cublasLt.h in $cuda_11_8 (tools/jetson_cuda_dependencies.sh)" >&2; exit 1; }
+start=$SECONDS
+
+# cuBLAS version : its wheel's platform : the CUDA runtime wheel of the same toolkit
+releases=("12.2.5.6:x86_64:12.2.140" "12.6.1.4:aarch64:12.6.77" "12.9.1.4:aarch64:12.9.79")
+
+fetch() {  # fetch CUBLAS_VERSION PLATFORM RUNTIME_VERSION -> unpacked into $cublas12/CUBLAS_VERSION
+  local folder="$cublas12/$1" platforms=()
+  [[ -f "$folder/unpacked" ]] && return
+  case "$2" in
+    x86_64) platforms=(--platform manylinux1_x86_64 --platform manylinux2014_x86_64
+                       --platform manylinux_2_17_x86_64) ;;
+    aarch64) platforms=(--platform manylinux2014_aarch64 --platform manylinux_2_17_aarch64
+                        --platform manylinux_2_27_aarch64) ;;
+  esac
+  rm -rf "$folder" && mkdir -p "$folder/wheels"
+  pip download -q --no-deps --only-binary=:all: "${platforms[@]}" --python-version 3.11 \
+    -d "$folder/wheels" "nvidia-cublas-cu12==$1" "nvidia-cuda-runtime-cu12==$3"
+  unzip -q -o "$folder"/wheels/nvidia_cublas_cu12-*.whl 'nvidia/cublas/include/*' \
+    'nvidia/cublas/lib/libcublasLt.so.12' -d "$folder"
+  unzip -q -o "$folder"/wheels/nvidia_cuda_runtime_cu12-*.whl 'nvidia/cuda_runtime/include/*' \
+    -d "$folder"
+  rm -rf "$folder/wheels"
+  echo "$2" >"$folder/unpacked"
+}
+
+python3 tools/audit_cublaslt_abi.py --self-test "$cuda_11_8"
+
+probes="$(mktemp -d)"
+trap 'rm -rf "$probes"' EXIT
+g++ -std=c++17 -O1 -Wall -Wextra -Werror -isystem "$cuda_11_8" \
+  tools/cublaslt_descriptor_probe.cpp -ldl -o "$probes/x86_64"
+aarch64-linux-gnu-g++ -std=c++17 -O1 -Wall -Wextra -Werror -isystem "$cuda_11_8" \
+  tools/cublaslt_descriptor_probe.cpp -ldl -o "$probes/aarch64"
+
+for release in "${releases[@]}"; do
+  IFS=: read -r version platform runtime <<<"$release"
+  fetch "$version" "$platform" "$runtime"
+  echo "== CUDA 11.8's cublasLt.h against cuBLAS $version"
+  python3 tools/audit_cublaslt_abi.py --tolerate cublasLtMatmulDescOpaque_t "$cuda_11_8" \
+    "$cublas12/$version/nvidia/cublas/include:$cublas12/$version/nvidia/cuda_runtime/include"
+  library="$cublas12/$version/nvidia/cublas/lib/libcublasLt.so.12"
+  if [[ $platform == x86_64 ]]; then
+    "$probes/x86_64" "$library"
+  else
+    qemu-aarch64 -L /usr/aarch64-linux-gnu "$probes/aarch64" "$library"
+  fi
+done
+echo "check_cublaslt_cuda12.sh: CUDA 11.8's cuBLASLt use holds for cuBLAS ${releases[*]%%:*}" \
+  "($((SECONDS - start)) s)"
