@@ -4,7 +4,8 @@
 
 The list of what is used is read from the sources, not written here: the functions of
 cublaslt_library.hpp's table (decltype(&name)) and cublaslt_library.cpp's resolve("name") calls,
-which must name the same functions; and every cuBLAS / cuBLASLt / CUDA data-type identifier in
+which must name the same functions, and any other function it looks up with dlsym (its
+version); and every cuBLAS / cuBLASLt / CUDA data-type identifier in
 src/backends/cuda/ (the cuBLASLt code and the selection code that picks its compute and data
 types): the types (names ending in _t, and cudaDataType), the enum values and
 attribute ids (upper-case names), the version macros excepted. For each header a probe program is
@@ -52,7 +53,9 @@ def used_items(source_dir=CUDA_BACKEND):
     with open(TABLE_HEADER) as f:
         table = set(re.findall(r"decltype\(&(\w+)\)", strip_comments(f.read())))
     with open(TABLE_SOURCE) as f:
-        resolved = set(re.findall(r'resolve\(\s*handle,\s*"(\w+)"', strip_comments(f.read())))
+        loader = strip_comments(f.read())
+    resolved = set(re.findall(r'resolve\([^";]*"(\w+)"', loader))
+    looked_up = set(re.findall(r'dlsym\([^";]*"(\w+)"', loader))
     if not table or table != resolved:
         raise SystemExit("audit_cublaslt_abi.py: the function table (%s) and the resolved names "
                          "(%s) differ" % (sorted(table), sorted(resolved)))
@@ -67,7 +70,7 @@ def used_items(source_dir=CUDA_BACKEND):
                         constants.add(identifier)
                 else:
                     types.add(identifier)
-    return sorted(table), sorted(types), sorted(constants)
+    return sorted(table | looked_up), sorted(types), sorted(constants)
 
 
 def struct_members(include_dirs, type_name):
@@ -92,8 +95,8 @@ def probe_source(include_dirs, functions, types, constants):
         lines.append('  std::printf("function %s %%s\\n", typeid(decltype(&%s)).name());'
                      % (function, function))
     for type_name in types:
-        lines.append('  std::printf("type %s sizeof %%zu alignof %%zu\\n", sizeof(%s), alignof(%s));'
-                     % (type_name, type_name, type_name))
+        lines.append('  std::printf("type %s sizeof %%zu alignof %%zu\\n", sizeof(%s), '
+                     'alignof(%s));' % (type_name, type_name, type_name))
         for member in struct_members(include_dirs, type_name):
             lines.append('  std::printf("type %s member %s offset %%zu sizeof %%zu\\n", '
                          'offsetof(%s, %s), sizeof(((%s*)nullptr)->%s));'

@@ -9,7 +9,10 @@
 #  3. tools/cublaslt_descriptor_probe.cpp covers: compiled against CUDA 11.8's header, it describes
 #     fusednn's products through each libcublasLt.so.12, which must accept every call and write
 #     nothing past the 184 bytes (run natively for the x86-64 12.2 library, PyPI having no aarch64
-#     wheel of it, and under qemu-aarch64 for the aarch64 12.6 and 12.9 libraries).
+#     wheel of it, and under qemu-aarch64 for the aarch64 12.6 and 12.9 libraries);
+#  4. tools/cublaslt_loader_probe.cpp: the backend's loader (cublaslt_library.cpp, compiled with
+#     CUDA 11.8's headers), with only each libcublasLt.so.12 on the library path, must load it
+#     and say that it did and why libcublasLt.so.11 was passed over.
 # The cuBLAS 12 headers and libcublasLt.so.12 come from PyPI's nvidia-cublas-cu12 wheels, the
 # other CUDA headers cublasLt.h includes from nvidia-cuda-runtime-cu12 (pip download --no-deps),
 # unpacked into CUBLAS12_DIR (default build/cublas-cu12) and the wheels deleted; a version already
@@ -55,6 +58,12 @@ g++ -std=c++17 -O1 -Wall -Wextra -Werror -isystem "$cuda_11_8" \
   tools/cublaslt_descriptor_probe.cpp -ldl -o "$probes/x86_64"
 aarch64-linux-gnu-g++ -std=c++17 -O1 -Wall -Wextra -Werror -isystem "$cuda_11_8" \
   tools/cublaslt_descriptor_probe.cpp -ldl -o "$probes/aarch64"
+loader_sources=(tools/cublaslt_loader_probe.cpp src/backends/cuda/linear/cublaslt_library.cpp
+                src/backends/cuda/linear/cublaslt_sonames.cpp)
+g++ -std=c++17 -O1 -Wall -Wextra -Werror -Isrc -isystem "$cuda_11_8" "${loader_sources[@]}" -ldl \
+  -o "$probes/loader_x86_64"
+aarch64-linux-gnu-g++ -std=c++17 -O1 -Wall -Wextra -Werror -Isrc -isystem "$cuda_11_8" \
+  "${loader_sources[@]}" -ldl -o "$probes/loader_aarch64"
 
 for release in "${releases[@]}"; do
   IFS=: read -r version platform runtime <<<"$release"
@@ -63,11 +72,16 @@ for release in "${releases[@]}"; do
   python3 tools/audit_cublaslt_abi.py --tolerate cublasLtMatmulDescOpaque_t "$cuda_11_8" \
     "$cublas12/$version/nvidia/cublas/include:$cublas12/$version/nvidia/cuda_runtime/include"
   library="$cublas12/$version/nvidia/cublas/lib/libcublasLt.so.12"
-  if [[ $platform == x86_64 ]]; then
-    "$probes/x86_64" "$library"
-  else
-    qemu-aarch64 -L /usr/aarch64-linux-gnu "$probes/aarch64" "$library"
+  only_12=(env LD_LIBRARY_PATH="$(dirname "$library")")
+  if [[ $platform == aarch64 ]]; then
+    only_12=(qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH="$(dirname "$library")")
   fi
+  "${only_12[@]}" "$probes/$platform" "$library"
+  loaded=$("${only_12[@]}" "$probes/loader_$platform")
+  echo "$loaded"
+  expected="loaded: libcublasLt.so.12 (cuBLASLt ${version%.*}; cannot load libcublasLt.so.11 ("
+  [[ $loaded == "$expected"* ]] ||
+    { echo "check_cublaslt_cuda12.sh: the loader did not take cuBLAS $version's" >&2; exit 1; }
 done
 echo "check_cublaslt_cuda12.sh: CUDA 11.8's cuBLASLt use holds for cuBLAS ${releases[*]%%:*}" \
   "($((SECONDS - start)) s)"

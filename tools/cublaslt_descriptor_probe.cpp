@@ -52,10 +52,12 @@ cublasStatus_t describe(const Library& lt, void* storage, size_t size, cublasCom
   const void* bias = reinterpret_cast<const void*>(uintptr_t{0x10000});
   const int32_t bias_type = CUDA_R_32F;
   if (status == CUBLAS_STATUS_SUCCESS) {
-    status = lt.matmul_desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose_a, sizeof transpose_a);
+    status =
+        lt.matmul_desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose_a, sizeof transpose_a);
   }
   if (status == CUBLAS_STATUS_SUCCESS) {
-    status = lt.matmul_desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &transpose_b, sizeof transpose_b);
+    status =
+        lt.matmul_desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &transpose_b, sizeof transpose_b);
   }
   if (status == CUBLAS_STATUS_SUCCESS) {
     status = lt.matmul_desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
@@ -64,8 +66,8 @@ cublasStatus_t describe(const Library& lt, void* storage, size_t size, cublasCom
     status = lt.matmul_desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
   }
   if (status == CUBLAS_STATUS_SUCCESS && fp32_bias_type) {
-    status = lt.matmul_desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                sizeof bias_type);
+    status =
+        lt.matmul_desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
   }
   return status;
 }
@@ -82,8 +84,8 @@ bool check(const char* what, size_t size, Call call) {
   const long last = last_written(a, b, size + kGuardBytes);
   const bool ok = status_a == CUBLAS_STATUS_SUCCESS && status_b == CUBLAS_STATUS_SUCCESS &&
                   last < static_cast<long>(size);
-  std::printf("%s %s: %zu bytes of storage, status %d, last byte written %ld\n",
-              ok ? "ok" : "FAIL", what, size, static_cast<int>(status_a), last);
+  std::printf("%s %s: %zu bytes of storage, status %d, last byte written %ld\n", ok ? "ok" : "FAIL",
+              what, size, static_cast<int>(status_a), last);
   return ok;
 }
 
@@ -125,30 +127,35 @@ int main(int argc, char** argv) {
       char what[160];
       std::snprintf(what, sizeof what, "matmul descriptor, compute type %d, GELU_BIAS%s",
                     static_cast<int>(compute), fp32_bias_type ? ", fp32 bias type" : "");
-      ok = check(what, matmul_size, [&](void* storage) {
-             return describe(lt, storage, matmul_size, compute, fp32_bias_type);
-           }) && ok;
+      ok = check(what, matmul_size,
+                 [&](void* storage) {
+                   return describe(lt, storage, matmul_size, compute, fp32_bias_type);
+                 }) &&
+           ok;
     }
   }
   const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF};
   for (cudaDataType_t type : types) {
     char what[80];
     std::snprintf(what, sizeof what, "matrix layout, data type %d", static_cast<int>(type));
-    ok = check(what, layout_size, [&](void* storage) {
-           return lt.layout_init(static_cast<cublasLtMatrixLayout_t>(storage), layout_size, type,
-                                 768, 3072, 768);
-         }) && ok;
+    ok = check(what, layout_size,
+               [&](void* storage) {
+                 return lt.layout_init(static_cast<cublasLtMatrixLayout_t>(storage), layout_size,
+                                       type, 768, 3072, 768);
+               }) &&
+         ok;
   }
   // The library reads the storage size it is given: in a quarter of the header's storage it
   // either refuses (any status) or writes within that quarter; only the writes are checked.
   const size_t quarter = matmul_size / 4;
   ok = check("matmul descriptor in a quarter of the storage (refusal also accepted)", quarter,
              [&](void* storage) {
-               const cublasStatus_t status = describe(lt, storage, quarter, CUBLAS_COMPUTE_32F,
-                                                      false);
+               const cublasStatus_t status =
+                   describe(lt, storage, quarter, CUBLAS_COMPUTE_32F, false);
                std::printf("  (status %d)\n", static_cast<int>(status));
                return CUBLAS_STATUS_SUCCESS;
-             }) && ok;
+             }) &&
+       ok;
   std::printf("%s\n", ok ? "descriptor probe passed" : "descriptor probe FAILED");
   return ok ? 0 : 1;
 }
