@@ -40,12 +40,18 @@ fetch() {  # fetch CUBLAS_VERSION PLATFORM RUNTIME_VERSION -> unpacked into $cub
                         --platform manylinux_2_27_aarch64) ;;
   esac
   rm -rf "$folder" && mkdir -p "$folder/wheels"
-  pip download -q --no-deps --only-binary=:all: "${platforms[@]}" --python-version 3.11 \
-    -d "$folder/wheels" "nvidia-cublas-cu12==$1" "nvidia-cuda-runtime-cu12==$3"
-  unzip -q -o "$folder"/wheels/nvidia_cublas_cu12-*.whl 'nvidia/cublas/include/*' \
-    'nvidia/cublas/lib/libcublasLt.so.12' -d "$folder"
-  unzip -q -o "$folder"/wheels/nvidia_cuda_runtime_cu12-*.whl 'nvidia/cuda_runtime/include/*' \
-    -d "$folder"
+  python3 -m pip download -q --no-deps --only-binary=:all: "${platforms[@]}" \
+    --python-version 3.11 -d "$folder/wheels" "nvidia-cublas-cu12==$1" \
+    "nvidia-cuda-runtime-cu12==$3"
+  # The headers and libcublasLt.so.12 only (the cuBLAS wheel also holds libcublas and more).
+  python3 - "$folder" "$folder"/wheels/*.whl <<'EOF'
+import sys, zipfile
+wanted = ("nvidia/cublas/include/", "nvidia/cuda_runtime/include/",
+          "nvidia/cublas/lib/libcublasLt.so.12")
+for wheel in sys.argv[2:]:
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(sys.argv[1], [n for n in archive.namelist() if n.startswith(wanted)])
+EOF
   rm -rf "$folder/wheels"
   echo "$2" >"$folder/unpacked"
 }
