@@ -13,6 +13,9 @@
 #  4. tools/cublaslt_loader_probe.cpp: the backend's loader (cublaslt_library.cpp, compiled with
 #     CUDA 11.8's headers), with only each libcublasLt.so.12 on the library path, must load it
 #     and say that it did and why libcublasLt.so.11 was passed over.
+# It also builds CUBLAS12_DIR/cublaslt_gpu_check (tools/cublaslt_gpu_check.cpp), which needs a GPU
+# to run: CUBLAS12_DIR/cublaslt_gpu_check CUBLAS12_DIR/12.2.5.6/nvidia/cublas/lib/libcublasLt.so.12
+#   CUBLAS12_DIR/12.2.5.6/nvidia/cuda_runtime/lib/libcudart.so.12
 # The cuBLAS 12 headers and libcublasLt.so.12 come from PyPI's nvidia-cublas-cu12 wheels, the
 # other CUDA headers cublasLt.h includes from nvidia-cuda-runtime-cu12 (pip download --no-deps),
 # unpacked into CUBLAS12_DIR (default build/cublas-cu12) and the wheels deleted; a version already
@@ -43,11 +46,12 @@ fetch() {  # fetch CUBLAS_VERSION PLATFORM RUNTIME_VERSION -> unpacked into $cub
   python3 -m pip download -q --no-deps --only-binary=:all: "${platforms[@]}" \
     --python-version 3.11 -d "$folder/wheels" "nvidia-cublas-cu12==$1" \
     "nvidia-cuda-runtime-cu12==$3"
-  # The headers and libcublasLt.so.12 only (the cuBLAS wheel also holds libcublas and more).
+  # The headers, libcublasLt.so.12 and libcudart.so.12 (for tools/cublaslt_gpu_check.cpp) only:
+  # the cuBLAS wheel also holds libcublas and more.
   python3 - "$folder" "$folder"/wheels/*.whl <<'EOF'
 import sys, zipfile
 wanted = ("nvidia/cublas/include/", "nvidia/cuda_runtime/include/",
-          "nvidia/cublas/lib/libcublasLt.so.12")
+          "nvidia/cublas/lib/libcublasLt.so.12", "nvidia/cuda_runtime/lib/libcudart.so.12")
 for wheel in sys.argv[2:]:
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(sys.argv[1], [n for n in archive.namelist() if n.startswith(wanted)])
@@ -64,6 +68,9 @@ g++ -std=c++17 -O1 -Wall -Wextra -Werror -isystem "$cuda_11_8" \
   tools/cublaslt_descriptor_probe.cpp -ldl -o "$probes/x86_64"
 aarch64-linux-gnu-g++ -std=c++17 -O1 -Wall -Wextra -Werror -isystem "$cuda_11_8" \
   tools/cublaslt_descriptor_probe.cpp -ldl -o "$probes/aarch64"
+# Built, not run (it needs a GPU): the GPU check docs/jetson.md gives for the GPU machine.
+g++ -std=c++17 -O2 -Wall -Wextra -Werror -isystem "$cuda_11_8" tools/cublaslt_gpu_check.cpp -ldl \
+  -o "$cublas12/cublaslt_gpu_check"
 loader_sources=(tools/cublaslt_loader_probe.cpp src/backends/cuda/linear/cublaslt_library.cpp
                 src/backends/cuda/linear/cublaslt_sonames.cpp)
 g++ -std=c++17 -O1 -Wall -Wextra -Werror -Isrc -isystem "$cuda_11_8" "${loader_sources[@]}" -ldl \
