@@ -122,11 +122,12 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 # A Jetson build's GPU code (the jetson-orin and jetson-xavier presets) needs the GPU driver,
 # which JetPack's nvidia-l4t-cuda provides: without it the library runs on the CPU backend, so
 # the driver is recommended rather than required. The CUDA runtime is linked in; cuBLASLt is
-# loaded when present (CUDA 11's, which JetPack 5's libcublas packages hold), the tiled GEMM
-# standing in without it.
+# loaded when present (CUDA 11's, which JetPack 5's libcublas packages hold, or else cuBLAS 12's,
+# JetPack 6's), the tiled GEMM standing in without it.
 if(FUSEDNN_WITH_CUDA AND FUSEDNN_DEB_ARCHITECTURE STREQUAL "arm64")
   set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "nvidia-l4t-cuda")
-  set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "libcublas-11-4 | libcublas-11-8")
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS
+      "libcublas-11-4 | libcublas-11-8 | libcublas-12-2 | libcublas-12-6")
 endif()
 # An amd64 build with the CUDA backend (preset package-amd64) recommends the driver's libcuda.so.1
 # of a branch that runs this CUDA major's runtime: Debian's libcuda1 (also in NVIDIA's Debian

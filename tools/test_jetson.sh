@@ -18,6 +18,9 @@
 # against Debian 12, where that preset is built too), its Depends must say so, and the golden check
 # and the camera-loop sample, built against the unpacked packages with the same toolchain, must
 # run under qemu-aarch64 with glibc 2.31 as the whole C library.
+# First, tools/check_cublaslt_cuda12.sh re-checks what lets the CUDA 11.8 library load JetPack 6's
+# libcublasLt.so.12: the audit of the cuBLASLt declarations and values fusednn uses (11.8 against
+# cuBLAS 12.2, 12.6 and 12.9, from PyPI's wheels), the descriptor probe and the loader itself.
 # Usage: tools/test_jetson.sh X86_64_LIBRARY [PRESET...]
 #   (default: jetson-orin jetson-xavier jetson)
 set -euo pipefail
@@ -32,6 +35,7 @@ presets=("$@")
 ((${#presets[@]})) || presets=(jetson-orin jetson-xavier jetson)
 
 tools/jetson_cuda_dependencies.sh build/jetson-cuda-11.8
+tools/check_cublaslt_cuda12.sh build/jetson-cuda-11.8 build/cublas-cu12
 tools/aarch64_dependencies.sh build/aarch64-deps
 glibc_2_31=build/aarch64-glibc-2.31
 if [[ " ${presets[*]} " == *" jetson "* ]]; then

@@ -152,7 +152,9 @@ void CudaBackend::upload_and_point(const HostImages& images, const std::vector<O
   // cublaslt_unavailable_reason()).
   if (uses_cublaslt && !cublaslt_allowed(device_.overrides)) {
     cublaslt_unavailable_reason_ = "cuBLASLt is off (override cublaslt=0)";
-  } else if (uses_cublaslt && cublaslt_library(&cublaslt_unavailable_reason_) != nullptr) {
+  } else if (const CublasLtLibrary* library =
+                 uses_cublaslt ? cublaslt_library(&cublaslt_unavailable_reason_) : nullptr) {
+    cublaslt_origin_ = library->origin;
     cublaslt_ = std::make_unique<CublasLtHandle>();  // on the model's device, current here
     cublaslt_workspace_bytes_ = recommended_cublaslt_workspace_bytes(device_);
   }
@@ -712,6 +714,8 @@ BackendExplanation CudaBackend::explain(int64_t batch) const {
       "; forms for buffers on 256 bytes (the context's own, and cudaMalloc's)";
   if (!cublaslt_unavailable_reason_.empty()) {
     result.summary += "; cuBLASLt unavailable: " + cublaslt_unavailable_reason_;
+  } else if (!cublaslt_origin_.empty()) {
+    result.summary += "; cuBLASLt from " + cublaslt_origin_;
   }
   const HostIoChoice io = host_io_choice();
   result.summary += std::string("; host I/O ") +

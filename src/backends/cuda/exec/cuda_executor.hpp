@@ -186,6 +186,7 @@ class CudaBackend final : public Backend {
   std::vector<Op> ops_;  // declared after the handle and the weights they use: destroyed first
   size_t cublaslt_workspace_bytes_ = 0;
   std::string cublaslt_unavailable_reason_;  // set when cuBLASLt could not be loaded
+  std::string cublaslt_origin_;  // the library loaded and its version (CublasLtLibrary::origin)
   bool device_graphs_repointable_ = true;
   bool cublaslt_reads_16_bit_input_ = false;
   bool cublaslt_writes_16_bit_output_ = false;
