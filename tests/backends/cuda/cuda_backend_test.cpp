@@ -733,14 +733,17 @@ TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChainsRepeatBitForBit) {
             first = output;
           } else {
             ASSERT_EQ(std::memcmp(output.data(), first.data(), output.size() * sizeof(float)), 0)
-                << "repeat " << repeat << " differs from the first run";
+                << "repeat " << repeat << " differs from the first run; "
+                << worst_difference(output, first, head.out_width);
           }
         }
         fdnn_context_destroy(context);
         fdnn_model_destroy(model);
         firsts.push_back(first);
       }
-      EXPECT_LE(relative_error(firsts[0], firsts[1]), 2e-5) << "folded against the row kernel";
+      EXPECT_LE(relative_error(firsts[0], firsts[1]), 2e-5)
+          << "folded against the row kernel; "
+          << worst_difference(firsts[0], firsts[1], head.out_width);
     }
   }
 }
@@ -776,7 +779,9 @@ TEST(CudaBackend, RowOpsFoldedIntoTensorCoreChains) {
           ScopedOverride off("fold_row_ops", "0");
           separate = run_on_gpu(head.net, weights, r.precision, batch, input, output_count);
         }
-        EXPECT_LE(relative_error(folded, separate), 2e-5) << "folded against the row kernel";
+        EXPECT_LE(relative_error(folded, separate), 2e-5)
+            << "folded against the row kernel; "
+            << worst_difference(folded, separate, head.out_width);
       }
     }
     // The two heads that stay inside the contract's bound against the CPU in either form.

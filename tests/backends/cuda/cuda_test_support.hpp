@@ -403,6 +403,24 @@ inline double relative_error(const std::vector<float>& got, const std::vector<fl
   return worst / std::max(scale, 1e-30);
 }
 
+// Where got and expected differ most, for a failure's message: the row and column of outputs
+// `width` wide, and both values.
+inline std::string worst_difference(const std::vector<float>& got,
+                                    const std::vector<float>& expected, int64_t width) {
+  size_t worst = 0;
+  double largest = -1;
+  for (size_t i = 0; i < expected.size() && i < got.size(); ++i) {
+    const double difference = std::isfinite(got[i]) ? std::fabs(double(got[i]) - expected[i])
+                                                    : INFINITY;
+    if (difference > largest) largest = difference, worst = i;
+  }
+  if (largest < 0 || width <= 0) return "no outputs";
+  const auto columns = static_cast<size_t>(width);
+  return "most apart at row " + std::to_string(worst / columns) + ", column " +
+         std::to_string(worst % columns) + ": " + std::to_string(got[worst]) + " against " +
+         std::to_string(expected[worst]);
+}
+
 #if FUSEDNN_TEST_WITH_CUDART
 #define CUDA_OK(call)                                                                        \
   do {                                                                                       \
