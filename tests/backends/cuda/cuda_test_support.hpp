@@ -410,8 +410,8 @@ inline std::string worst_difference(const std::vector<float>& got,
   size_t worst = 0;
   double largest = -1;
   for (size_t i = 0; i < expected.size() && i < got.size(); ++i) {
-    const double difference = std::isfinite(got[i]) ? std::fabs(double(got[i]) - expected[i])
-                                                    : INFINITY;
+    const double difference =
+        std::isfinite(got[i]) ? std::fabs(double(got[i]) - expected[i]) : INFINITY;
     if (difference > largest) largest = difference, worst = i;
   }
   if (largest < 0 || width <= 0) return "no outputs";
