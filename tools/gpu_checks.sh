@@ -27,6 +27,10 @@
 #   load-collect  waits for the load test within the budget and reports its summary (or, if it
 #                 is still running, how far it got; call again to collect it)
 #   status        what is done and what is left
+# --skip FILE leaves out of the shards the tests FILE lists as run under each tool: a
+# done_tests.tsv an earlier call returned, so that a fresh machine goes on where the last one
+# stopped. Its first line is the tree's fingerprint (the library's and the CUDA tests' sources);
+# on another tree the list is ignored and every test runs.
 # --budget S (default 570) bounds the whole call. --shard-cap S (default 240) bounds one shard.
 # --gpus LIST (e.g. 0,1,2; default: the default device) runs one shard at a time on each GPU
 # listed (a GPU listed twice gets two workers); --load-gpu K runs the load test on GPU K alone
@@ -38,7 +42,8 @@
 # What comes back in $OUT (the device returns 8 files at most): summary.txt (this call's steps
 # and the table of every shard so far), shards.tsv (one line a shard), sanitizer_logs.tar.gz (the
 # logs of every shard so far, each cut to its last 2 MB), reports.tsv (initcheck's and
-# racecheck's reports counted per test and place), load_test.log, tests.log, build.log.
+# racecheck's reports counted per test and place), done_tests.tsv (the tests run under each tool,
+# for --skip), load_test.log, tests.log, build.log.
 #
 # Two calls on a warm machine, the second within 30 s of the first:
 #   tools/gpu_checks.sh --budget 570 build tests load-start sanitize
@@ -59,6 +64,7 @@ SHARD_CAP=240
 GPUS=""
 LOAD_GPU=""
 TOOL_LIST=memcheck,racecheck,synccheck,initcheck
+SKIP_FILE=""
 STEPS=()
 while (($#)); do
   case $1 in
@@ -69,6 +75,7 @@ while (($#)); do
     --gpus) GPUS=$2; shift 2 ;;
     --load-gpu) LOAD_GPU=$2; shift 2 ;;
     --tools) TOOL_LIST=$2; shift 2 ;;
+    --skip) SKIP_FILE=$2; shift 2 ;;
     -h|--help) sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     build|tests|suites|sanitize|initcheck-nolt|load-start|load-collect|status)
       STEPS+=("$1"); shift ;;
@@ -219,18 +226,68 @@ list_tests() {
     /^  /   { print suite $1 }'
 }
 
+# The sources whose change makes earlier sanitizer results stale: the library's and the CUDA
+# tests'. The same text on any machine with the same tree.
+tree_fingerprint() {
+  find src include cmake tests/backends/cuda CMakeLists.txt -type f -print0 2>/dev/null |
+    LC_ALL=C sort -z | xargs -0 sha1sum | sha1sum | cut -d' ' -f1
+}
+
+# Keeps --skip's file only where it was written on this tree.
+check_skip_file() {
+  [[ -n $SKIP_FILE ]] || return 0
+  if [[ ! -f $SKIP_FILE ]]; then
+    note "--skip: no file $SKIP_FILE; every test runs"
+    SKIP_FILE=""
+  elif [[ $(head -1 "$SKIP_FILE") != "fingerprint $(tree_fingerprint)" ]]; then
+    note "--skip: $SKIP_FILE is for another tree; every test runs"
+    SKIP_FILE=""
+  else
+    note "--skip: $(($(wc -l <"$SKIP_FILE") - 1)) tool and test pairs run before on this tree"
+  fi
+}
+
+# The tests --skip's file lists as run under `tool`.
+skipped_tests() {
+  [[ -n $SKIP_FILE ]] || return 0
+  awk -F'\t' -v tool="$1" 'NR > 1 && $1 == tool { print $2 }' "$SKIP_FILE"
+}
+
 make_shards() {
   [[ -f $STATE/shards_made ]] && return 0
-  local t tool binary n
+  local t tool binary n skipped
   for t in "${!TOOLS[@]}"; do
     tool=${TOOLS[$t]}
+    skipped=$(skipped_tests "$tool")
     for binary in "${BINARIES[@]}"; do
       [[ -x $CUDA_TESTS/$binary ]] || { note "no $binary: build first"; return 1; }
       n=${SHARD_TESTS[$tool]}
-      list_tests "$CUDA_TESTS/$binary" | split -l "$n" -d -a 3 - "$SHARDS/$((t + 1))-$tool.$binary."
+      list_tests "$CUDA_TESTS/$binary" | grep -vxF -e "$skipped" |
+        split -l "$n" -d -a 3 - "$SHARDS/$((t + 1))-$tool.$binary."
     done
   done
   touch "$STATE/shards_made"
+}
+
+# done_tests.tsv: the tests each tool has run to their end on this machine (in shards that
+# finished, and before the cut in those that did not), with those --skip named, for the next
+# machine's --skip.
+write_done_tests() {
+  local file=$OUT/done_tests.tsv shard tool log
+  {
+    echo "fingerprint $(tree_fingerprint)"
+    [[ -n $SKIP_FILE ]] && tail -n +2 "$SKIP_FILE"
+    for log in "$LOGS"/*.log; do
+      [[ -f $log ]] || continue
+      shard=${log##*/}
+      shard=${shard%.log}
+      [[ $shard == [0-9]*-*.*.* ]] || continue
+      tool=${shard#*-}
+      tool=${tool%%.*}
+      sed -n 's/^\[ *\(OK\|FAILED\) *\] \([^ ]*\) (.*/\2/p' "$log" |
+        awk -v OFS='\t' -v tool="$tool" '{ print tool, $0 }'
+    done
+  } | awk '!seen[$0]++' >"$file"
 }
 
 shard_done() { grep -q "^$1	" "$DONE"; }
@@ -487,6 +544,7 @@ report() {
     echo " what the tool reported before it was stopped, and single tests that never finished)"
   } >>"$SUMMARY"
   cp "$DONE" "$OUT/shards.tsv"
+  write_done_tests
   # initcheck's and racecheck's reports per test and place; "cublaslt=0" marks initcheck-nolt's.
   local table=$OUT/reports.tsv file shard
   printf 'count\ttool\ttest\treport\tplace\trun\n' >"$table"
@@ -515,6 +573,7 @@ report() {
   tar -czf "$OUT/sanitizer_logs.tar.gz" -C "$staged" . 2>/dev/null
 }
 
+check_skip_file
 for step in "${STEPS[@]}"; do
   case $step in
     build) step_build ;;
