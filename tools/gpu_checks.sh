@@ -470,6 +470,13 @@ sanitize_worker() {
 step_sanitize() {
   command -v compute-sanitizer >/dev/null || { note "no compute-sanitizer here"; return 1; }
   make_shards || return 1
+  # A compute-sanitizer that does not know the kernel filter would fail every racecheck shard.
+  if [[ -n $RACECHECK_SKIP_KERNELS ]] &&
+    ! compute-sanitizer --tool racecheck --kernel-name-exclude kns=fusednn_none true \
+      >"$STATE/kernel_filter_check.log" 2>&1; then
+    note "--racecheck-skip-kernels: compute-sanitizer refused --kernel-name-exclude ($(head -c 200 "$STATE/kernel_filter_check.log")); every kernel is checked"
+    RACECHECK_SKIP_KERNELS=""
+  fi
   # Claims last one call: the workers of an earlier call are gone.
   rm -rf "$CLAIMS" && mkdir -p "$CLAIMS"
   # The shards run while the load test does; load-collect after them needs only a moment (it
