@@ -69,6 +69,7 @@ g++ -std=c++17 -O1 -Wall -Wextra -Werror -isystem "$cuda_11_8" \
 aarch64-linux-gnu-g++ -std=c++17 -O1 -Wall -Wextra -Werror -isystem "$cuda_11_8" \
   tools/cublaslt_descriptor_probe.cpp -ldl -o "$probes/aarch64"
 # Built, not run (it needs a GPU): the GPU check docs/jetson.md gives for the GPU machine.
+mkdir -p "$cublas12"
 g++ -std=c++17 -O2 -Wall -Wextra -Werror -isystem "$cuda_11_8" tools/cublaslt_gpu_check.cpp -ldl \
   -o "$cublas12/cublaslt_gpu_check"
 loader_sources=(tools/cublaslt_loader_probe.cpp src/backends/cuda/linear/cublaslt_library.cpp
