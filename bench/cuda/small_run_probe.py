@@ -23,10 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
@@ -35,32 +33,15 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "bench" / "cuda"))
 sys.path.insert(0, str(ROOT / "bindings" / "python" / "src"))
 
-CALLS = 1000        # calls per timed round
-ROUNDS = 7          # rounds; the median is reported
-CAPTURED = 32       # calls in one graph for the GPU-only times
+CAPTURED = 32  # calls in one graph for the GPU-only times
 DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 def per_call(enqueue: Callable[[], None], stream: Any, torch: Any) -> Tuple[float, float]:
-    """(event us, submit us) per call over back-to-back calls: medians of ROUNDS rounds."""
-    events, submits = [], []
-    with torch.cuda.stream(stream):
-        for _ in range(CALLS // 4):
-            enqueue()
-        stream.synchronize()
-        for _ in range(ROUNDS):
-            start = torch.cuda.Event(enable_timing=True)
-            stop = torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            t0 = time.perf_counter()
-            for _ in range(CALLS):
-                enqueue()
-            t1 = time.perf_counter()
-            stop.record(stream)
-            stop.synchronize()
-            events.append(start.elapsed_time(stop) * 1000.0 / CALLS)
-            submits.append((t1 - t0) * 1e6 / CALLS)
-    return round(statistics.median(events), 3), round(statistics.median(submits), 3)
+    """(event us, submit us) per call over back-to-back calls (python_call_cost.py's timing)."""
+    from python_call_cost import per_call as timed
+
+    return timed(lambda _: enqueue(), stream, torch)
 
 
 def captured_gpu_us(enqueue: Callable[[], None], stream: Any, torch: Any) -> float:
