@@ -234,14 +234,32 @@ list_tests() {
     /^  /   { print suite $1 }'
 }
 
-# The sources whose change makes earlier sanitizer results stale: the library's and the CUDA
-# tests'. The same text on any machine with the same tree.
+# The sources whose change makes earlier sanitizer results stale: the library's, the tests' and
+# their fixtures. The same text on any machine with the same tree.
 tree_fingerprint() {
-  find src include cmake tests/backends/cuda CMakeLists.txt -type f -print0 2>/dev/null |
-    LC_ALL=C sort -z | xargs -0 sha1sum | sha1sum | cut -d' ' -f1
+  find src include cmake tests/backends/cuda tests/fixtures tests/CMakeLists.txt CMakeLists.txt \
+    -type f -print0 2>/dev/null | LC_ALL=C sort -z | xargs -0 sha1sum | sha1sum | cut -d' ' -f1
 }
 
-# Keeps --skip's file only where it was written on this tree.
+# The tests a log shows ended (passed, failed or skipped), one name a line; a parameterised
+# test's failure line names its parameter after the name.
+finished_tests() {
+  sed -n -E 's/^\[ *(OK|FAILED|SKIPPED) *\] ([A-Za-z_][^ ,]*\.[^ ,]+)(, where .*)? \([0-9]+ ms\)$/\2/p' \
+    "$1"
+}
+
+# The name a tool's results go under in done_tests.tsv: racecheck with kernels left unchecked is
+# "racecheck!LIST", apart from a racecheck of every kernel.
+result_key() {
+  if [[ $1 == racecheck && -s $STATE/racecheck_skips ]]; then
+    echo "racecheck!$(cat "$STATE/racecheck_skips")"
+  else
+    echo "$1"
+  fi
+}
+
+# Keeps --skip's file only where it was written on this tree, and keeps its lines on this
+# machine ($STATE/skipped.tsv) for every later call's done_tests.tsv.
 check_skip_file() {
   [[ -n $SKIP_FILE ]] || return 0
   if [[ ! -f $SKIP_FILE ]]; then
@@ -252,18 +270,25 @@ check_skip_file() {
     SKIP_FILE=""
   else
     note "--skip: $(($(wc -l <"$SKIP_FILE") - 1)) tool and test pairs run before on this tree"
+    {
+      tail -n +2 "$SKIP_FILE"
+      if [[ -f $STATE/skipped.tsv ]]; then cat "$STATE/skipped.tsv"; fi
+    } | awk '!seen[$0]++' >"$STATE/skipped.tsv.new" && mv "$STATE/skipped.tsv.new" "$STATE/skipped.tsv"
   fi
 }
 
-# The tests --skip's file lists as run under `tool`.
+# The tests run before on this tree under `tool` as this machine runs it: racecheck of every
+# kernel covers a racecheck that leaves some unchecked, not the other way round.
 skipped_tests() {
-  [[ -n $SKIP_FILE ]] || return 0
-  awk -F'\t' -v tool="$1" 'NR > 1 && $1 == tool { print $2 }' "$SKIP_FILE"
+  [[ -f $STATE/skipped.tsv ]] || return 0
+  awk -F'\t' -v key="$(result_key "$1")" -v tool="$1" \
+    '$1 == key || $1 == tool { print $2 }' "$STATE/skipped.tsv"
 }
 
 make_shards() {
   [[ -f $STATE/shards_made ]] && return 0
   local t tool binary n skipped
+  printf '%s' "$RACECHECK_SKIP_KERNELS" >"$STATE/racecheck_skips"
   for t in "${!TOOLS[@]}"; do
     tool=${TOOLS[$t]}
     skipped=$(skipped_tests "$tool")
@@ -277,14 +302,15 @@ make_shards() {
   touch "$STATE/shards_made"
 }
 
-# done_tests.tsv: the tests each tool has run to their end on this machine (in shards that
-# finished, and before the cut in those that did not), with those --skip named, for the next
-# machine's --skip.
+# done_tests.tsv, for the next machine's --skip: the tests each tool has run to their end on
+# this tree, those --skip named included. Under memcheck only the shards that ended count (its
+# leak check runs as the process exits); under the other tools every test that ended does, in a
+# shard cut short too.
 write_done_tests() {
-  local file=$OUT/done_tests.tsv shard tool log
+  local file=$OUT/done_tests.tsv shard tool log status
   {
     echo "fingerprint $(tree_fingerprint)"
-    [[ -n $SKIP_FILE ]] && tail -n +2 "$SKIP_FILE"
+    if [[ -f $STATE/skipped.tsv ]]; then cat "$STATE/skipped.tsv"; fi
     for log in "$LOGS"/*.log; do
       [[ -f $log ]] || continue
       shard=${log##*/}
@@ -292,8 +318,11 @@ write_done_tests() {
       [[ $shard == [0-9]*-*.*.* ]] || continue
       tool=${shard#*-}
       tool=${tool%%.*}
-      sed -n 's/^\[ *\(OK\|FAILED\) *\] \([^ ]*\) (.*/\2/p' "$log" |
-        awk -v OFS='\t' -v tool="$tool" '{ print tool, $0 }'
+      if [[ $tool == memcheck* ]]; then
+        status=$(awk -F'\t' -v name="$shard" '$1 == name { s = $5 } END { print s }' "$DONE")
+        [[ $status == ok || $status == findings || $status == test-failed ]] || continue
+      fi
+      finished_tests "$log" | awk -v OFS='\t' -v key="$(result_key "$tool")" '{ print key, $0 }'
     done
   } | awk '!seen[$0]++' >"$file"
 }
@@ -324,7 +353,7 @@ count_reports() {
       pending = 0
     }
     /^\[ RUN      \] / { settle("-"); test = $4; print; next }
-    /^========= .*(ERROR SUMMARY|COMPUTE-SANITIZER|LEAK SUMMARY|buffer overflow|were skipped)/ {
+    /^========= .*(ERROR SUMMARY|RACECHECK SUMMARY|COMPUTE-SANITIZER|LEAK SUMMARY|buffer overflow|were skipped|Target application returned)/ {
       settle("-")
       print
       next
@@ -363,11 +392,12 @@ count_reports() {
 counted_run() {
   local tool=$1 cap=$2 table=$3 log=$4 binary=$5 filter=$6
   local options=(--tool "$tool" --error-exitcode 3 --print-limit 1000000000 --show-backtrace no)
-  local skipped
+  local skipped names=()
   if [[ $tool == racecheck ]]; then
     options+=(--racecheck-report all)
-    for skipped in ${RACECHECK_SKIP_KERNELS//,/ }; do
-      options+=(--kernel-name-exclude "kns=$skipped")
+    IFS=, read -ra names <<<"$(cat "$STATE/racecheck_skips" 2>/dev/null)"
+    for skipped in "${names[@]}"; do
+      [[ -n $skipped ]] && options+=(--kernel-name-exclude "kns=$skipped")
     done
   fi
   FUSEDNN_CUDA_TEST_QUICK=1 timeout --kill-after=10 "$cap" compute-sanitizer "${options[@]}" \
@@ -419,7 +449,7 @@ run_shard() {
     # full cap), the rest another.
     local running finished
     running=$(sed -n 's/^\[ RUN      \] \([^ ]*\).*/\1/p' "$log" | tail -1)
-    finished=$(sed -n 's/^\[ *\(OK\|FAILED\|SKIPPED\) *\] \([^ ]*\) (.*/\2/p' "$log")
+    finished=$(finished_tests "$log")
     if [[ -n $running ]] && grep -qxF "$running" <<<"$finished"; then
       status=timeout-after-tests  # every test finished; the tool did not end in time
       tests=$(grep -c . <<<"$finished")
@@ -469,14 +499,15 @@ sanitize_worker() {
 
 step_sanitize() {
   command -v compute-sanitizer >/dev/null || { note "no compute-sanitizer here"; return 1; }
-  make_shards || return 1
-  # A compute-sanitizer that does not know the kernel filter would fail every racecheck shard.
-  if [[ -n $RACECHECK_SKIP_KERNELS ]] &&
-    ! compute-sanitizer --tool racecheck --kernel-name-exclude kns=fusednn_none true \
-      >"$STATE/kernel_filter_check.log" 2>&1; then
+  # A compute-sanitizer that does not know the kernel filter would fail every racecheck shard
+  # (checked only where this machine makes its shards, which records the filter).
+  if [[ -n $RACECHECK_SKIP_KERNELS && ! -f $STATE/shards_made ]] &&
+    ! compute-sanitizer --tool racecheck --kernel-name-exclude kns=fusednn_none_a \
+      --kernel-name-exclude kns=fusednn_none_b true >"$STATE/kernel_filter_check.log" 2>&1; then
     note "--racecheck-skip-kernels: compute-sanitizer refused --kernel-name-exclude ($(head -c 200 "$STATE/kernel_filter_check.log")); every kernel is checked"
     RACECHECK_SKIP_KERNELS=""
   fi
+  make_shards || return 1
   # Claims last one call: the workers of an earlier call are gone.
   rm -rf "$CLAIMS" && mkdir -p "$CLAIMS"
   # The shards run while the load test does; load-collect after them needs only a moment (it
