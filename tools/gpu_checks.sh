@@ -125,8 +125,6 @@ wants() { [[ " ${STEPS[*]} " == *" $1 "* ]]; }
   echo "gpu_checks.sh ${STEPS[*]} (budget ${BUDGET}s) on $(date -u +%FT%TZ)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
   compute-sanitizer --version 2>&1 | tail -1
-  [[ -n $RACECHECK_SKIP_KERNELS ]] &&
-    echo "racecheck leaves unchecked the kernels named with: $RACECHECK_SKIP_KERNELS"
 } >>"$SUMMARY"
 
 # ------------------------------------------------------------------------------------------
@@ -248,6 +246,12 @@ finished_tests() {
     "$1"
 }
 
+# The tool of a shard named N-TOOL.BINARY.NNN.
+shard_tool() {
+  local tool=${1#*-}
+  echo "${tool%%.*}"
+}
+
 # The name a tool's results go under in done_tests.tsv: racecheck with kernels left unchecked is
 # "racecheck!LIST", apart from a racecheck of every kernel.
 result_key() {
@@ -289,6 +293,8 @@ make_shards() {
   [[ -f $STATE/shards_made ]] && return 0
   local t tool binary n skipped
   printf '%s' "$RACECHECK_SKIP_KERNELS" >"$STATE/racecheck_skips"
+  [[ -n $RACECHECK_SKIP_KERNELS ]] &&
+    note "racecheck on this machine leaves unchecked the kernels named with: $RACECHECK_SKIP_KERNELS"
   for t in "${!TOOLS[@]}"; do
     tool=${TOOLS[$t]}
     skipped=$(skipped_tests "$tool")
@@ -316,8 +322,7 @@ write_done_tests() {
       shard=${log##*/}
       shard=${shard%.log}
       [[ $shard == [0-9]*-*.*.* ]] || continue
-      tool=${shard#*-}
-      tool=${tool%%.*}
+      tool=$(shard_tool "$shard")
       if [[ $tool == memcheck* ]]; then
         status=$(awk -F'\t' -v name="$shard" '$1 == name { s = $5 } END { print s }' "$DONE")
         [[ $status == ok || $status == findings || $status == test-failed ]] || continue
@@ -409,8 +414,7 @@ counted_run() {
 run_shard() {
   local name=$1 cap=$2
   local tool binary log filter tests begin rc seconds errors hazards failed status
-  tool=${name#*-}
-  tool=${tool%%.*}
+  tool=$(shard_tool "$name")
   binary=${name#*.}
   binary=${binary%%.*}
   log=$LOGS/$name.log
